@@ -1,0 +1,66 @@
+#include "buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ephd_buf_init(ephd_buf_t *b) {
+  b->base = NULL;
+  b->len = 0;
+  b->cap = 0;
+}
+
+void ephd_buf_free(ephd_buf_t *b) {
+  free(b->base);
+  ephd_buf_init(b);
+}
+
+char *ephd_buf_reserve(ephd_buf_t *b, size_t n) {
+  if (b->cap - b->len < n) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < n) cap *= 2;
+    char *p = realloc(b->base, cap);
+    if (p == NULL) {
+      fprintf(stderr, "ephd: out of memory growing a buffer to %zu\n", cap);
+      abort();
+    }
+    b->base = p;
+    b->cap = cap;
+  }
+  return b->base + b->len;
+}
+
+void ephd_buf_append(ephd_buf_t *b, const void *p, size_t n) {
+  if (n == 0) return;
+  memcpy(ephd_buf_reserve(b, n), p, n);
+  b->len += n;
+}
+
+void ephd_buf_appends(ephd_buf_t *b, const char *s) {
+  ephd_buf_append(b, s, strlen(s));
+}
+
+void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v) {
+  char tmp[20];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  char *out = ephd_buf_reserve(b, (size_t)n);
+  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  b->len += (size_t)n;
+}
+
+void ephd_buf_consume(ephd_buf_t *b, size_t n) {
+  if (n >= b->len) {
+    b->len = 0;
+    return;
+  }
+  memmove(b->base, b->base + n, b->len - n);
+  b->len -= n;
+}
+
+void ephd_buf_shrink(ephd_buf_t *b, size_t keep) {
+  if (b->len == 0 && b->cap > keep) ephd_buf_free(b);
+}

@@ -1,0 +1,29 @@
+/* A growable byte buffer: the one place the core grows memory for bytes it
+ * writes (responses, decoded names), so every growth policy lives here. */
+#ifndef EPHD_BUF_H
+#define EPHD_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  char *base;
+  size_t len;
+  size_t cap;
+} ephd_buf_t;
+
+void ephd_buf_init(ephd_buf_t *b);
+void ephd_buf_free(ephd_buf_t *b);
+/* Makes room for n more bytes and returns where they go; aborts on OOM
+ * because a broker that cannot grow a response buffer cannot answer. */
+char *ephd_buf_reserve(ephd_buf_t *b, size_t n);
+void ephd_buf_append(ephd_buf_t *b, const void *p, size_t n);
+void ephd_buf_appends(ephd_buf_t *b, const char *s);
+void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v);
+/* Drops the first n bytes, keeping the rest at the front. */
+void ephd_buf_consume(ephd_buf_t *b, size_t n);
+/* Returns the allocation when it grew past keep bytes, so an idle connection
+ * or a one-off huge response does not pin memory. */
+void ephd_buf_shrink(ephd_buf_t *b, size_t keep);
+
+#endif

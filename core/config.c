@@ -1,0 +1,191 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ephd_settings_t *current;
+
+const ephd_config_t *ephd_config(void) { return &current->lua; }
+
+int ephd_ffi_abi_version(void) { return EPHD_FFI_ABI_VERSION; }
+
+typedef enum { K_U64, K_BOOL } kind_t;
+
+typedef struct {
+  const char *name;
+  const char *fallback; /* the default, as an operator would type it */
+  uint64_t min, max;
+  kind_t kind;
+  size_t offset;
+  const char *help;
+} knob_t;
+
+#define AT(field) offsetof(ephd_settings_t, field)
+#define MiB(n) ((uint64_t)(n) << 20)
+
+static const knob_t knobs[] = {
+    {"QUEEN_EPHEMERAL_MAX_BYTES", "268435456", 1, UINT64_MAX >> 1, K_U64,
+     AT(max_bytes), "the whole broker's ephemeral payload bytes (503 past it)"},
+    {"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", "16777216", 1, UINT64_MAX >> 1, K_U64,
+     AT(queue_max_bytes), "default maxBytes of a partition ring"},
+    {"QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH", "10000", 1, UINT32_MAX, K_U64,
+     AT(queue_max_length), "default maxLength of a partition ring"},
+    {"QUEEN_EPHEMERAL_LEASE_S", "30", 1, 86400, K_U64, AT(lease_s),
+     "default leaseSeconds before an unacked message is redelivered"},
+    {"QUEEN_EPHEMERAL_RETRY_LIMIT", "5", 0, UINT32_MAX, K_U64,
+     AT(retry_limit), "default retryLimit: deliveries per group"},
+    {"QUEEN_EPHEMERAL_POP_TIMEOUT_MS", "30000", 0, 300000, K_U64,
+     AT(lua.pop_timeout_ms), "a waiting pop's timeout when it names none"},
+    {"QUEEN_EPHEMERAL_MAX_BODY_BYTES", "67108864", 1024, UINT32_MAX, K_U64,
+     AT(max_body_bytes), "largest request body (413 past it)"},
+    {"QUEEN_EPHEMERAL_MAX_HEADER_BYTES", "65536", 1024, MiB(16), K_U64,
+     AT(max_header_bytes), "largest request line plus headers (431 past it)"},
+    {"QUEEN_TENANCY_HEADER", "false", 0, 1, K_BOOL, AT(lua.tenancy_header),
+     "take the tenant from the x-queen-tenant header"},
+};
+
+static int parse_value(const knob_t *k, const char *v, ephd_settings_t *s) {
+  char *at = (char *)s + k->offset;
+  if (k->kind == K_BOOL) {
+    int b;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+      b = 1;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+      b = 0;
+    else
+      return -1;
+    memcpy(at, &b, sizeof(b));
+    return 0;
+  }
+  if (*v < '0' || *v > '9') return -1;
+  errno = 0;
+  char *end;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno || *end || n < k->min || n > k->max) return -1;
+  uint64_t u = n;
+  memcpy(at, &u, sizeof(u));
+  return 0;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: ephd [--listen HOST:PORT] [--policy-dir DIR] "
+          "[--database-url URL]\n\n"
+          "flags:\n"
+          "  --listen HOST:PORT   address to serve (default 127.0.0.1:6632)\n"
+          "  --policy-dir DIR     the operator's Lua policy directory\n"
+          "                       (default: policies/default of this tree)\n"
+          "  --database-url URL   PostgreSQL for declarations "
+          "(default: $DATABASE_URL)\n"
+          "  --help               this text\n"
+          "  --version            the version and FFI ABI\n\n"
+          "environment (default):\n");
+  for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
+    fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,
+            knobs[i].help);
+}
+
+static int parse_listen(ephd_settings_t *s, const char *v) {
+  const char *colon = strrchr(v, ':');
+  if (colon == NULL || colon == v ||
+      (size_t)(colon - v) >= sizeof(s->listen_host))
+    return -1;
+  const char *host = v, *host_end = colon;
+  if (*host == '[' && host_end[-1] == ']') {
+    host++;
+    host_end--;
+  }
+  char *end;
+  errno = 0;
+  long port = strtol(colon + 1, &end, 10);
+  if (errno || *end || colon[1] == 0 || port < 0 || port > 65535) return -1;
+  memcpy(s->listen_host, host, (size_t)(host_end - host));
+  s->listen_host[host_end - host] = 0;
+  s->listen_port = (int)port;
+  return 0;
+}
+
+int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
+                     const char *default_policy_dir,
+                     const char *default_lua_dir) {
+  memset(s, 0, sizeof(*s));
+  current = s;
+  s->lua.max_pop_timeout_ms = 300000;
+  s->lua.max_batch = 10000;
+  s->lua.max_items = 10000;
+  s->lua.max_name_bytes = 512;
+  for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+    const knob_t *k = &knobs[i];
+    const char *env = getenv(k->name);
+    if (parse_value(k, k->fallback, s) < 0) abort();
+    if (env && parse_value(k, env, s) < 0) {
+      fprintf(stderr, "ephd: %s=%s is not usable: %s\n", k->name, env,
+              k->kind == K_BOOL ? "expected true, false, 1 or 0"
+                                : "expected a whole number in range");
+      return -1;
+    }
+  }
+  parse_listen(s, "127.0.0.1:6632");
+  s->policy_dir = default_policy_dir;
+  s->lua_dir = default_lua_dir;
+  s->database_url = getenv("DATABASE_URL");
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 1;
+    }
+    if (strcmp(a, "--version") == 0) {
+      printf("ephd 0.1.0 (ffi abi %d)\n", EPHD_FFI_ABI_VERSION);
+      return 1;
+    }
+    const char *eq = strchr(a, '=');
+    size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
+    const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+    const char *flags[] = {"--listen", "--policy-dir", "--database-url"};
+    int which = -1;
+    for (int f = 0; f < 3; f++)
+      if (strlen(flags[f]) == name_len && strncmp(a, flags[f], name_len) == 0)
+        which = f;
+    if (which < 0) {
+      fprintf(stderr, "ephd: unknown flag %s (see --help)\n", a);
+      return -1;
+    }
+    if (value == NULL || *value == 0) {
+      fprintf(stderr, "ephd: %s needs a value\n", flags[which]);
+      return -1;
+    }
+    if (!eq) i++;
+    if (which == 0 && parse_listen(s, value) < 0) {
+      fprintf(stderr, "ephd: --listen %s is not HOST:PORT\n", value);
+      return -1;
+    }
+    if (which == 1) s->policy_dir = value;
+    if (which == 2) s->database_url = value;
+  }
+  return 0;
+}
+
+void ephd_config_log(const ephd_settings_t *s, FILE *out) {
+  fprintf(out, "ephd: setting listen=%s:%d\n", s->listen_host,
+          s->listen_port);
+  fprintf(out, "ephd: setting policy_dir=%s\n", s->policy_dir);
+  fprintf(out, "ephd: setting lua_dir=%s\n", s->lua_dir);
+  /* The URL may carry a password: say only whether there is one. */
+  fprintf(out, "ephd: setting database=%s\n",
+          s->database_url ? "configured" : "none");
+  for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+    const knob_t *k = &knobs[i];
+    const char *at = (const char *)s + k->offset;
+    if (k->kind == K_BOOL) {
+      int b;
+      memcpy(&b, at, sizeof(b));
+      fprintf(out, "ephd: setting %s=%s\n", k->name, b ? "true" : "false");
+    } else {
+      uint64_t u;
+      memcpy(&u, at, sizeof(u));
+      fprintf(out, "ephd: setting %s=%llu\n", k->name, (unsigned long long)u);
+    }
+  }
+}

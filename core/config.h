@@ -1,0 +1,36 @@
+/* The broker's settings: command-line flags and QUEEN_EPHEMERAL_* knobs, one
+ * table that parses, validates, prints --help and the boot block. A value the
+ * broker cannot use stops it at boot naming the knob; none is replaced. */
+#ifndef EPHD_CONFIG_H
+#define EPHD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ffi.h"
+
+typedef struct {
+  char listen_host[256];
+  int listen_port;
+  const char *policy_dir;
+  const char *lua_dir;
+  const char *database_url;
+  uint64_t max_bytes;
+  uint64_t queue_max_bytes;
+  uint64_t queue_max_length;
+  uint64_t lease_s;
+  uint64_t retry_limit;
+  uint64_t max_body_bytes;
+  uint64_t max_header_bytes;
+  ephd_config_t lua; /* the part Lua reads through ephd_config() */
+} ephd_settings_t;
+
+/* Returns 0, or 1 when --help/--version was answered, or -1 after printing
+ * what is wrong to stderr. */
+int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
+                     const char *default_policy_dir,
+                     const char *default_lua_dir);
+void ephd_config_log(const ephd_settings_t *s, FILE *out);
+
+#endif

@@ -1,0 +1,416 @@
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ffi.h"
+#include "id.h"
+#include "json.h"
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (p == NULL) {
+    fprintf(stderr, "ephd: out of memory (%zu x %zu bytes)\n", n, size);
+    abort();
+  }
+  return p;
+}
+
+static char *xstrndup(const char *s, size_t len) {
+  char *p = xcalloc(1, len + 1);
+  memcpy(p, s, len);
+  return p;
+}
+
+static void on_lease_expired(ephd_lease_t *l, void *data);
+
+void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
+                      const ephd_options_t *defaults, uint64_t max_cell_bytes) {
+  memset(e, 0, sizeof(*e));
+  e->epoch = epoch;
+  e->next_seq = 1;
+  ephd_map_init(&e->tenants);
+  e->defaults = *defaults;
+  e->max_cell_bytes = max_cell_bytes;
+  ephd_leases_init(&e->leases, loop, on_lease_expired, e);
+}
+
+/* Every change of a ring's contents goes through here, so the queue, tenant
+ * and cell totals can never disagree with the rings. */
+static void account(ephd_engine_t *e, ephd_queue_t *q, uint64_t depth_before,
+                    uint64_t bytes_before, const ephd_ring_t *r) {
+  uint64_t depth_after = ephd_ring_depth(r), bytes_after = r->bytes;
+  q->depth = q->depth - depth_before + depth_after;
+  q->bytes = q->bytes - bytes_before + bytes_after;
+  q->tenant->bytes = q->tenant->bytes - bytes_before + bytes_after;
+  e->cell_bytes = e->cell_bytes - bytes_before + bytes_after;
+}
+
+static void reclaim(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
+  uint64_t d = ephd_ring_depth(r), b = r->bytes;
+  ephd_ring_reclaim(r);
+  account(e, q, d, b, r);
+}
+
+static void free_lease(ephd_engine_t *e, ephd_lease_t *l, int in_heap) {
+  if (in_heap) ephd_leases_remove(&e->leases, l);
+  free(l);
+}
+
+/* Takes a settled or expired lease off its message's list. */
+static void unlink_lease(ephd_ring_t *r, ephd_lease_t *l) {
+  ephd_lease_t **pp = &ephd_ring_at(r, l->pos)->leases;
+  while (*pp != l) pp = &(*pp)->next_on_msg;
+  *pp = l->next_on_msg;
+}
+
+/* Leases on an evicted message die with it, so a late ack answers unknown
+ * and pending counts stay true. */
+static void evict_head(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
+  ephd_msg_t *m = ephd_ring_at(r, r->head);
+  while (m->leases) {
+    ephd_lease_t *l = m->leases;
+    m->leases = l->next_on_msg;
+    ephd_map_del(&r->cursors[l->group].leases, (const char *)&l->seq, 8);
+    free_lease(e, l, 1);
+  }
+  uint64_t d = ephd_ring_depth(r), b = r->bytes;
+  ephd_ring_evict_head(r);
+  account(e, q, d, b, r);
+}
+
+static void drop_leases(ephd_engine_t *e, ephd_ring_t *r) {
+  for (uint32_t i = 0; i < r->ncursors; i++) {
+    ephd_map_t *m = &r->cursors[i].leases;
+    size_t pos = 0;
+    ephd_lease_t *l;
+    while ((l = ephd_map_next(m, &pos))) free_lease(e, l, 1);
+    ephd_map_free(m);
+  }
+}
+
+static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
+                                  size_t len) {
+  ephd_tenant_t *t = ephd_map_get(&e->tenants, name, len);
+  if (t) return t;
+  t = xcalloc(1, sizeof(*t));
+  t->name = xstrndup(name, len);
+  t->len = len;
+  ephd_map_init(&t->queues);
+  ephd_map_put(&e->tenants, t->name, len, t);
+  return t;
+}
+
+ephd_queue_t *ephd_engine_queue(ephd_engine_t *e, const char *tenant,
+                                size_t tenant_len, const char *queue,
+                                size_t queue_len) {
+  ephd_tenant_t *t = ephd_map_get(&e->tenants, tenant, tenant_len);
+  return t ? ephd_map_get(&t->queues, queue, queue_len) : NULL;
+}
+
+ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
+                                     size_t tenant_len, const char *queue,
+                                     size_t queue_len) {
+  ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
+  ephd_queue_t *q = ephd_map_get(&t->queues, queue, queue_len);
+  if (q) return q;
+  q = xcalloc(1, sizeof(*q));
+  q->name = xstrndup(queue, queue_len);
+  q->name_len = queue_len;
+  q->tenant = t;
+  q->opts = e->defaults;
+  ephd_map_init(&q->rings_by_name);
+  ephd_map_put(&t->queues, q->name, queue_len, q);
+  return q;
+}
+
+ephd_ring_t *ephd_queue_ring(ephd_queue_t *q, const char *name, size_t len) {
+  return ephd_map_get(&q->rings_by_name, name, len);
+}
+
+ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
+                                  size_t len) {
+  ephd_ring_t *r = ephd_queue_ring(q, name, len);
+  if (r) return r;
+  r = ephd_ring_new(name, len);
+  for (uint32_t i = 0; i < q->ngroups; i++) ephd_ring_add_cursor(r);
+  if (q->nrings == q->rings_cap) {
+    q->rings_cap = q->rings_cap ? q->rings_cap * 2 : 1;
+    q->rings = realloc(q->rings, q->rings_cap * sizeof(*q->rings));
+    if (q->rings == NULL) abort();
+  }
+  q->rings[q->nrings++] = r;
+  ephd_map_put(&q->rings_by_name, r->name, len, r);
+  return r;
+}
+
+void ephd_queue_ring_close(ephd_queue_t *q, ephd_ring_t *r) {
+  ephd_map_del(&q->rings_by_name, r->name, r->name_len);
+  for (uint32_t i = 0; i < q->nrings; i++) {
+    if (q->rings[i] == r) {
+      q->rings[i] = q->rings[--q->nrings];
+      break;
+    }
+  }
+  ephd_ring_free(r);
+}
+
+int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
+                          uint32_t *idx) {
+  for (uint32_t i = 0; i < q->ngroups; i++) {
+    if (q->groups[i].len == len && memcmp(q->groups[i].name, name, len) == 0) {
+      *idx = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
+  uint32_t idx;
+  if (ephd_queue_group_find(q, name, len, &idx)) return idx;
+  ephd_group_t *gs = realloc(q->groups, (q->ngroups + 1) * sizeof(*gs));
+  if (gs == NULL) abort();
+  q->groups = gs;
+  ephd_group_t *g = &gs[q->ngroups];
+  g->name = xstrndup(name, len);
+  g->len = len;
+  ephd_gate_init(&g->gate);
+  for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_add_cursor(q->rings[i]);
+  return q->ngroups++;
+}
+
+void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
+  if (q->opts.ttl_s == 0) return;
+  uint64_t ttl_ms = q->opts.ttl_s * 1000;
+  for (uint32_t i = 0; i < q->nrings; i++) {
+    ephd_ring_t *r = q->rings[i];
+    while (r->head < r->tail &&
+           now_ms - ephd_ring_at(r, r->head)->enqueued_ms >= ttl_ms) {
+      evict_head(e, q, r);
+      q->drops_ttl++;
+    }
+  }
+}
+
+static void wake(ephd_queue_t *q, ephd_ring_t *r) {
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    ephd_gate_wake(&q->groups[i].gate, r);
+}
+
+uint32_t ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          const char *base, const ephd_span_t *payloads,
+                          uint32_t n, uint64_t bytes, uint64_t now_ms) {
+  ephd_engine_expire(e, q, now_ms);
+  if (n == 0) return 0;
+  const ephd_options_t *o = &q->opts;
+  uint32_t refusals = 0;
+  uint64_t evict = 0, evict_bytes = 0;
+  uint64_t depth = ephd_ring_depth(r);
+  if (bytes > o->max_bytes || n > o->max_length) {
+    /* It could not fit into an empty ring: evicting would only lose data. */
+    refusals |= EPHD_REFUSE_QUEUE_FULL;
+  } else if (r->bytes + bytes > o->max_bytes || depth + n > o->max_length) {
+    if (!o->drop_oldest) {
+      refusals |= EPHD_REFUSE_QUEUE_FULL;
+    } else {
+      while (r->bytes - evict_bytes + bytes > o->max_bytes ||
+             depth - evict + n > o->max_length) {
+        evict_bytes += ephd_ring_at(r, r->head + evict)->len;
+        evict++;
+      }
+    }
+  }
+  if (bytes > evict_bytes &&
+      e->cell_bytes + (bytes - evict_bytes) > e->max_cell_bytes)
+    refusals |= EPHD_REFUSE_CELL_BYTES;
+  if (refusals) return refusals;
+
+  for (uint64_t i = 0; i < evict; i++) evict_head(e, q, r);
+  q->drops_bounds += evict;
+  uint64_t d = ephd_ring_depth(r), b = r->bytes;
+  for (uint32_t i = 0; i < n; i++)
+    ephd_ring_append(r, now_ms, base + payloads[i].off, payloads[i].len);
+  account(e, q, d, b, r);
+  wake(q, r);
+  return 0;
+}
+
+static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,
+                           const ephd_msg_t *m, uint64_t seq,
+                           uint32_t attempts, ephd_buf_t *out) {
+  ephd_buf_appends(out, "{\"id\":\"");
+  ephd_id_write(out, e->epoch, r->name, r->name_len, seq);
+  ephd_buf_appends(out, "\",\"partition\":");
+  ephd_json_write_string(out, r->name, r->name_len);
+  ephd_buf_appends(out, ",\"attempts\":");
+  ephd_buf_append_u64(out, attempts);
+  ephd_buf_appends(out, ",\"payload\":");
+  ephd_buf_append(out, m->payload, m->len);
+  ephd_buf_append(out, "}", 1);
+}
+
+static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                     uint32_t group, uint32_t want, int auto_ack,
+                     uint64_t now_ms, ephd_buf_t *out, uint32_t already) {
+  ephd_cursor_t *c = &r->cursors[group];
+  uint32_t got = 0;
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  while (got < want && ephd_ring_take(r, c, &pos, &attempts, &redo)) {
+    ephd_msg_t *m = ephd_ring_at(r, pos);
+    uint64_t seq = e->next_seq++;
+    if (already + got) ephd_buf_append(out, ",", 1);
+    write_delivery(e, r, m, seq, attempts, out);
+    got++;
+    if (auto_ack) {
+      if (redo) m->holds--;
+      continue;
+    }
+    ephd_lease_t *l = xcalloc(1, sizeof(*l));
+    l->seq = seq;
+    l->pos = pos;
+    l->next_on_msg = m->leases;
+    m->leases = l;
+    l->deadline_ms = now_ms + q->opts.lease_s * 1000;
+    l->attempts = attempts;
+    l->group = group;
+    l->ring = r;
+    l->queue = q;
+    ephd_map_put(&c->leases, (const char *)&l->seq, 8, l);
+    ephd_leases_add(&e->leases, l);
+    if (!redo) m->holds++;
+  }
+  if (auto_ack && got) reclaim(e, q, r);
+  return got;
+}
+
+uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                         uint32_t group, uint32_t batch, int auto_ack,
+                         uint64_t now_ms, ephd_buf_t *out) {
+  ephd_engine_expire(e, q, now_ms);
+  if (r) return take(e, q, r, group, batch, auto_ack, now_ms, out, 0);
+  uint32_t got = 0;
+  uint32_t n = q->nrings;
+  for (uint32_t k = 0; k < n && got < batch; k++) {
+    ephd_ring_t *ring = q->rings[(q->rr + k) % n];
+    got += take(e, q, ring, group, batch - got, auto_ack, now_ms, out, got);
+  }
+  if (n) q->rr = (q->rr + 1) % n;
+  return got;
+}
+
+int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
+  if (r) return ephd_ring_ready(r, &r->cursors[group]);
+  for (uint32_t i = 0; i < q->nrings; i++)
+    if (ephd_ring_ready(q->rings[i], &q->rings[i]->cursors[group])) return 1;
+  return 0;
+}
+
+/* A failed, retried or expired delivery: redeliver with attempts + 1, or
+ * drop it for this group once it has had its retryLimit deliveries. The lease
+ * is already out of the heap and the cursor's map. */
+static ephd_outcome_t fail_delivery(ephd_engine_t *e, ephd_lease_t *l) {
+  ephd_queue_t *q = l->queue;
+  ephd_ring_t *r = l->ring;
+  uint64_t limit = q->opts.retry_limit ? q->opts.retry_limit : 1;
+  uint32_t attempts = l->attempts + 1;
+  uint64_t pos = l->pos;
+  uint32_t group = l->group;
+  free_lease(e, l, 0);
+  if (attempts >= limit) {
+    ephd_ring_at(r, pos)->holds--;
+    q->drops_retry++;
+    reclaim(e, q, r);
+    return EPHD_OUTCOME_ACKED;
+  }
+  ephd_ring_redeliver(r, &r->cursors[group], pos, attempts);
+  ephd_gate_wake(&q->groups[group].gate, r);
+  return EPHD_OUTCOME_REDELIVERED;
+}
+
+static void on_lease_expired(ephd_lease_t *l, void *data) {
+  ephd_ring_t *r = l->ring;
+  ephd_map_del(&r->cursors[l->group].leases, (const char *)&l->seq, 8);
+  unlink_lease(r, l);
+  fail_delivery(data, l);
+}
+
+ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
+                               uint32_t group, const char *id, size_t id_len,
+                               ephd_ack_status_t status, uint64_t now_ms) {
+  (void)now_ms;
+  ephd_id_t parsed;
+  if (ephd_id_parse(id, id_len, &parsed) < 0) return EPHD_OUTCOME_UNKNOWN;
+  if (parsed.epoch != e->epoch) return EPHD_OUTCOME_STALE;
+  if (q == NULL || group >= q->ngroups) return EPHD_OUTCOME_UNKNOWN;
+  ephd_ring_t *r = ephd_queue_ring(q, parsed.partition, parsed.partition_len);
+  if (r == NULL) return EPHD_OUTCOME_UNKNOWN;
+  ephd_lease_t *l =
+      ephd_map_del(&r->cursors[group].leases, (const char *)&parsed.seq, 8);
+  if (l == NULL) return EPHD_OUTCOME_UNKNOWN;
+  ephd_leases_remove(&e->leases, l);
+  unlink_lease(r, l);
+  if (status != EPHD_ACK_COMPLETED) return fail_delivery(e, l);
+  ephd_ring_at(r, l->pos)->holds--;
+  free_lease(e, l, 0);
+  reclaim(e, q, r);
+  return EPHD_OUTCOME_ACKED;
+}
+
+uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
+  uint64_t dropped = 0;
+  for (uint32_t i = 0; i < q->nrings; i++) {
+    ephd_ring_t *r = q->rings[i];
+    uint64_t d = ephd_ring_depth(r), b = r->bytes;
+    drop_leases(e, r);
+    dropped += ephd_ring_clear(r);
+    account(e, q, d, b, r);
+  }
+  return dropped;
+}
+
+static void tenant_close(ephd_engine_t *e, ephd_tenant_t *t) {
+  ephd_map_del(&e->tenants, t->name, t->len);
+  ephd_map_free(&t->queues);
+  free(t->name);
+  free(t);
+}
+
+void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    ephd_gate_flush(&q->groups[i].gate);
+  ephd_engine_reset(e, q);
+  for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_free(q->rings[i]);
+  for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i].name);
+  ephd_tenant_t *t = q->tenant;
+  ephd_map_del(&t->queues, q->name, q->name_len);
+  ephd_map_free(&q->rings_by_name);
+  free(q->rings);
+  free(q->groups);
+  free(q->name);
+  free(q);
+  if (t->queues.count == 0) tenant_close(e, t);
+}
+
+void ephd_engine_close(ephd_engine_t *e) {
+  ephd_tenant_t *t;
+  size_t pos = 0;
+  while ((t = ephd_map_next(&e->tenants, &pos))) {
+    ephd_queue_t *q;
+    size_t qpos = 0;
+    /* Deleting mutates the map, so restart the scan each time. */
+    while ((q = ephd_map_next(&t->queues, &qpos))) {
+      int last = t->queues.count == 1;
+      ephd_engine_delete(e, q);
+      if (last) break;
+      qpos = 0;
+    }
+    pos = 0;
+    if (e->tenants.count == 0) break;
+  }
+  ephd_map_free(&e->tenants);
+  ephd_leases_close(&e->leases);
+}

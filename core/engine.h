@@ -1,0 +1,131 @@
+/* The engine: tenants -> queues -> partition rings, groups and their gates,
+ * leases, the nested byte budgets and the broker's epoch. It knows nothing of
+ * HTTP; verbs.c turns its results into answers. Every function takes `now`
+ * from the caller so tests can drive time. */
+#ifndef EPHD_ENGINE_H
+#define EPHD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "gate.h"
+#include "lease.h"
+#include "map.h"
+#include "ring.h"
+
+typedef struct {
+  uint64_t max_bytes;  /* per ring */
+  uint64_t max_length; /* per ring */
+  int drop_oldest;
+  uint64_t ttl_s; /* 0: off */
+  uint64_t lease_s;
+  uint64_t retry_limit; /* deliveries per group; 0 behaves as 1 */
+} ephd_options_t;
+
+typedef struct {
+  char *name; /* "" is queue mode: the one shared cursor */
+  size_t len;
+  ephd_gate_t gate;
+} ephd_group_t;
+
+struct ephd_tenant;
+
+typedef struct ephd_queue {
+  char *name;
+  size_t name_len;
+  struct ephd_tenant *tenant;
+  ephd_options_t opts; /* in force */
+  ephd_map_t rings_by_name;
+  ephd_ring_t **rings;
+  uint32_t nrings, rings_cap;
+  uint32_t rr; /* where an any-partition pop starts, for fairness */
+  ephd_group_t *groups;
+  uint32_t ngroups;
+  uint64_t depth, bytes;
+  uint64_t drops_bounds, drops_ttl, drops_retry;
+} ephd_queue_t;
+
+typedef struct ephd_tenant {
+  char *name;
+  size_t len;
+  ephd_map_t queues;
+  uint64_t bytes;
+} ephd_tenant_t;
+
+typedef enum {
+  EPHD_ACK_COMPLETED,
+  EPHD_ACK_FAILED,
+  EPHD_ACK_RETRY
+} ephd_ack_status_t;
+
+typedef enum {
+  EPHD_OUTCOME_ACKED,
+  EPHD_OUTCOME_REDELIVERED,
+  EPHD_OUTCOME_STALE,
+  EPHD_OUTCOME_UNKNOWN
+} ephd_outcome_t;
+
+typedef struct {
+  uint32_t epoch;
+  uint64_t next_seq; /* per delivery: never repeats within an epoch */
+  ephd_map_t tenants;
+  uint64_t cell_bytes;
+  uint64_t max_cell_bytes;
+  ephd_options_t defaults;
+  ephd_leases_t leases;
+} ephd_engine_t;
+
+void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
+                      const ephd_options_t *defaults, uint64_t max_cell_bytes);
+/* Frees everything; waiters must have been flushed first. */
+void ephd_engine_close(ephd_engine_t *e);
+
+ephd_queue_t *ephd_engine_queue(ephd_engine_t *e, const char *tenant,
+                                size_t tenant_len, const char *queue,
+                                size_t queue_len);
+/* Finds or creates an implicit queue. */
+ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
+                                     size_t tenant_len, const char *queue,
+                                     size_t queue_len);
+ephd_ring_t *ephd_queue_ring(ephd_queue_t *q, const char *name, size_t len);
+ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
+                                  size_t len);
+/* Removes an empty ring nothing refers to (a refused push's new partition). */
+void ephd_queue_ring_close(ephd_queue_t *q, ephd_ring_t *r);
+/* Group index by name, created at every ring's head on first use. */
+uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len);
+int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
+                          uint32_t *idx);
+
+/* Drops messages older than ttl from the heads of q's rings. */
+void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
+
+/* All or nothing: which budgets refuse n messages of `bytes` into ring, or 0
+ * after appending them (evicting under dropOldest). payloads[i] is a span of
+ * base. */
+typedef struct {
+  uint32_t off, len;
+} ephd_span_t;
+uint32_t ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          const char *base, const ephd_span_t *payloads,
+                          uint32_t n, uint64_t bytes, uint64_t now_ms);
+
+/* Takes up to batch deliveries for a group (ring NULL: any partition), writing
+ * each as a JSON object, comma-separated, into out. Returns the count. */
+uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                         uint32_t group, uint32_t batch, int auto_ack,
+                         uint64_t now_ms, ephd_buf_t *out);
+/* Whether a group could take anything now, without taking it. */
+int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
+
+ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
+                               uint32_t group, const char *id, size_t id_len,
+                               ephd_ack_status_t status, uint64_t now_ms);
+
+uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q);
+/* Answers the queue's parked pops, then frees it. */
+void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q);
+
+#endif

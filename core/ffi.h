@@ -1,0 +1,130 @@
+/* THE narrow boundary between the C core and the broker's Lua: every type and
+ * function Lua may touch, in plain C that LuaJIT's ffi.cdef parses. The build
+ * turns this file (minus its preprocessor lines) into the Lua module
+ * ephd.abi, so the header and lua/ephd/core.lua cannot drift. Rules: no
+ * function-like macros, no callbacks into Lua, errors are negative EPHD_E_*
+ * codes with details in caller-provided structs. */
+#ifndef EPHD_FFI_H
+#define EPHD_FFI_H
+#include <stddef.h>
+#include <stdint.h>
+#pragma GCC visibility push(default)
+
+enum { EPHD_FFI_ABI_VERSION = 1 };
+
+enum {
+  EPHD_OK = 0,
+  EPHD_PARKED = 1,          /* a pop parked on its gate; C answers later */
+  EPHD_E_BAD_REQUEST = -1,  /* the scan struct's message says why */
+  EPHD_E_REFUSED = -2,      /* see the refusals bitmask */
+  EPHD_E_NOT_FOUND = -3
+};
+
+/* Budgets a push or a queue creation would break; C reports all of them and
+ * the Lua ladder picks the outermost, so the order is data in one place. */
+enum {
+  EPHD_REFUSE_QUEUE_FULL = 1,
+  EPHD_REFUSE_CELL_BYTES = 2
+};
+
+typedef struct {
+  const char *ptr;
+  size_t len;
+} ephd_slice_t;
+
+/* One HTTP request, pointing into C buffers that live until it is answered. */
+typedef struct {
+  ephd_slice_t method;
+  ephd_slice_t path; /* raw, without the query */
+  ephd_slice_t query;
+  ephd_slice_t body;
+  ephd_slice_t tenant;        /* x-queen-tenant header, empty when absent */
+  ephd_slice_t authorization; /* Authorization header, empty when absent */
+} ephd_request_t;
+
+/* The broker's knobs as Lua needs them. */
+typedef struct {
+  uint64_t pop_timeout_ms;
+  uint64_t max_pop_timeout_ms;
+  uint32_t max_batch;
+  uint32_t max_items;
+  uint32_t max_name_bytes;
+  int tenancy_header;
+} ephd_config_t;
+
+typedef struct {
+  ephd_slice_t queue;     /* decoded; empty when absent */
+  ephd_slice_t partition; /* decoded; "Default" when absent */
+  int has_queue;
+  int has_partition;
+  uint32_t count;
+  uint64_t bytes;
+  char message[200]; /* why a body is a 400 */
+} ephd_push_scan_t;
+
+typedef struct {
+  ephd_slice_t queue;
+  ephd_slice_t group;
+  int has_queue;
+  int has_group;
+  uint32_t count;
+  char message[200];
+} ephd_ack_scan_t;
+
+typedef struct {
+  const char *tenant;
+  size_t tenant_len;
+  const char *queue;
+  size_t queue_len;
+  const char *partition; /* NULL: every partition */
+  size_t partition_len;
+  const char *group; /* NULL: queue mode */
+  size_t group_len;
+  uint32_t batch;
+  uint64_t timeout_ms;
+  int wait;
+  int auto_ack;
+} ephd_pop_args_t;
+
+int ephd_ffi_abi_version(void);
+const ephd_config_t *ephd_config(void);
+
+/* Writes a whole response for req; Lua uses it for errors and small bodies.
+ * extra_headers is NULL or complete "Name: value\r\n" lines. */
+void ephd_respond(const ephd_request_t *req, int status,
+                  const char *extra_headers, const char *body, size_t len);
+
+/* Percent-decodes once (and '+' as a space in a query); returns the decoded
+ * length or -1 on a bad escape. out must hold len bytes. */
+long ephd_url_decode(const char *in, size_t len, char *out,
+                     int plus_is_space);
+
+/* push: scan the body (validating every payload without decoding it), let Lua
+ * check names and policy, then commit all or nothing. */
+int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *scan);
+int ephd_push_commit(const char *tenant, size_t tenant_len,
+                     const ephd_push_scan_t *scan, uint32_t *refusals);
+
+/* pop: answers req itself (200, EPHD_OK) or parks it (EPHD_PARKED). */
+int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *args);
+
+/* ack: scan, then settle every id and answer req with the results. */
+int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *scan);
+int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
+                    size_t tenant_len, const ephd_ack_scan_t *scan);
+
+/* reset drops contents and keeps the queue; delete removes it whole. */
+uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
+                    size_t queue_len);
+int ephd_delete(const char *tenant, size_t tenant_len, const char *queue,
+                size_t queue_len);
+
+/* The two status reads: C writes the body (the queue list can be long). */
+void ephd_queues(const ephd_request_t *req, const char *tenant,
+                 size_t tenant_len);
+int ephd_depth(const ephd_request_t *req, const char *tenant,
+               size_t tenant_len, const char *queue, size_t queue_len,
+               const char *group, size_t group_len);
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,574 @@
+#include "http.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "json.h"
+#include "llhttp.h"
+#include "verbs.h"
+
+typedef struct {
+  size_t off, len;
+} span_t;
+
+enum { H_NONE, H_FIELD, H_VALUE };
+
+struct ephd_conn {
+  uv_tcp_t tcp;
+  ephd_waiter_t waiter;
+  llhttp_t parser;
+  ephd_buf_t in; /* starts at the current message: earlier ones are gone */
+  size_t parsed; /* bytes of in already given to llhttp */
+  ephd_buf_t out;   /* answers waiting to be written */
+  ephd_buf_t wbuf;  /* the answers a uv_write has in flight */
+  ephd_buf_t chunked; /* a chunked body, reassembled */
+  uv_write_t wreq;
+  span_t url, field, value, tenant, auth, body;
+  size_t header_bytes;
+  int hstate;
+  int body_chunked;
+  int expect_continue;
+  int keep_alive; /* of the request being answered */
+  int http10;
+  int answered;
+  int parked;
+  int closing; /* close once out is written */
+  int closed;
+  int writing;
+  int reading;
+  int open_handles;
+  int resume_queued;
+  int refuse; /* 413 or 431 when a limit stopped the parser */
+  size_t len_field; /* where the Content-Length digits go in out */
+  size_t body_start;
+  struct {
+    ephd_request_t pub;
+    ephd_conn_t *conn;
+  } req;
+  ephd_conn_t *prev, *next;      /* every connection, for shutdown */
+  ephd_conn_t *resume_next;      /* answered parked polls with bytes left */
+};
+
+static uv_loop_t *loop;
+static uv_tcp_t listener;
+static int listening;
+static ephd_http_limits_t limits;
+static ephd_http_dispatch_cb dispatch;
+static llhttp_settings_t settings;
+static ephd_conn_t *conns;
+static size_t nconns;
+static ephd_conn_t *resume_head;
+static uv_idle_t resume_idle;
+
+#define LEN_DIGITS 10
+
+static void process(ephd_conn_t *c);
+static void flush(ephd_conn_t *c);
+static void conn_close(ephd_conn_t *c);
+static void on_resume(uv_idle_t *h);
+
+static const char *reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
+  ephd_buf_t *o = &c->out;
+  c->answered = 1;
+  ephd_buf_appends(o, "HTTP/1.1 ");
+  ephd_buf_append_u64(o, (uint64_t)status);
+  ephd_buf_append(o, " ", 1);
+  ephd_buf_appends(o, reason_phrase(status));
+  ephd_buf_appends(o,
+                   "\r\nContent-Type: application/json\r\nContent-Length: ");
+  /* The length is written once the body is: digits padded with leading
+   * spaces (optional whitespace in HTTP), so the body is built in place. */
+  c->len_field = o->len;
+  memset(ephd_buf_reserve(o, LEN_DIGITS), ' ', LEN_DIGITS);
+  o->len += LEN_DIGITS;
+  ephd_buf_appends(o, "\r\n");
+  if (extra) ephd_buf_appends(o, extra);
+  if (!c->keep_alive)
+    ephd_buf_appends(o, "Connection: close\r\n");
+  else if (c->http10)
+    ephd_buf_appends(o, "Connection: keep-alive\r\n");
+  ephd_buf_appends(o, "\r\n");
+  c->body_start = o->len;
+  return o;
+}
+
+void ephd_http_end(ephd_conn_t *c) {
+  size_t n = c->out.len - c->body_start;
+  char *digits = c->out.base + c->len_field;
+  for (int i = LEN_DIGITS - 1; i >= 0; i--) {
+    digits[i] = (char)('0' + n % 10);
+    n /= 10;
+    if (n == 0) break;
+  }
+  if (!c->keep_alive) c->closing = 1;
+  if (c->parked) {
+    /* A parked poll was answered from a wake or a timeout, possibly inside
+     * another connection's dispatch: resume its parsing later, never here. */
+    c->parked = 0;
+    if (!c->resume_queued && !c->closing) {
+      c->resume_queued = 1;
+      c->resume_next = resume_head;
+      resume_head = c;
+      uv_idle_start(&resume_idle, on_resume);
+    }
+  }
+  flush(c);
+}
+
+void ephd_respond(const ephd_request_t *req, int status,
+                  const char *extra_headers, const char *body, size_t len) {
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_append(ephd_http_begin(c, status, extra_headers), body, len);
+  ephd_http_end(c);
+}
+
+static void respond_error(ephd_conn_t *c, int status, const char *error) {
+  ephd_buf_t *o = ephd_http_begin(c, status, NULL);
+  ephd_buf_appends(o, "{\"error\":");
+  ephd_json_write_string(o, error, strlen(error));
+  ephd_buf_appends(o, ",\"code\":\"ephemeral_bad_request\"}");
+  ephd_http_end(c);
+}
+
+ephd_conn_t *ephd_http_conn(const ephd_request_t *req) {
+  return ((const struct {
+           ephd_request_t pub;
+           ephd_conn_t *conn;
+         } *)req)
+      ->conn;
+}
+
+ephd_waiter_t *ephd_http_park(ephd_conn_t *c) {
+  c->parked = 1;
+  c->answered = 1;
+  return &c->waiter;
+}
+
+ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w) {
+  return (ephd_conn_t *)((char *)w - offsetof(ephd_conn_t, waiter));
+}
+
+size_t ephd_http_connections(void) { return nconns; }
+
+/* --- parsing ----------------------------------------------------------- */
+
+static ephd_conn_t *of(llhttp_t *p) { return p->data; }
+
+static int too_big_headers(ephd_conn_t *c, llhttp_t *p, size_t len) {
+  c->header_bytes += len;
+  (void)p;
+  if (c->header_bytes <= limits.max_header_bytes) return 0;
+  c->refuse = 431;
+  return HPE_USER;
+}
+
+static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
+                   int fresh) {
+  if (fresh) {
+    s->off = (size_t)(at - c->in.base);
+    s->len = 0;
+  }
+  s->len += len;
+}
+
+static int on_message_begin(llhttp_t *p) {
+  ephd_conn_t *c = of(p);
+  span_t none = {0, 0};
+  c->url = c->field = c->value = c->tenant = c->auth = c->body = none;
+  c->refuse = 0;
+  c->header_bytes = 0;
+  c->hstate = H_NONE;
+  c->body_chunked = 0;
+  c->expect_continue = 0;
+  c->chunked.len = 0;
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len) {
+  ephd_conn_t *c = of(p);
+  extend(&c->url, c, at, len, c->url.len == 0);
+  return too_big_headers(c, p, len);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len) {
+  ephd_conn_t *c = of(p);
+  extend(&c->field, c, at, len, c->hstate != H_FIELD);
+  c->hstate = H_FIELD;
+  return too_big_headers(c, p, len);
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len) {
+  ephd_conn_t *c = of(p);
+  extend(&c->value, c, at, len, c->hstate != H_VALUE);
+  c->hstate = H_VALUE;
+  return too_big_headers(c, p, len);
+}
+
+static int field_is(ephd_conn_t *c, const char *name) {
+  size_t n = strlen(name);
+  return c->field.len == n &&
+         strncasecmp(c->in.base + c->field.off, name, n) == 0;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+  ephd_conn_t *c = of(p);
+  if (c->hstate != H_VALUE) c->value.len = 0; /* an empty value */
+  while (c->value.len && (c->in.base[c->value.off + c->value.len - 1] == ' ' ||
+                          c->in.base[c->value.off + c->value.len - 1] == '\t'))
+    c->value.len--;
+  /* The first of a repeated identity header wins; a proxy that appends one
+   * cannot override what the first hop set. */
+  if (field_is(c, "x-queen-tenant") && c->tenant.len == 0)
+    c->tenant = c->value;
+  else if (field_is(c, "authorization") && c->auth.len == 0)
+    c->auth = c->value;
+  else if (field_is(c, "expect") && c->value.len == 12 &&
+           strncasecmp(c->in.base + c->value.off, "100-continue", 12) == 0)
+    c->expect_continue = 1;
+  c->hstate = H_NONE;
+  return 0;
+}
+
+static int on_headers_complete(llhttp_t *p) {
+  ephd_conn_t *c = of(p);
+  c->body_chunked = (p->flags & F_CHUNKED) != 0;
+  if ((p->flags & F_CONTENT_LENGTH) &&
+      p->content_length > limits.max_body_bytes) {
+    c->refuse = 413;
+    return -1;
+  }
+  if (c->expect_continue && !c->closing) {
+    ephd_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+    flush(c);
+  }
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len) {
+  ephd_conn_t *c = of(p);
+  if (c->body.len + c->chunked.len + len > limits.max_body_bytes) {
+    c->refuse = 413;
+    return HPE_USER;
+  }
+  if (c->body_chunked) {
+    /* Chunk framing interleaves the data, so only this case copies. */
+    ephd_buf_append(&c->chunked, at, len);
+    return 0;
+  }
+  extend(&c->body, c, at, len, c->body.len == 0);
+  return 0;
+}
+
+static ephd_slice_t slice(ephd_conn_t *c, span_t s) {
+  ephd_slice_t out = {s.len ? c->in.base + s.off : "", s.len};
+  return out;
+}
+
+static int on_message_complete(llhttp_t *p) {
+  ephd_conn_t *c = of(p);
+  ephd_request_t *r = &c->req.pub;
+  const char *method = llhttp_method_name((llhttp_method_t)p->method);
+  r->method.ptr = method;
+  r->method.len = strlen(method);
+  ephd_slice_t url = slice(c, c->url);
+  const char *q = memchr(url.ptr, '?', url.len);
+  r->path.ptr = url.ptr;
+  r->path.len = q ? (size_t)(q - url.ptr) : url.len;
+  r->query.ptr = q ? q + 1 : "";
+  r->query.len = q ? url.len - r->path.len - 1 : 0;
+  if (c->body_chunked) {
+    r->body.ptr = c->chunked.base ? c->chunked.base : "";
+    r->body.len = c->chunked.len;
+  } else {
+    r->body = slice(c, c->body);
+  }
+  r->tenant = slice(c, c->tenant);
+  r->authorization = slice(c, c->auth);
+  c->keep_alive = llhttp_should_keep_alive(p);
+  c->http10 = p->http_major == 1 && p->http_minor == 0;
+  c->answered = 0;
+  dispatch(r);
+  if (!c->answered) {
+    /* The Lua host answers its own failures; this only guards the wire. */
+    static const char unanswered[] =
+        "{\"error\":\"the request was not answered\","
+        "\"code\":\"ephemeral_unavailable\"}";
+    ephd_respond(r, 503, NULL, unanswered, sizeof(unanswered) - 1);
+  }
+  return HPE_PAUSED;
+}
+
+static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
+  const char *reason = llhttp_get_error_reason(&c->parser);
+  c->keep_alive = 0;
+  c->http10 = 0;
+  if (c->refuse == 431) {
+    respond_error(c, 431, "request headers are too large");
+  } else if (c->refuse == 413) {
+    respond_error(c, 413, "request body is too large");
+  } else {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "malformed HTTP request: %s",
+             reason ? reason : llhttp_errno_name(err));
+    respond_error(c, 400, msg);
+  }
+}
+
+static void process(ephd_conn_t *c) {
+  while (!c->parked && !c->closing && c->parsed < c->in.len) {
+    const char *data = c->in.base + c->parsed;
+    llhttp_errno_t err =
+        llhttp_execute(&c->parser, data, c->in.len - c->parsed);
+    if (err == HPE_OK) {
+      c->parsed = c->in.len;
+      break;
+    }
+    if (err == HPE_PAUSED) {
+      /* A request is complete and answered or parked: nothing refers to its
+       * bytes any more, so the next message starts the buffer. */
+      size_t end = (size_t)(llhttp_get_error_pos(&c->parser) - c->in.base);
+      llhttp_resume(&c->parser);
+      ephd_buf_consume(&c->in, end);
+      c->parsed = 0;
+      continue;
+    }
+    protocol_error(c, err);
+    break;
+  }
+  if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
+}
+
+/* --- I/O ------------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h) {
+  ephd_conn_t *c = h->data;
+  if (--c->open_handles) return;
+  ephd_buf_free(&c->in);
+  ephd_buf_free(&c->out);
+  ephd_buf_free(&c->wbuf);
+  ephd_buf_free(&c->chunked);
+  free(c);
+}
+
+static void conn_close(ephd_conn_t *c) {
+  if (c->closed) return;
+  c->closed = 1;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  nconns--;
+  if (c->resume_queued) {
+    ephd_conn_t **pp = &resume_head;
+    while (*pp != c) pp = &(*pp)->resume_next;
+    *pp = c->resume_next;
+  }
+  c->waiter.timer.data = c;
+  ephd_waiter_close(&c->waiter, on_handle_closed);
+  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  ephd_conn_t *c = h->data;
+  (void)suggested;
+  buf->base = ephd_buf_reserve(&c->in, 65536);
+  buf->len = 65536;
+}
+
+static void start_reading(ephd_conn_t *c);
+
+static void on_write(uv_write_t *w, int status) {
+  ephd_conn_t *c = w->data;
+  c->writing = 0;
+  c->wbuf.len = 0;
+  ephd_buf_shrink(&c->wbuf, 1 << 20);
+  if (c->closed) return;
+  if (status < 0) {
+    conn_close(c);
+    return;
+  }
+  flush(c);
+  if (!c->writing && !c->closing) start_reading(c);
+}
+
+static void flush(ephd_conn_t *c) {
+  if (c->closed || c->writing) return;
+  if (c->out.len) {
+    uv_buf_t b = uv_buf_init(c->out.base, (unsigned)c->out.len);
+    int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) {
+      conn_close(c);
+      return;
+    }
+    ephd_buf_consume(&c->out, (size_t)n);
+    if (c->out.len) {
+      /* The kernel is full: hand the rest to libuv and stop reading until it
+       * drains, which is the whole of our backpressure. */
+      ephd_buf_t t = c->wbuf;
+      c->wbuf = c->out;
+      c->out = t;
+      c->out.len = 0;
+      b = uv_buf_init(c->wbuf.base, (unsigned)c->wbuf.len);
+      c->wreq.data = c;
+      if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+        conn_close(c);
+        return;
+      }
+      c->writing = 1;
+      if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = 0;
+      }
+      return;
+    }
+    ephd_buf_shrink(&c->out, 1 << 20);
+  }
+  if (c->closing) conn_close(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  ephd_conn_t *c = s->data;
+  (void)buf;
+  if (nread < 0) {
+    /* EOF or error: a parked poll or a half-sent request is simply dropped. */
+    if (c->out.len || c->writing) {
+      c->closing = 1;
+      uv_read_stop(s);
+      c->reading = 0;
+      flush(c);
+    } else {
+      conn_close(c);
+    }
+    return;
+  }
+  c->in.len += (size_t)nread;
+  process(c);
+  flush(c);
+  if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
+}
+
+static void start_reading(ephd_conn_t *c) {
+  if (c->reading || c->closed) return;
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    c->reading = 1;
+}
+
+static void on_resume(uv_idle_t *h) {
+  (void)h;
+  while (resume_head) {
+    ephd_conn_t *c = resume_head;
+    resume_head = c->resume_next;
+    c->resume_queued = 0;
+    process(c);
+    flush(c);
+  }
+  uv_idle_stop(&resume_idle);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  if (status < 0) return;
+  ephd_conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return;
+  uv_tcp_init(loop, &c->tcp);
+  c->tcp.data = c;
+  c->open_handles = 2;
+  ephd_waiter_init(loop, &c->waiter, ephd_verbs_waiter_wake,
+                   ephd_verbs_waiter_timeout);
+  c->waiter.timer.data = &c->waiter;
+  c->req.conn = c;
+  llhttp_init(&c->parser, HTTP_REQUEST, &settings);
+  c->parser.data = c;
+  c->next = conns;
+  if (conns) conns->prev = c;
+  conns = c;
+  nconns++;
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    conn_close(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  start_reading(c);
+}
+
+int ephd_http_start(uv_loop_t *l, const char *host, int port,
+                    const ephd_http_limits_t *lim,
+                    ephd_http_dispatch_cb cb, char *err, size_t errlen) {
+  loop = l;
+  limits = *lim;
+  dispatch = cb;
+  llhttp_settings_init(&settings);
+  settings.on_message_begin = on_message_begin;
+  settings.on_url = on_url;
+  settings.on_header_field = on_header_field;
+  settings.on_header_value = on_header_value;
+  settings.on_header_value_complete = on_header_value_complete;
+  settings.on_headers_complete = on_headers_complete;
+  settings.on_body = on_body;
+  settings.on_message_complete = on_message_complete;
+  uv_idle_init(loop, &resume_idle);
+  struct sockaddr_storage addr;
+  int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
+  if (rc < 0) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr);
+  if (rc < 0) {
+    snprintf(err, errlen, "--listen: %s is not an IP address", host);
+    return rc;
+  }
+  uv_tcp_init(loop, &listener);
+  rc = uv_tcp_bind(&listener, (const struct sockaddr *)&addr, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&listener, 1024, on_connection);
+  if (rc < 0) {
+    snprintf(err, errlen, "--listen %s:%d: %s", host, port, uv_strerror(rc));
+    uv_close((uv_handle_t *)&listener, NULL);
+    uv_close((uv_handle_t *)&resume_idle, NULL);
+    return rc;
+  }
+  listening = 1;
+  return 0;
+}
+
+void ephd_http_stop(void) {
+  if (listening) {
+    uv_close((uv_handle_t *)&listener, NULL);
+    uv_close((uv_handle_t *)&resume_idle, NULL);
+    listening = 0;
+  }
+  ephd_conn_t *c = conns;
+  while (c) {
+    ephd_conn_t *next = c->next;
+    c->closing = 1;
+    if (c->parked) {
+      c->keep_alive = 0;
+      ephd_gate_unpark(&c->waiter);
+      ephd_verbs_waiter_timeout(&c->waiter);
+    } else {
+      flush(c);
+    }
+    c = next;
+  }
+}
+
+void ephd_http_abort(void) {
+  while (conns) conn_close(conns);
+}

@@ -1,0 +1,228 @@
+#include "json.h"
+
+#include <stdint.h>
+#include <string.h>
+
+const char *ephd_json_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static int hex4(const char *p, const char *end, unsigned *out) {
+  if (end - p < 4) return -1;
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = hexval(p[i]);
+    if (h < 0) return -1;
+    v = v << 4 | (unsigned)h;
+  }
+  *out = v;
+  return 0;
+}
+
+static void put_utf8(ephd_buf_t *out, unsigned cp) {
+  char tmp[4];
+  size_t n;
+  if (cp < 0x80) {
+    tmp[0] = (char)cp;
+    n = 1;
+  } else if (cp < 0x800) {
+    tmp[0] = (char)(0xC0 | cp >> 6);
+    tmp[1] = (char)(0x80 | (cp & 0x3F));
+    n = 2;
+  } else if (cp < 0x10000) {
+    tmp[0] = (char)(0xE0 | cp >> 12);
+    tmp[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+    tmp[2] = (char)(0x80 | (cp & 0x3F));
+    n = 3;
+  } else {
+    tmp[0] = (char)(0xF0 | cp >> 18);
+    tmp[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+    tmp[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+    tmp[3] = (char)(0x80 | (cp & 0x3F));
+    n = 4;
+  }
+  ephd_buf_append(out, tmp, n);
+}
+
+/* One walker for both skipping and decoding, so the two can never disagree on
+ * what a valid string is. out == NULL only validates. */
+static const char *string_walk(const char *p, const char *end,
+                               ephd_buf_t *out) {
+  if (p >= end || *p != '"') return NULL;
+  p++;
+  for (;;) {
+    const char *run = p;
+    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+      p++;
+    if (out) ephd_buf_append(out, run, (size_t)(p - run));
+    if (p >= end || (unsigned char)*p < 0x20) return NULL;
+    if (*p == '"') return p + 1;
+    p++; /* backslash */
+    if (p >= end) return NULL;
+    char c = *p++;
+    char lit;
+    switch (c) {
+      case '"': lit = '"'; break;
+      case '\\': lit = '\\'; break;
+      case '/': lit = '/'; break;
+      case 'b': lit = '\b'; break;
+      case 'f': lit = '\f'; break;
+      case 'n': lit = '\n'; break;
+      case 'r': lit = '\r'; break;
+      case 't': lit = '\t'; break;
+      case 'u': {
+        unsigned cp;
+        if (hex4(p, end, &cp) < 0) return NULL;
+        p += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          unsigned lo;
+          if (end - p < 6 || p[0] != '\\' || p[1] != 'u' ||
+              hex4(p + 2, end, &lo) < 0 || lo < 0xDC00 || lo > 0xDFFF)
+            return NULL;
+          p += 6;
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          return NULL;
+        }
+        if (out) put_utf8(out, cp);
+        continue;
+      }
+      default: return NULL;
+    }
+    if (out) ephd_buf_append(out, &lit, 1);
+  }
+}
+
+const char *ephd_json_string(const char *p, const char *end, ephd_buf_t *out) {
+  return string_walk(p, end, out);
+}
+
+static const char *number(const char *p, const char *end) {
+  if (p < end && *p == '-') p++;
+  if (p >= end) return NULL;
+  if (*p == '0') {
+    p++;
+  } else if (*p >= '1' && *p <= '9') {
+    while (p < end && *p >= '0' && *p <= '9') p++;
+  } else {
+    return NULL;
+  }
+  if (p < end && *p == '.') {
+    p++;
+    if (p >= end || *p < '0' || *p > '9') return NULL;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+  }
+  if (p < end && (*p == 'e' || *p == 'E')) {
+    p++;
+    if (p < end && (*p == '+' || *p == '-')) p++;
+    if (p >= end || *p < '0' || *p > '9') return NULL;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+  }
+  return p;
+}
+
+static const char *literal(const char *p, const char *end, const char *lit) {
+  size_t n = strlen(lit);
+  if ((size_t)(end - p) < n || memcmp(p, lit, n) != 0) return NULL;
+  return p + n;
+}
+
+/* Iterative, with an explicit stack of container kinds, so nesting depth costs
+ * bytes rather than C stack frames. */
+const char *ephd_json_skip(const char *p, const char *end) {
+  char stack[EPHD_JSON_MAX_DEPTH];
+  int depth = 0;
+  for (;;) {
+    /* Expect a value. */
+    p = ephd_json_ws(p, end);
+    if (p >= end) return NULL;
+    switch (*p) {
+      case '{':
+      case '[':
+        if (depth == EPHD_JSON_MAX_DEPTH) return NULL;
+        stack[depth++] = *p;
+        p = ephd_json_ws(p + 1, end);
+        if (p < end && *p == (stack[depth - 1] == '{' ? '}' : ']')) {
+          depth--;
+          p++;
+          break;
+        }
+        if (stack[depth - 1] == '{') {
+          p = string_walk(p, end, NULL);
+          if (p == NULL) return NULL;
+          p = ephd_json_ws(p, end);
+          if (p >= end || *p != ':') return NULL;
+          p++;
+        }
+        continue;
+      case '"': p = string_walk(p, end, NULL); break;
+      case 't': p = literal(p, end, "true"); break;
+      case 'f': p = literal(p, end, "false"); break;
+      case 'n': p = literal(p, end, "null"); break;
+      default: p = number(p, end); break;
+    }
+    if (p == NULL) return NULL;
+    /* After a value: close containers or move to the next element. */
+    for (;;) {
+      if (depth == 0) return p;
+      p = ephd_json_ws(p, end);
+      if (p >= end) return NULL;
+      char close = stack[depth - 1] == '{' ? '}' : ']';
+      if (*p == close) {
+        depth--;
+        p++;
+        continue;
+      }
+      if (*p != ',') return NULL;
+      p++;
+      if (stack[depth - 1] == '{') {
+        p = ephd_json_ws(p, end);
+        p = string_walk(p, end, NULL);
+        if (p == NULL) return NULL;
+        p = ephd_json_ws(p, end);
+        if (p >= end || *p != ':') return NULL;
+        p++;
+      }
+      break;
+    }
+  }
+}
+
+void ephd_json_write_escaped(ephd_buf_t *b, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  size_t run = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    ephd_buf_append(b, s + run, i - run);
+    run = i + 1;
+    char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+    if (c == '"' || c == '\\') {
+      esc[1] = (char)c;
+      ephd_buf_append(b, esc, 2);
+    } else if (c == '\n') {
+      ephd_buf_append(b, "\\n", 2);
+    } else if (c == '\t') {
+      ephd_buf_append(b, "\\t", 2);
+    } else if (c == '\r') {
+      ephd_buf_append(b, "\\r", 2);
+    } else {
+      ephd_buf_append(b, esc, 6);
+    }
+  }
+  ephd_buf_append(b, s + run, len - run);
+}
+
+void ephd_json_write_string(ephd_buf_t *b, const char *s, size_t len) {
+  ephd_buf_append(b, "\"", 1);
+  ephd_json_write_escaped(b, s, len);
+  ephd_buf_append(b, "\"", 1);
+}

@@ -1,0 +1,26 @@
+/* Just enough JSON for the hot bodies: validate and skip a value without
+ * building anything (payloads are kept as the client's exact bytes), decode a
+ * string into a buffer (names, ids), and escape a string on the way out. */
+#ifndef EPHD_JSON_H
+#define EPHD_JSON_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+/* Deeper nesting than this in a payload is refused, so a hostile body cannot
+ * make the scanner's work unbounded in anything but its length. */
+#define EPHD_JSON_MAX_DEPTH 512
+
+const char *ephd_json_ws(const char *p, const char *end);
+/* Returns the end of the value starting at p, or NULL if it is not JSON. */
+const char *ephd_json_skip(const char *p, const char *end);
+/* p points at '"'. Appends the decoded UTF-8 to out and returns the position
+ * after the closing quote, or NULL on a malformed string. */
+const char *ephd_json_string(const char *p, const char *end, ephd_buf_t *out);
+/* Appends s as a quoted JSON string. */
+void ephd_json_write_string(ephd_buf_t *b, const char *s, size_t len);
+/* Appends s escaped, without quotes (for ids built from several pieces). */
+void ephd_json_write_escaped(ephd_buf_t *b, const char *s, size_t len);
+
+#endif

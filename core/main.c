@@ -1,0 +1,123 @@
+/* ephd: flags and knobs, the boot order, signals and a clean stop. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+#include "http.h"
+#include "lua_host.h"
+#include "verbs.h"
+
+#ifndef EPHD_SOURCE_DIR
+#error "the build defines EPHD_SOURCE_DIR, EPHD_BINARY_DIR and EPHD_DATA_DIR"
+#endif
+
+static uv_signal_t sigterm, sigint;
+static uv_timer_t stop_deadline;
+static int stopping;
+
+static void on_deadline(uv_timer_t *t) {
+  (void)t;
+  ephd_http_abort();
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+  (void)s;
+  if (stopping) return;
+  stopping = 1;
+  fprintf(stderr, "ephd: stopping on signal %d\n", signum);
+  ephd_http_stop();
+  /* Answers to parked polls get a moment to be written; a peer that will not
+   * read them does not hold the stop past the deadline. */
+  uv_timer_start(&stop_deadline, on_deadline, 500, 0);
+  uv_unref((uv_handle_t *)&stop_deadline);
+}
+
+/* A binary run from its build tree uses the source tree's Lua and policies;
+ * an installed one uses the installed copies. */
+static int in_build_tree(void) {
+  char exe[4096];
+  size_t n = sizeof(exe);
+  if (uv_exepath(exe, &n) != 0) return 0;
+  char *slash = strrchr(exe, '/');
+  if (slash == NULL) return 0;
+  *slash = 0;
+  return strcmp(exe, EPHD_BINARY_DIR) == 0;
+}
+
+static uint32_t draw_epoch(void) {
+  uint32_t e = 0;
+  while (e == 0)
+    if (uv_random(NULL, NULL, &e, sizeof(e), 0, NULL) != 0)
+      e = (uint32_t)uv_hrtime();
+  return e;
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+int main(int argc, char **argv) {
+  int built = in_build_tree();
+  const char *policy_dir = built ? EPHD_SOURCE_DIR "/policies/default"
+                                 : EPHD_DATA_DIR "/policies/default";
+  const char *lua_path =
+      built ? EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR "/lua/?.lua"
+            : EPHD_DATA_DIR "/lua/?.lua";
+  ephd_settings_t s;
+  int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
+  if (rc != 0) return rc > 0 ? 0 : 2;
+  signal(SIGPIPE, SIG_IGN);
+
+  uv_loop_t *loop = uv_default_loop();
+  ephd_engine_t engine;
+  ephd_options_t defaults = {
+      .max_bytes = s.queue_max_bytes,
+      .max_length = s.queue_max_length,
+      .drop_oldest = 0,
+      .ttl_s = 0,
+      .lease_s = s.lease_s,
+      .retry_limit = s.retry_limit,
+  };
+  ephd_engine_init(&engine, loop, draw_epoch(), &defaults, s.max_bytes);
+  ephd_verbs_init(&engine, loop);
+
+  char err[512];
+  if (ephd_lua_host_start(s.lua_dir, s.policy_dir, err, sizeof(err)) != 0) {
+    fprintf(stderr, "ephd: %s\n", err);
+    return 2;
+  }
+  ephd_http_limits_t limits = {s.max_body_bytes, s.max_header_bytes};
+  if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
+                      ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
+    fprintf(stderr, "ephd: %s\n", err);
+    return 2;
+  }
+  ephd_config_log(&s, stderr);
+  fprintf(stderr, "ephd: listening on %s:%d epoch=%08x\n", s.listen_host,
+          s.listen_port, engine.epoch);
+
+  uv_signal_init(loop, &sigterm);
+  uv_signal_init(loop, &sigint);
+  uv_signal_start(&sigterm, on_signal, SIGTERM);
+  uv_signal_start(&sigint, on_signal, SIGINT);
+  /* Signal watchers stay installed to the end, so a second signal during the
+   * stop is absorbed, but they do not keep the loop alive on their own. */
+  uv_unref((uv_handle_t *)&sigterm);
+  uv_unref((uv_handle_t *)&sigint);
+  uv_timer_init(loop, &stop_deadline);
+  uv_run(loop, UV_RUN_DEFAULT);
+
+  ephd_engine_close(&engine);
+  ephd_verbs_close();
+  ephd_lua_host_close();
+  uv_walk(loop, close_walk, NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  uv_loop_close(loop);
+  fprintf(stderr, "ephd: stopped\n");
+  return 0;
+}

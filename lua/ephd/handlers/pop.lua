@@ -1,0 +1,57 @@
+-- GET /api/v1/ephemeral/pop: the query is checked here; C takes the batch
+-- and answers, or parks the request on the group's gate.
+local ffi = require("ffi")
+local core = require("ephd.core")
+local reply = require("ephd.reply")
+local validate = require("ephd.validate")
+
+local C = core.C
+local cfg = core.config
+local ffi_string = ffi.string
+
+local KNOWN = {
+    queue = true, partition = true, group = true, batch = true, wait = true,
+    timeout = true, autoAck = true,
+}
+
+local args = ffi.new("ephd_pop_args_t")
+
+return function(req, tenant)
+    local q, err = validate.query(ffi_string(req.query.ptr, req.query.len),
+                                  KNOWN)
+    if not q then return reply.bad_request(req, err) end
+    local queue, partition, group, batch, wait, timeout, auto_ack
+    queue, err = validate.name(q.queue, "queue")
+    if queue and q.partition then
+        partition, err = validate.name(q.partition, "partition")
+    end
+    if not err and q.group then
+        group, err = validate.name(q.group, "group")
+    end
+    if not err then
+        batch, err = validate.integer(q.batch, "batch", 1)
+    end
+    if not err then
+        wait, err = validate.boolean(q.wait, "wait", false)
+    end
+    if not err then
+        timeout, err = validate.integer(q.timeout, "timeout",
+                                        tonumber(cfg.pop_timeout_ms))
+    end
+    if not err then
+        auto_ack, err = validate.boolean(q.autoAck, "autoAck", false)
+    end
+    if err then return reply.bad_request(req, err) end
+
+    args.tenant, args.tenant_len = tenant, #tenant
+    args.queue, args.queue_len = queue, #queue
+    args.partition, args.partition_len = partition, partition and #partition
+                                                    or 0
+    args.group, args.group_len = group, group and #group or 0
+    args.batch = validate.clamp(batch, 1, cfg.max_batch)
+    args.timeout_ms = validate.clamp(timeout, 0,
+                                     tonumber(cfg.max_pop_timeout_ms))
+    args.wait = wait and 1 or 0
+    args.auto_ack = auto_ack and 1 or 0
+    C.ephd_pop(req, args)
+end

@@ -1,0 +1,66 @@
+-- Method and path to a handler name. Only paths; queries and bodies are the
+-- handlers' business.
+local sub, find = string.sub, string.find
+
+local _M = {}
+
+local EXACT = {
+    ["/api/v1/ephemeral/push"] = { POST = "push" },
+    ["/api/v1/ephemeral/pop"] = { GET = "pop" },
+    ["/api/v1/ephemeral/ack"] = { POST = "ack" },
+    ["/api/v1/ephemeral/configure"] = { POST = "configure" },
+    ["/api/v1/ephemeral/reset"] = { POST = "reset" },
+    ["/api/v1/ephemeral/queues"] = { GET = "queues" },
+}
+
+local DELETE_PREFIX = "/api/v1/ephemeral/queue/"
+local DEPTH_PREFIX = "/api/v1/ephemeral/queues/"
+local DEPTH_SUFFIX = "/depth"
+
+local function allow(methods)
+    local list = {}
+    for m in pairs(methods) do list[#list + 1] = m end
+    table.sort(list)
+    return table.concat(list, ", ")
+end
+
+-- The :queue segment is returned raw (still percent-encoded); it must be one
+-- segment, since a '/' in a name arrives as %2F.
+local function param(path, prefix, suffix)
+    if sub(path, 1, #prefix) ~= prefix then return nil end
+    local rest = sub(path, #prefix + 1)
+    if suffix then
+        if #rest <= #suffix or sub(rest, -#suffix) ~= suffix then
+            return nil
+        end
+        rest = sub(rest, 1, -#suffix - 1)
+    end
+    if rest == "" or find(rest, "/", 1, true) then return nil end
+    return rest
+end
+
+-- Returns name, param on a match; otherwise nil, status, message, allow.
+function _M.route(method, path)
+    local methods = EXACT[path]
+    local p
+    if not methods then
+        p = param(path, DELETE_PREFIX)
+        if p then
+            methods = { DELETE = "delete" }
+        else
+            p = param(path, DEPTH_PREFIX, DEPTH_SUFFIX)
+            if p then methods = { GET = "depth" } end
+        end
+    end
+    if not methods then
+        return nil, 404, "no route " .. path
+    end
+    local name = methods[method]
+    if not name then
+        return nil, 405, method .. " is not allowed on " .. path,
+               allow(methods)
+    end
+    return name, p
+end
+
+return _M

@@ -1,0 +1,100 @@
+-- Shape rules shared by every handler: names, query parameters, integers
+-- and booleans. Each check returns the value, or nil and a message for a
+-- 400 ephemeral_bad_request.
+local ffi = require("ffi")
+local core = require("ephd.core")
+
+local C = core.C
+local find, sub = string.find, string.sub
+local tonumber = tonumber
+
+local MAX_NAME = core.config.max_name_bytes
+
+local _M = {}
+
+local decode_buf, decode_cap = nil, 0
+
+-- Percent-decodes once, in C; most names carry no escape at all.
+function _M.unescape(s, plus_is_space)
+    if not find(s, "%", 1, true) and
+            not (plus_is_space and find(s, "+", 1, true)) then
+        return s
+    end
+    if #s > decode_cap then
+        decode_cap = #s
+        decode_buf = ffi.new("char[?]", decode_cap)
+    end
+    local n = C.ephd_url_decode(s, #s, decode_buf, plus_is_space and 1 or 0)
+    if n < 0 then return nil, "malformed percent-encoding" end
+    return ffi.string(decode_buf, n)
+end
+
+function _M.name(s, what)
+    if s == nil or s == "" then
+        return nil, what .. " is required"
+    end
+    if #s > MAX_NAME then
+        return nil, what .. " is longer than " .. MAX_NAME .. " bytes"
+    end
+    -- Names are joined into one composite key: no control characters.
+    if find(s, "[%z\1-\31\127]") then
+        return nil, what .. " contains a control character"
+    end
+    return s
+end
+
+-- Parses a query string into a table; unknown or repeated keys are refused,
+-- so a typo such as `timout` is not silently the default.
+function _M.query(qs, known)
+    local out = {}
+    local pos, len = 1, #qs
+    while pos <= len do
+        local amp = find(qs, "&", pos, true) or len + 1
+        local pair = sub(qs, pos, amp - 1)
+        pos = amp + 1
+        if pair ~= "" then
+            local eq = find(pair, "=", 1, true)
+            local rawk = eq and sub(pair, 1, eq - 1) or pair
+            local rawv = eq and sub(pair, eq + 1) or ""
+            local k, kerr = _M.unescape(rawk, true)
+            if not k then return nil, kerr end
+            local v, verr = _M.unescape(rawv, true)
+            if not v then return nil, verr end
+            if not known[k] then
+                local names = {}
+                for name in pairs(known) do names[#names + 1] = name end
+                table.sort(names)
+                return nil, "unknown parameter " .. k .. " (known: "
+                            .. table.concat(names, ", ") .. ")"
+            end
+            if out[k] then return nil, "repeated parameter " .. k end
+            out[k] = v
+        end
+    end
+    return out
+end
+
+function _M.boolean(v, what, default)
+    if v == nil then return default end
+    if v == "true" or v == "1" then return true end
+    if v == "false" or v == "0" then return false end
+    return nil, what .. " must be true, false, 1 or 0"
+end
+
+-- A non-negative integer written in digits only (no sign, no fraction).
+function _M.integer(v, what, default)
+    if v == nil then return default end
+    if v == "" or #v > 15 or find(v, "[^0-9]") then
+        return nil, what .. " must be a non-negative integer"
+    end
+    return tonumber(v)
+end
+
+function _M.clamp(n, lo, hi)
+    if n < lo then return lo end
+    if n > hi then return hi end
+    return n
+end
+
+
+return _M

@@ -1,0 +1,183 @@
+-- Starts a real ephd on a free loopback port and speaks HTTP/1.1 to it
+-- over real sockets (luasocket), including raw bytes for hostile cases.
+local socket = require("socket")
+local cjson = require("cjson")
+local helper = require("helper")
+
+local _M = {}
+_M.__index = _M
+
+local function free_port()
+    local s = assert(socket.bind("127.0.0.1", 0))
+    local _, port = s:getsockname()
+    s:close()
+    return tonumber(port)
+end
+
+local function shell_quote(s)
+    return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- opts.env: extra environment, opts.args: extra flags.
+function _M.start(opts)
+    opts = opts or {}
+    local self = setmetatable({}, _M)
+    self.port = free_port()
+    self.log = os.tmpname()
+    local env = {}
+    for k, v in pairs(opts.env or {}) do
+        env[#env + 1] = k .. "=" .. shell_quote(v)
+    end
+    local cmd = ("%s %s/ephd --listen 127.0.0.1:%d %s >%s 2>&1 & echo $!")
+        :format(table.concat(env, " "), helper.build, self.port,
+                table.concat(opts.args or {}, " "), self.log)
+    local p = io.popen(cmd)
+    self.pid = tonumber(p:read("*l"))
+    p:close()
+    for _ = 1, 500 do
+        local c = socket.connect("127.0.0.1", self.port)
+        if c then
+            c:close()
+            return self
+        end
+        if not self:alive() then break end
+        socket.sleep(0.01)
+    end
+    error("ephd did not start: " .. self:read_log())
+end
+
+-- The daemon is orphaned by the shell that started it, so once it exits it
+-- may linger as a zombie until init reaps it: that counts as gone.
+function _M:alive()
+    local f = io.open("/proc/" .. self.pid .. "/stat")
+    if not f then return false end
+    local stat = f:read("*l") or ""
+    f:close()
+    return not stat:find("^%d+ %b() Z")
+end
+
+function _M:read_log()
+    local f = io.open(self.log)
+    local text = f and f:read("*a") or ""
+    if f then f:close() end
+    return text
+end
+
+-- Stops with SIGTERM and returns the seconds it took to exit. A daemon that
+-- did not stop cleanly, or whose sanitizers reported anything (leaks are
+-- reported at exit), fails the spec that stopped it.
+function _M:stop()
+    local t0 = socket.gettime()
+    os.execute("kill -TERM " .. self.pid .. " 2>/dev/null")
+    while self:alive() do
+        socket.sleep(0.005)
+        if socket.gettime() - t0 > 10 then
+            os.execute("kill -KILL " .. self.pid)
+            error("ephd did not stop within 10 s")
+        end
+    end
+    local took = socket.gettime() - t0
+    local log = self:read_log()
+    os.remove(self.log)
+    if log:find("Sanitizer", 1, true) or log:find("runtime error", 1, true)
+            or not log:find("ephd: stopped\n", 1, true) then
+        error("ephd did not stop cleanly:\n" .. log)
+    end
+    return took
+end
+
+-- A keep-alive connection.
+local Conn = {}
+Conn.__index = Conn
+
+function _M:connect()
+    local s = assert(socket.connect("127.0.0.1", self.port))
+    s:setoption("tcp-nodelay", true)
+    s:settimeout(10)
+    return setmetatable({ sock = s }, Conn)
+end
+
+function Conn:send(raw)
+    assert(self.sock:send(raw))
+end
+
+function Conn:close()
+    self.sock:close()
+end
+
+function _M.format(method, path, body, headers)
+    local lines = { method .. " " .. path .. " HTTP/1.1", "Host: test" }
+    for k, v in pairs(headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+    if body then lines[#lines + 1] = "Content-Length: " .. #body end
+    return table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or "")
+end
+
+-- Reads one response; nil, err on timeout or a closed connection.
+function Conn:receive(timeout)
+    self.sock:settimeout(timeout or 10)
+    local line, err = self.sock:receive("*l")
+    if not line then return nil, err end
+    local status = tonumber(line:match("^HTTP/1%.1 (%d%d%d)"))
+    local headers = {}
+    while true do
+        local h = assert(self.sock:receive("*l"))
+        if h == "" then break end
+        local k, v = h:match("^([^:]+):%s*(.-)%s*$")
+        headers[k:lower()] = v
+    end
+    local n = tonumber(headers["content-length"])
+    local body = n > 0 and assert(self.sock:receive(n)) or ""
+    local res = { status = status, headers = headers, body = body }
+    local ok, json = pcall(cjson.decode, body)
+    if ok then res.json = json end
+    return res
+end
+
+function Conn:request(method, path, body, headers)
+    self:send(_M.format(method, path, body, headers))
+    return assert(self:receive())
+end
+
+-- One request on a fresh connection.
+function _M:request(method, path, body, headers)
+    local c = self:connect()
+    local res = c:request(method, path, body, headers)
+    c:close()
+    return res
+end
+
+function _M:push(queue, payloads, partition, headers)
+    local msgs = {}
+    for i, p in ipairs(payloads) do msgs[i] = '{"payload":' .. p .. '}' end
+    local body = '{"queue":' .. cjson.encode(queue)
+                 .. (partition and (',"partition":' .. cjson.encode(partition))
+                     or "")
+                 .. ',"messages":[' .. table.concat(msgs, ",") .. ']}'
+    return self:request("POST", "/api/v1/ephemeral/push", body, headers)
+end
+
+function _M:pop(query, headers)
+    return self:request("GET", "/api/v1/ephemeral/pop?" .. query, nil, headers)
+end
+
+function _M:ack(queue, group, acks)
+    local items = {}
+    for i, a in ipairs(acks) do
+        items[i] = cjson.encode({ id = a[1], status = a[2] })
+    end
+    local body = '{"queue":' .. cjson.encode(queue)
+                 .. (group and (',"group":' .. cjson.encode(group)) or "")
+                 .. ',"acks":[' .. table.concat(items, ",") .. ']}'
+    return self:request("POST", "/api/v1/ephemeral/ack", body)
+end
+
+function _M:depth(queue, group)
+    return self:request("GET", "/api/v1/ephemeral/queues/" .. queue
+                               .. "/depth" .. (group and ("?group=" .. group)
+                                               or ""))
+end
+
+_M.sleep = socket.sleep
+_M.now = socket.gettime
+
+return _M

@@ -1,0 +1,80 @@
+-- The daemon as an operator meets it: flags, knobs, help, and stopping.
+local daemon = require("e2e.daemon")
+local helper = require("helper")
+
+local function run(cmd)
+    local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+    local out = p:read("*a")
+    p:close()
+    return out, tonumber(out:match("rc=(%d+)%s*$"))
+end
+
+describe("the daemon", function()
+    it("prints every flag and knob with its default in --help", function()
+        local out, rc = run(helper.build .. "/ephd --help")
+        assert.equals(0, rc)
+        for _, flag in ipairs({ "--listen", "--policy-dir", "--database-url" })
+        do
+            assert.truthy(out:find(flag, 1, true), flag)
+        end
+        for _, knob in ipairs({
+            "QUEEN_EPHEMERAL_MAX_BYTES%s+268435456",
+            "QUEEN_EPHEMERAL_QUEUE_MAX_BYTES%s+16777216",
+            "QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH%s+10000",
+            "QUEEN_EPHEMERAL_LEASE_S%s+30",
+            "QUEEN_EPHEMERAL_RETRY_LIMIT%s+5",
+            "QUEEN_EPHEMERAL_POP_TIMEOUT_MS%s+30000",
+            "QUEEN_EPHEMERAL_MAX_BODY_BYTES%s+67108864",
+        }) do
+            assert.truthy(out:find(knob), knob)
+        end
+    end)
+
+    it("stops at boot on a bad flag, naming it", function()
+        local out, rc = run(helper.build .. "/ephd --lisen 1.2.3.4:5")
+        assert.is_not.equals(0, rc)
+        assert.truthy(out:find("--lisen", 1, true))
+        out, rc = run(helper.build .. "/ephd --listen nowhere")
+        assert.is_not.equals(0, rc)
+        assert.truthy(out:find("--listen", 1, true))
+    end)
+
+    it("stops at boot on a knob value it cannot use, naming it", function()
+        for _, bad in ipairs({ "abc", "-1", "1.5", "" }) do
+            local out, rc = run("QUEEN_EPHEMERAL_LEASE_S='" .. bad .. "' "
+                                .. helper.build .. "/ephd --listen 127.0.0.1:1")
+            assert.is_not.equals(0, rc)
+            assert.truthy(out:find("QUEEN_EPHEMERAL_LEASE_S", 1, true), bad)
+        end
+    end)
+
+    it("stops at boot on a policy directory that does not load", function()
+        local out, rc = run(helper.build .. "/ephd --listen 127.0.0.1:1 "
+                            .. "--policy-dir /nonexistent")
+        assert.is_not.equals(0, rc)
+        assert.truthy(out:find("/nonexistent", 1, true))
+    end)
+
+    it("stops on SIGTERM within a second, answering parked polls", function()
+        local d = daemon.start()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=q&wait=true&timeout=60000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        local took = d:stop()
+        assert.is_true(took < 1, "took " .. took .. " s")
+        local res = c:receive(2)
+        assert.equals(200, res.status)
+        assert.same({}, res.json.messages)
+        c:close()
+    end)
+
+    it("stops on SIGINT too", function()
+        local d = daemon.start()
+        os.execute("kill -INT " .. d.pid)
+        local t0 = daemon.now()
+        while d:alive() and daemon.now() - t0 < 2 do daemon.sleep(0.01) end
+        assert.is_false(d:alive())
+        d:stop()
+    end)
+end)

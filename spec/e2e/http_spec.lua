@@ -1,0 +1,196 @@
+-- HTTP/1.1 as the broker speaks it: keep-alive, pipelining, bodies, limits.
+local daemon = require("e2e.daemon")
+
+describe("http", function()
+    local d
+    lazy_setup(function()
+        d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BODY_BYTES = "4096",
+            QUEEN_EPHEMERAL_MAX_HEADER_BYTES = "2048",
+        } })
+    end)
+    lazy_teardown(function() d:stop() end)
+
+    it("keeps a connection alive across requests", function()
+        local c = d:connect()
+        for _ = 1, 3 do
+            local res = c:request("GET", "/api/v1/ephemeral/queues")
+            assert.equals(200, res.status)
+        end
+        c:close()
+    end)
+
+    it("answers pipelined requests in order", function()
+        local c = d:connect()
+        local raw = {}
+        for i = 1, 5 do
+            raw[i] = daemon.format("POST", "/api/v1/ephemeral/push",
+                '{"queue":"pipe","messages":[{"payload":' .. i .. '}]}')
+        end
+        raw[6] = daemon.format("GET", "/api/v1/ephemeral/pop?queue=pipe&batch=10")
+        c:send(table.concat(raw))
+        for _ = 1, 5 do assert.equals(201, c:receive().status) end
+        local res = c:receive()
+        assert.equals(5, #res.json.messages)
+        for i = 1, 5 do assert.equals(i, res.json.messages[i].payload) end
+        c:close()
+    end)
+
+    it("holds requests pipelined behind a parked pop until it is answered",
+       function()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+                   "/api/v1/ephemeral/pop?queue=behind&wait=true&timeout=300")
+               .. daemon.format("GET", "/api/v1/ephemeral/queues"))
+        local t0 = daemon.now()
+        local first = c:receive()
+        assert.equals(0, #first.json.messages)
+        assert.is_true(daemon.now() - t0 >= 0.25)
+        assert.equals(200, c:receive().status)
+        c:close()
+    end)
+
+    it("sends Content-Type and Content-Length on every answer", function()
+        for _, r in ipairs({
+            { "GET", "/api/v1/ephemeral/queues" },
+            { "GET", "/nowhere" },
+            { "POST", "/api/v1/ephemeral/push", "{" },
+        }) do
+            local res = d:request(r[1], r[2], r[3])
+            assert.equals("application/json", res.headers["content-type"])
+            assert.equals(#res.body, tonumber(res.headers["content-length"]))
+        end
+    end)
+
+    it("answers 404 outside the API and 405 with Allow for a wrong method",
+       function()
+        local res = d:request("GET", "/api/v1/other")
+        assert.refused_with("ephemeral_bad_request", res, 404)
+        assert.equals(404, res.status)
+        res = d:request("GET", "/api/v1/ephemeral/push")
+        assert.equals(405, res.status)
+        assert.equals("POST", res.headers["allow"])
+        assert.refused_with("ephemeral_bad_request", res, 405)
+        res = d:request("POST", "/api/v1/ephemeral/queue/x")
+        assert.equals(405, res.status)
+        assert.equals("DELETE", res.headers["allow"])
+    end)
+
+    it("reads chunked request bodies", function()
+        local c = d:connect()
+        local body = '{"queue":"chunky","messages":[{"payload":"abc"}]}'
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Transfer-Encoding: chunked\r\n\r\n"
+               .. ("%x\r\n%s\r\n"):format(10, body:sub(1, 10))
+               .. ("%x\r\n%s\r\n"):format(#body - 10, body:sub(11))
+               .. "0\r\n\r\n")
+        local res = c:receive()
+        assert.equals(201, res.status)
+        assert.equals(1, res.json.pushed)
+        c:close()
+        assert.equals(1, d:depth("chunky").json.pending)
+    end)
+
+    it("answers 413 past the body limit and appends nothing", function()
+        local big = ('{"queue":"big","messages":[{"payload":"%s"}]}')
+            :format(("x"):rep(5000))
+        local res = d:request("POST", "/api/v1/ephemeral/push", big)
+        assert.equals(413, res.status)
+        assert.refused_with("ephemeral_bad_request", res, 413)
+        assert.equals(404, d:depth("big").status)
+    end)
+
+    it("answers 413 for a chunked body past the limit", function()
+        local c = d:connect()
+        local chunk = ("y"):rep(3000)
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Transfer-Encoding: chunked\r\n\r\n"
+               .. ("%x\r\n%s\r\n"):format(#chunk, chunk)
+               .. ("%x\r\n%s\r\n"):format(#chunk, chunk))
+        assert.equals(413, c:receive().status)
+        c:close()
+    end)
+
+    it("answers 431 past the header limit", function()
+        local res = d:request("GET", "/api/v1/ephemeral/queues", nil,
+                              { ["X-Filler"] = ("z"):rep(3000) })
+        assert.equals(431, res.status)
+        assert.refused_with("ephemeral_bad_request", res, 431)
+    end)
+
+    it("refuses conflicting framing headers (no request smuggling)",
+       function()
+        local c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+        assert.equals(400, c:receive().status)
+        c:close()
+        c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+               .. "0\r\n\r\n")
+        assert.equals(400, c:receive().status)
+        c:close()
+    end)
+
+    it("honours Connection: close", function()
+        local c = d:connect()
+        local res = c:request("GET", "/api/v1/ephemeral/queues", nil,
+                              { Connection = "close" })
+        assert.equals(200, res.status)
+        assert.equals("close", res.headers["connection"])
+        local line, err = c.sock:receive("*l")
+        assert.is_nil(line)
+        assert.equals("closed", err)
+        c:close()
+    end)
+
+    it("closes the connection after a malformed request", function()
+        local c = d:connect()
+        c:send("GARBAGE\r\n\r\n")
+        local res = c:receive()
+        assert.equals(400, res.status)
+        assert.is_nil((c.sock:receive("*l")))
+        c:close()
+    end)
+
+    it("forgets a client that disconnects mid-request", function()
+        local c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Length: 100\r\n\r\n{\"queue\":")
+        c:close()
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+    end)
+
+    it("releases parked pops whose clients disconnect", function()
+        local conns = {}
+        for i = 1, 200 do
+            conns[i] = d:connect()
+            conns[i]:send(daemon.format("GET",
+                "/api/v1/ephemeral/pop?queue=gone&wait=true&timeout=60000"))
+        end
+        -- Every parked request is on the wire before any socket closes.
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        for i = 1, 200 do conns[i]:close() end
+        daemon.sleep(0.1)
+        -- Had a dead waiter taken the message, this pop would find nothing.
+        assert.equals(201, d:push("gone", { '"left"' }).status)
+        local res = d:pop("queue=gone")
+        assert.equals(1, #res.json.messages)
+        assert.equals("left", res.json.messages[1].payload)
+    end)
+
+    it("sends 100 Continue to a client that expects it", function()
+        local c = d:connect()
+        local body = '{"queue":"cont","messages":[]}'
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Expect: 100-continue\r\nContent-Length: " .. #body
+               .. "\r\n\r\n")
+        local line = c.sock:receive("*l")
+        assert.equals("HTTP/1.1 100 Continue", line)
+        assert.equals("", c.sock:receive("*l"))
+        c:send(body)
+        assert.equals(201, c:receive().status)
+        c:close()
+    end)
+end)

@@ -1,0 +1,154 @@
+-- pop: FIFO, groups, partitions, batches, long polls and autoAck.
+local daemon = require("e2e.daemon")
+
+local function payloads(res)
+    local out = {}
+    for i, m in ipairs(res.json.messages) do out[i] = m.payload end
+    return out
+end
+
+describe("pop", function()
+    local d
+    lazy_setup(function() d = daemon.start() end)
+    lazy_teardown(function() d:stop() end)
+
+    it("is FIFO per partition", function()
+        local list = {}
+        for i = 1, 50 do list[i] = tostring(i) end
+        d:push("fifo", list, "p")
+        local got = {}
+        for _ = 1, 5 do
+            local res = d:pop("queue=fifo&partition=p&batch=10&autoAck=true")
+            for _, v in ipairs(payloads(res)) do got[#got + 1] = v end
+        end
+        for i = 1, 50 do assert.equals(i, got[i]) end
+    end)
+
+    it("answers the queue name and an empty array when there is nothing",
+       function()
+        local res = d:pop("queue=nothing")
+        assert.equals(200, res.status)
+        assert.equals('{"queue":"nothing","messages":[]}', res.body)
+    end)
+
+    it("gives every message to each of two groups", function()
+        d:pop("queue=fan&group=a")
+        d:pop("queue=fan&group=b")
+        d:push("fan", { "1", "2", "3" })
+        assert.same({ 1, 2, 3 }, payloads(d:pop("queue=fan&group=a&batch=10")))
+        assert.same({ 1, 2, 3 }, payloads(d:pop("queue=fan&group=b&batch=10")))
+    end)
+
+    it("never gives one message to two consumers of a group", function()
+        local list = {}
+        for i = 1, 40 do list[i] = tostring(i) end
+        d:push("share", list)
+        local a, b = d:connect(), d:connect()
+        local seen, count = {}, 0
+        for _ = 1, 10 do
+            for _, c in ipairs({ a, b }) do
+                local res = c:request("GET",
+                                      "/api/v1/ephemeral/pop?queue=share&group=w&batch=2")
+                for _, m in ipairs(res.json.messages) do
+                    assert.is_nil(seen[m.payload])
+                    seen[m.payload] = true
+                    count = count + 1
+                end
+            end
+        end
+        assert.equals(40, count)
+        a:close()
+        b:close()
+    end)
+
+    it("takes from every partition when none is named", function()
+        d:push("allp", { "1" }, "x")
+        d:push("allp", { "2" }, "y")
+        local res = d:pop("queue=allp&batch=10")
+        table.sort(res.json.messages, function(m, n)
+            return m.payload < n.payload
+        end)
+        assert.same({ 1, 2 }, payloads(res))
+        assert.equals("x", res.json.messages[1].partition)
+        assert.equals("y", res.json.messages[2].partition)
+    end)
+
+    it("takes only from the named partition", function()
+        d:push("onep", { "1" }, "x")
+        d:push("onep", { "2" }, "y")
+        assert.same({ 2 }, payloads(d:pop("queue=onep&partition=y&batch=10")))
+    end)
+
+    it("delivers at most batch messages, clamping batch to at least 1",
+       function()
+        d:push("batch", { "1", "2", "3" })
+        assert.equals(1, #d:pop("queue=batch&group=g").json.messages)
+        assert.equals(1, #d:pop("queue=batch&group=g&batch=0").json.messages)
+        assert.equals(1, #d:pop("queue=batch&group=g&batch=99999")
+                             .json.messages)
+    end)
+
+    it("answers a parked wait=true pop with a push within milliseconds",
+       function()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=park&wait=true&timeout=10000"))
+        -- The pop is parked before the push is sent.
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        local t0 = daemon.now()
+        d:push("park", { '"ping"' })
+        local res = c:receive(5)
+        local took = daemon.now() - t0
+        assert.same({ "ping" }, payloads(res))
+        assert.is_true(took < 0.5, "took " .. took)
+        c:close()
+    end)
+
+    it("answers a parked pop at its timeout with an empty array", function()
+        local t0 = daemon.now()
+        local res = d:pop("queue=quiet&wait=true&timeout=200")
+        local took = daemon.now() - t0
+        assert.same({}, res.json.messages)
+        assert.is_true(took >= 0.19, "took " .. took)
+    end)
+
+    it("wakes a waiter on a named partition only for that partition",
+       function()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=wp&partition=a&wait=true&timeout=400"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        d:push("wp", { "1" }, "b")
+        assert.same({}, c:receive(5).json.messages)
+        c:close()
+    end)
+
+    it("with autoAck keeps no lease: nothing to ack, nothing redelivered",
+       function()
+        d:push("auto", { "1" })
+        local res = d:pop("queue=auto&group=g&autoAck=true")
+        local id = res.json.messages[1].id
+        local ack = d:ack("auto", "g", { { id } })
+        assert.equals("unknown", ack.json.results[1].outcome)
+        assert.same({}, d:pop("queue=auto&group=g").json.messages)
+    end)
+
+    it("refuses a bad query with 400 and changes nothing", function()
+        for _, q in ipairs({
+            "", "queue=", "queue=x&batch=abc", "queue=x&batch=-1",
+            "queue=x&wait=maybe", "queue=x&timeout=1.5", "queue=x&autoAck=yes",
+            "queue=x&bogus=1", "queue=x&queue=y", "queue=x%ZZ",
+            "queue=a%01b", "queue=x&group=" .. ("g"):rep(513),
+        }) do
+            assert.refused_with("ephemeral_bad_request", d:pop(q))
+        end
+        assert.equals(404, d:depth("x").status)
+    end)
+
+    it("decodes percent-encoded names once", function()
+        d:push("a b/c", { "1" })
+        assert.same({ 1 }, payloads(d:pop("queue=a%20b%2Fc&autoAck=1")))
+        d:push("pct%41", { "2" })
+        assert.same({ 2 }, payloads(d:pop("queue=pct%2541")))
+    end)
+end)

@@ -1,0 +1,173 @@
+-- The two status reads, reset, delete and configure's shape checks.
+local daemon = require("e2e.daemon")
+
+local function entry(d, queue)
+    for _, e in ipairs(d:request("GET", "/api/v1/ephemeral/queues").json.queues)
+    do
+        if e.queue == queue then return e end
+    end
+end
+
+describe("status reads", function()
+    local d
+    lazy_setup(function()
+        d = daemon.start({ env = { QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "3" } })
+    end)
+    lazy_teardown(function() d:stop() end)
+
+    it("lists the tenant's queues with their gauges", function()
+        d:pop("queue=s1&group=g1")
+        d:push("s1", { '"ab"', '"cd"' }, "p1")
+        d:push("s1", { '"e"' }, "p2")
+        local list = d:request("GET", "/api/v1/ephemeral/queues").json
+        local e = entry(d, "s1")
+        assert.equals("implicit", e.tier)
+        assert.equals(3, e.depth)
+        assert.equals(11, e.bytes)
+        assert.equals(2, e.partitions)
+        assert.equals(1, e.groups)
+        assert.same({ bounds = 0, ttl = 0, retry = 0 }, e.drops)
+        assert.equals(3, e.options.maxLength)
+        assert.equals("reject", e.options.policy)
+        assert.equals(#list.queues, list.count)
+        assert.is_true(list.cellBytes >= 11)
+    end)
+
+    it("reads depth per partition and per group", function()
+        d:pop("queue=s2&group=g")
+        d:push("s2", { "1", "2" }, "p")
+        d:pop("queue=s2&group=g&autoAck=true")
+        local res = d:depth("s2")
+        assert.equals(200, res.status)
+        local j = res.json
+        assert.equals("s2", j.queue)
+        assert.equals("implicit", j.tier)
+        assert.equals(1, j.pending)
+        assert.equals(1, j.partitionsPending)
+        assert.equals(1, j.bytes)
+        assert.same({ { partition = "p", pending = 1, bytes = 1 } },
+                    j.partitions)
+        assert.same({ { group = "g", pending = 1, skipped = 0 } }, j.groups)
+        local g = d:depth("s2", "g").json
+        assert.equals("g", g.group)
+        assert.equals(1, g.pending)
+    end)
+
+    it("answers 404 ephemeral_queue_not_found for an unknown queue",
+       function()
+        assert.refused_with("ephemeral_queue_not_found", d:depth("nope"))
+    end)
+
+    it("refuses a bad name on the depth path", function()
+        assert.refused_with("ephemeral_bad_request", d:depth("a%01"))
+        assert.refused_with("ephemeral_bad_request", d:depth("a%G1"))
+    end)
+
+    it("keeps other queues out of a queue's depth", function()
+        d:push("s3", { "1" })
+        d:push("s4", { "1", "2" })
+        assert.equals(1, d:depth("s3").json.pending)
+    end)
+end)
+
+describe("reset and delete", function()
+    local d
+    lazy_setup(function() d = daemon.start() end)
+    lazy_teardown(function() d:stop() end)
+
+    it("reset reports what it dropped and keeps the queue", function()
+        d:push("r1", { "1", "2", "3" })
+        local m = d:pop("queue=r1&group=g").json.messages[1]
+        local res = d:request("POST", "/api/v1/ephemeral/reset",
+                              '{"queue":"r1"}')
+        assert.equals(200, res.status)
+        assert.same({ queue = "r1", dropped = 3 }, res.json)
+        assert.equals(0, d:depth("r1").json.pending)
+        assert.equals("unknown",
+                      d:ack("r1", "g", { { m.id } }).json.results[1].outcome)
+        d:push("r1", { "4" })
+        assert.equals(4, d:pop("queue=r1&group=g").json.messages[1].payload)
+    end)
+
+    it("reset of a queue that is not there drops 0", function()
+        local res = d:request("POST", "/api/v1/ephemeral/reset",
+                              '{"queue":"none"}')
+        assert.same({ queue = "none", dropped = 0 }, res.json)
+    end)
+
+    it("reset refuses a bad body", function()
+        for _, body in ipairs({ '{}', '{"queue":1}', '{"queue":"x","y":1}',
+                                '[', '"x"' }) do
+            assert.refused_with("ephemeral_bad_request",
+                d:request("POST", "/api/v1/ephemeral/reset", body))
+        end
+    end)
+
+    it("delete answers deleted true, then false, never 404", function()
+        d:push("d1", { "1" })
+        local res = d:request("DELETE", "/api/v1/ephemeral/queue/d1")
+        assert.equals(200, res.status)
+        assert.same({ queue = "d1", deleted = true, declared = false },
+                    res.json)
+        res = d:request("DELETE", "/api/v1/ephemeral/queue/d1")
+        assert.same({ queue = "d1", deleted = false, declared = false },
+                    res.json)
+        assert.equals(404, d:depth("d1").status)
+    end)
+
+    it("delete answers a parked pop on the queue with an empty batch",
+       function()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=d2&wait=true&timeout=10000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        d:request("DELETE", "/api/v1/ephemeral/queue/d2")
+        local res = c:receive(2)
+        assert.same({}, res.json.messages)
+        c:close()
+    end)
+
+    it("delete decodes a percent-encoded name once", function()
+        d:push("x/y", { "1" })
+        local res = d:request("DELETE", "/api/v1/ephemeral/queue/x%2Fy")
+        assert.is_true(res.json.deleted)
+        assert.equals("x/y", res.json.queue)
+    end)
+end)
+
+describe("configure", function()
+    local d
+    lazy_setup(function() d = daemon.start() end)
+    lazy_teardown(function() d:stop() end)
+
+    local function configure(body)
+        return d:request("POST", "/api/v1/ephemeral/configure", body)
+    end
+
+    it("refuses an unknown option, naming the options that exist",
+       function()
+        local res = configure('{"queue":"c","options":{"ttlSecond":1}}')
+        assert.refused_with("ephemeral_bad_request", res)
+        for _, k in ipairs({ "maxBytes", "maxLength", "policy", "ttlSeconds",
+                             "leaseSeconds", "retryLimit", "windowBuffer" }) do
+            assert.truthy(res.json.error:find(k, 1, true), k)
+        end
+    end)
+
+    it("refuses non-integer, negative and string bounds", function()
+        for _, opts in ipairs({ '{"ttlSeconds":1.5}', '{"maxLength":-1}',
+                                '{"maxBytes":"3"}', '{"policy":"drop"}',
+                                '{"windowBuffer":{"ms":1}}',
+                                '{"windowBuffer":{"ms":1,"count":2,"x":3}}' })
+        do
+            assert.refused_with("ephemeral_bad_request",
+                configure('{"queue":"c","options":' .. opts .. '}'))
+        end
+    end)
+
+    it("answers 503 for a valid declaration while no database is there",
+       function()
+        assert.refused_with("ephemeral_unavailable",
+            configure('{"queue":"c","options":{"maxLength":10}}'))
+    end)
+end)

@@ -1,0 +1,32 @@
+local helper = require("helper")
+local body = require("ephd.body")
+
+local function req(text)
+    return (helper.request({ body = text }))
+end
+
+describe("ephd.body", function()
+    it("decodes a JSON object with allowed fields", function()
+        local r, anchor = helper.request({ body = '{"queue":"q"}' })
+        assert.same({ queue = "q" }, body.object(r, { queue = true }))
+        assert.truthy(anchor)
+    end)
+
+    it("refuses what is not an object", function()
+        for _, text in ipairs({ "", "[1]", '"x"', "1", "{", "[]" }) do
+            assert.is_nil((body.object(req(text), { queue = true })), text)
+        end
+    end)
+
+    it("accepts an empty object", function()
+        assert.same({}, body.object(req("{}"), { queue = true }))
+    end)
+
+    it("names the allowed fields when one is unknown", function()
+        local ok, err = body.object(req('{"queue":"q","tenant":"t"}'),
+                                    { queue = true })
+        assert.is_nil(ok)
+        assert.truthy(err:find("tenant", 1, true))
+        assert.truthy(err:find("queue", 1, true))
+    end)
+end)

@@ -1,0 +1,62 @@
+-- queues and depth: C writes the bodies; Lua checks what the route takes.
+local cjson = require("cjson")
+local ffi = require("ffi")
+local helper = require("helper")
+
+describe("ephd.handlers status reads", function()
+    local answers, calls, found
+
+    before_each(function()
+        local respond
+        respond, answers = helper.responder()
+        calls = {}
+        found = true
+        local C
+        C = helper.core_double({
+            ephd_respond = respond,
+            ephd_queues = function(_, t, tl)
+                calls[#calls + 1] = { "queues", ffi.string(t, tl) }
+            end,
+            ephd_depth = function(_, t, tl, q, ql, g, gl)
+                calls[#calls + 1] = { "depth", ffi.string(t, tl),
+                                      ffi.string(q, ql),
+                                      g ~= nil and ffi.string(g, gl) or nil }
+                return found and 0 or C.EPHD_E_NOT_FOUND
+            end,
+        })
+    end)
+
+    it("queues reads the tenant's list and takes no parameters", function()
+        local queues = require("ephd.handlers.queues")
+        queues(helper.request({}), "t")
+        queues(helper.request({ query = "x=1" }), "t")
+        assert.same({ { "queues", "t" } }, calls)
+        assert.equals(400, answers[1].status)
+    end)
+
+    it("depth passes the queue and the optional group", function()
+        local depth = require("ephd.handlers.depth")
+        depth(helper.request({ query = "group=g" }), "t", "q")
+        depth(helper.request({}), "t", "q")
+        assert.same({ "depth", "t", "q", "g" }, calls[1])
+        assert.same({ "depth", "t", "q" }, calls[2])
+    end)
+
+    it("depth answers 404 ephemeral_queue_not_found", function()
+        local depth = require("ephd.handlers.depth")
+        found = false
+        depth(helper.request({}), "t", "nope")
+        assert.equals(404, answers[1].status)
+        assert.equals("ephemeral_queue_not_found",
+                      cjson.decode(answers[1].body).code)
+    end)
+
+    it("depth refuses a bad group or parameter", function()
+        local depth = require("ephd.handlers.depth")
+        depth(helper.request({ query = "group=" }), "t", "q")
+        depth(helper.request({ query = "grp=x" }), "t", "q")
+        assert.equals(0, #calls)
+        assert.equals(400, answers[1].status)
+        assert.equals(400, answers[2].status)
+    end)
+end)

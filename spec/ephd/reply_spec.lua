@@ -1,0 +1,27 @@
+local cjson = require("cjson")
+local helper = require("helper")
+
+describe("ephd.reply", function()
+    local reply, answers
+    before_each(function()
+        local respond
+        respond, answers = helper.responder()
+        helper.core_double({ ephd_respond = respond })
+        reply = require("ephd.reply")
+    end)
+
+    it("writes JSON bodies with their status", function()
+        reply.json("req", 201, '{"pushed":1}')
+        assert.same({ status = 201, body = '{"pushed":1}' }, answers[1])
+    end)
+
+    it("writes refusals from the taxonomy", function()
+        reply.bad_request("req", "no queue")
+        assert.equals(400, answers[1].status)
+        assert.same({ error = "no queue", code = "ephemeral_bad_request" },
+                    cjson.decode(answers[1].body))
+        reply.refuse("req", "ephemeral_bad_request", "m", 405, "Allow: GET\r\n")
+        assert.equals(405, answers[2].status)
+        assert.equals("Allow: GET\r\n", answers[2].headers)
+    end)
+end)

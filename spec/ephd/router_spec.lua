@@ -1,0 +1,43 @@
+local router = require("ephd.router")
+
+describe("ephd.router", function()
+    it("maps every route of the family to its handler", function()
+        local cases = {
+            { "POST", "/api/v1/ephemeral/push", "push" },
+            { "GET", "/api/v1/ephemeral/pop", "pop" },
+            { "POST", "/api/v1/ephemeral/ack", "ack" },
+            { "POST", "/api/v1/ephemeral/configure", "configure" },
+            { "POST", "/api/v1/ephemeral/reset", "reset" },
+            { "DELETE", "/api/v1/ephemeral/queue/q", "delete", "q" },
+            { "GET", "/api/v1/ephemeral/queues", "queues" },
+            { "GET", "/api/v1/ephemeral/queues/a%2Fb/depth", "depth", "a%2Fb" },
+        }
+        for _, c in ipairs(cases) do
+            local name, param = router.route(c[1], c[2])
+            assert.equals(c[3], name)
+            assert.equals(c[4], param)
+        end
+    end)
+
+    it("answers 404 for paths outside the family", function()
+        for _, path in ipairs({ "/", "/api/v1/ephemeral", "/api/v1/ephemeral/",
+                                "/api/v1/ephemeral/queue/", "/api/v1/ephemeral/queue/a/b",
+                                "/api/v1/ephemeral/queues//depth",
+                                "/api/v1/ephemeral/queues/q/depthx" }) do
+            local name, status = router.route("GET", path)
+            assert.is_nil(name)
+            assert.equals(404, status)
+        end
+    end)
+
+    it("answers 405 with the allowed methods for a wrong method", function()
+        local name, status, _, allow = router.route("PUT",
+                                                    "/api/v1/ephemeral/ack")
+        assert.is_nil(name)
+        assert.equals(405, status)
+        assert.equals("POST", allow)
+        _, status, _, allow = router.route("GET", "/api/v1/ephemeral/queue/x")
+        assert.equals(405, status)
+        assert.equals("DELETE", allow)
+    end)
+end)

@@ -1,0 +1,80 @@
+local helper = require("helper")
+
+describe("ephd.validate", function()
+    local validate
+    before_each(function()
+        helper.core_double({})
+        validate = require("ephd.validate")
+    end)
+
+    it("takes names of 1 to 512 bytes without control characters", function()
+        assert.equals("q", validate.name("q", "queue"))
+        assert.equals(("x"):rep(512), validate.name(("x"):rep(512), "queue"))
+        for _, bad in ipairs({ "", ("x"):rep(513), "a\0b", "a\1", "a\31",
+                               "a\127", "line\n" }) do
+            local ok, err = validate.name(bad, "queue")
+            assert.is_nil(ok)
+            assert.truthy(err:find("queue", 1, true))
+        end
+        assert.is_nil((validate.name(nil, "group")))
+    end)
+
+    it("accepts multibyte UTF-8 in names", function()
+        assert.equals("café", validate.name("café", "queue"))
+    end)
+
+    it("parses booleans as true/false/1/0 only", function()
+        assert.is_true(validate.boolean("true", "wait"))
+        assert.is_true(validate.boolean("1", "wait"))
+        assert.is_false(validate.boolean("false", "wait"))
+        assert.is_false(validate.boolean("0", "wait"))
+        assert.equals("d", validate.boolean(nil, "wait", "d"))
+        assert.is_nil((validate.boolean("yes", "wait")))
+        assert.is_nil((validate.boolean("", "wait")))
+    end)
+
+    it("parses non-negative integers written in digits only", function()
+        assert.equals(0, validate.integer("0", "batch"))
+        assert.equals(250, validate.integer("250", "batch"))
+        assert.equals(7, validate.integer(nil, "batch", 7))
+        for _, bad in ipairs({ "", "-1", "1.5", "1e3", " 1", "0x10",
+                               "1234567890123456" }) do
+            assert.is_nil((validate.integer(bad, "batch")), bad)
+        end
+    end)
+
+    it("clamps", function()
+        assert.equals(1, validate.clamp(0, 1, 10))
+        assert.equals(10, validate.clamp(11, 1, 10))
+        assert.equals(5, validate.clamp(5, 1, 10))
+    end)
+
+    it("parses a query, refusing unknown and repeated keys", function()
+        local known = { queue = true, batch = true }
+        assert.same({ queue = "q", batch = "2" },
+                    validate.query("queue=q&batch=2", known))
+        assert.same({ queue = "" }, validate.query("queue=&&", known))
+        local ok, err = validate.query("queue=q&bacth=2", known)
+        assert.is_nil(ok)
+        assert.truthy(err:find("bacth", 1, true))
+        assert.truthy(err:find("batch, queue", 1, true))
+        assert.is_nil((validate.query("queue=a&queue=b", known)))
+    end)
+
+    it("hands percent-escapes to C and plain names to nobody", function()
+        local calls = {}
+        helper.core_double({
+            ephd_url_decode = function(s, n, out, plus)
+                calls[#calls + 1] = { s, n, plus }
+                return -1
+            end,
+        })
+        validate = require("ephd.validate")
+        assert.equals("plain", validate.unescape("plain", true))
+        assert.equals(0, #calls)
+        assert.is_nil((validate.unescape("a%zz", false)))
+        assert.same({ { "a%zz", 4, 0 } }, calls)
+        validate.unescape("a+b", true)
+        assert.equals(1, calls[2][3])
+    end)
+end)

@@ -1,0 +1,98 @@
+-- Shared by every spec: module paths, a double of ephd.core for unit specs
+-- (real types and constants from core/ffi.h, C functions supplied by the
+-- spec), and the domain assertions.
+local ffi = require("ffi")
+local assert = require("luassert")
+local say = require("say")
+
+local root = os.getenv("EPHD_SOURCE_DIR") or "."
+local build = os.getenv("EPHD_BUILD_DIR") or (root .. "/build")
+package.path = table.concat({
+    root .. "/lua/?.lua", build .. "/lua/?.lua", root .. "/spec/?.lua",
+    package.path,
+}, ";")
+
+local helper = { root = root, build = build }
+
+local declared = false
+local function declare()
+    if not declared then
+        ffi.cdef(require("ephd.abi"))
+        declared = true
+    end
+end
+
+helper.DEFAULT_CONFIG = {
+    pop_timeout_ms = 30000, max_pop_timeout_ms = 300000, max_batch = 10000,
+    max_items = 10000, max_name_bytes = 512, tenancy_header = 0,
+}
+
+-- Installs a fresh ephd.core whose C resolves enum constants for real and
+-- functions from `fns`; a function the spec did not supply fails loudly.
+function helper.core_double(fns, config)
+    declare()
+    for name in pairs(package.loaded) do
+        if name:find("^ephd%.") then package.loaded[name] = nil end
+    end
+    local C = setmetatable({}, {
+        __index = function(_, k)
+            if fns and fns[k] then return fns[k] end
+            return ffi.C[k]
+        end,
+    })
+    local cfg = {}
+    for k, v in pairs(helper.DEFAULT_CONFIG) do cfg[k] = v end
+    for k, v in pairs(config or {}) do cfg[k] = v end
+    package.loaded["ephd.core"] = {
+        C = C,
+        ABI_VERSION = 1,
+        request_t = ffi.typeof("const ephd_request_t *"),
+        config = ffi.new("ephd_config_t", cfg),
+    }
+    return C
+end
+
+-- A request as C would hand it over; `anchor` keeps the strings alive.
+function helper.request(t)
+    declare()
+    local req = ffi.new("ephd_request_t")
+    local anchor = {}
+    for _, field in ipairs({ "method", "path", "query", "body", "tenant",
+                             "authorization" }) do
+        local s = t[field] or ""
+        anchor[#anchor + 1] = s
+        req[field].ptr = s
+        req[field].len = #s
+    end
+    return req, anchor
+end
+
+-- A spy for ephd_respond: records every answer written.
+function helper.responder()
+    local answers = {}
+    local function respond(_, status, headers, body, len)
+        answers[#answers + 1] = {
+            status = status,
+            headers = headers ~= nil and ffi.string(headers) or nil,
+            body = ffi.string(body, len),
+        }
+    end
+    return respond, answers
+end
+
+local function refused_with(state, args)
+    local code, res = args[1], args[2]
+    local cjson = require("cjson")
+    local ok, body = pcall(cjson.decode, res.body or "")
+    if not ok or type(body) ~= "table" then return false end
+    state.failure_message = ("expected code %s, got status %s body %s")
+        :format(code, tostring(res.status), tostring(res.body))
+    local status = require("ephd.errors").STATUS[code]
+    return body.code == code and type(body.error) == "string"
+           and (res.status == status or args[3] == res.status)
+end
+say:set("assertion.refused_with.positive", "expected refusal %s in %s")
+assert:register("assertion", "refused_with", refused_with,
+                "assertion.refused_with.positive")
+
+return helper

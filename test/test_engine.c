@@ -1,0 +1,234 @@
+#include <stdlib.h>
+#include <uv.h>
+
+#include "engine.h"
+#include "ffi.h"
+#include "id.h"
+#include "test.h"
+
+static uv_loop_t loop;
+static ephd_engine_t e;
+
+static void start(uint64_t max_bytes, uint64_t max_length, int drop_oldest,
+                  uint64_t cell) {
+  uv_loop_init(&loop);
+  ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3};
+  ephd_engine_init(&e, &loop, 0xabc, &o, cell);
+}
+
+static int stop(void) {
+  ephd_engine_close(&e);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  return uv_loop_close(&loop);
+}
+
+static ephd_queue_t *queue(void) {
+  return ephd_engine_queue_open(&e, "t", 1, "q", 1);
+}
+
+/* Pushes n one-byte-per-digit payloads "1", "2", ... starting at first. */
+static uint32_t push(ephd_queue_t *q, const char *part, int first, int n,
+                     uint64_t now) {
+  char base[1024];
+  ephd_span_t spans[64];
+  uint32_t off = 0;
+  uint64_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    int len = snprintf(base + off, sizeof(base) - off, "%d", first + i);
+    spans[i].off = off;
+    spans[i].len = (uint32_t)len;
+    off += (uint32_t)len;
+    bytes += (uint64_t)len;
+  }
+  ephd_ring_t *r = ephd_queue_ring_open(q, part, strlen(part));
+  return ephd_engine_push(&e, q, r, base, spans, (uint32_t)n, bytes, now);
+}
+
+static uint32_t pop(ephd_queue_t *q, const char *group, uint32_t batch,
+                    uint64_t now, ephd_buf_t *out) {
+  uint32_t g = ephd_queue_group_open(q, group, strlen(group));
+  out->len = 0;
+  return ephd_engine_pop(&e, q, NULL, g, batch, 0, now, out);
+}
+
+/* The id of the first delivery in a pop body. */
+static size_t first_id(const ephd_buf_t *b, char *id, size_t cap) {
+  const char *p = memmem(b->base, b->len, "\"id\":\"", 6);
+  if (!p) return 0;
+  p += 6;
+  const char *q = memchr(p, '"', (size_t)(b->base + b->len - p));
+  size_t n = (size_t)(q - p);
+  if (n >= cap) return 0;
+  memcpy(id, p, n);
+  return n;
+}
+
+TEST_IMPL(engine_push_reject_all_or_nothing) {
+  start(1000, 5, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ASSERT_EQ(push(q, "p", 1, 3, 0), 0);
+  ASSERT_EQ(push(q, "p", 4, 3, 0), EPHD_REFUSE_QUEUE_FULL);
+  ASSERT_EQ(q->depth, 3); /* nothing of the refused push was appended */
+  ASSERT_EQ(push(q, "p", 4, 2, 0), 0);
+  ASSERT_EQ(q->depth, 5);
+  ASSERT_EQ(q->drops_bounds, 0);
+  /* The bound is per partition ring. */
+  ASSERT_EQ(push(q, "other", 1, 5, 0), 0);
+  return stop();
+}
+
+TEST_IMPL(engine_push_drop_oldest) {
+  start(1000, 5, 1, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "slow", 1, 0, &out); /* registers the group at the head */
+  ASSERT_EQ(push(q, "p", 1, 5, 0), 0);
+  ASSERT_EQ(push(q, "p", 6, 3, 0), 0);
+  ASSERT_EQ(q->depth, 5);
+  ASSERT_EQ(q->drops_bounds, 3);
+  ASSERT_EQ(pop(q, "slow", 1, 0, &out), 1);
+  ASSERT(memmem(out.base, out.len, "\"payload\":4}", 12) != NULL);
+  ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
+  ASSERT_EQ(r->cursors[0].skipped, 3);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_push_too_big_for_empty_ring) {
+  start(1000, 2, 1, 1 << 20);
+  ephd_queue_t *q = queue();
+  ASSERT_EQ(push(q, "p", 1, 2, 0), 0);
+  ASSERT_EQ(push(q, "p", 3, 3, 0), EPHD_REFUSE_QUEUE_FULL);
+  ASSERT_EQ(q->depth, 2); /* dropOldest evicted nothing for a hopeless push */
+  ASSERT_EQ(q->drops_bounds, 0);
+  return stop();
+}
+
+TEST_IMPL(engine_cell_budget) {
+  start(1000, 100, 0, 5);
+  ephd_queue_t *q = queue();
+  ASSERT_EQ(push(q, "p", 1, 5, 0), 0); /* five one-byte payloads */
+  ASSERT_EQ(e.cell_bytes, 5);
+  ASSERT_EQ(push(q, "p", 6, 1, 0), EPHD_REFUSE_CELL_BYTES);
+  ASSERT_EQ(q->depth, 5);
+  return stop();
+}
+
+TEST_IMPL(engine_ttl_head_drop) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  q->opts.ttl_s = 2;
+  push(q, "p", 1, 2, 1000);
+  push(q, "p", 3, 1, 2500);
+  ephd_engine_expire(&e, q, 2999);
+  ASSERT_EQ(q->depth, 3);
+  ephd_engine_expire(&e, q, 3000);
+  ASSERT_EQ(q->depth, 1);
+  ASSERT_EQ(q->drops_ttl, 2);
+  ASSERT_EQ(e.cell_bytes, 1);
+  return stop();
+}
+
+TEST_IMPL(engine_retry_limit_drops) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue(); /* retryLimit 3 */
+  push(q, "p", 1, 1, 0);
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  char id[64];
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  for (int attempt = 0; attempt < 3; attempt++) {
+    ASSERT_EQ(pop(q, "g", 1, 0, &out), 1);
+    char want[32];
+    snprintf(want, sizeof(want), "\"attempts\":%d", attempt);
+    ASSERT(memmem(out.base, out.len, want, strlen(want)) != NULL);
+    size_t n = first_id(&out, id, sizeof(id));
+    ephd_outcome_t o = ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_FAILED, 0);
+    ASSERT_EQ(o, attempt < 2 ? EPHD_OUTCOME_REDELIVERED : EPHD_OUTCOME_ACKED);
+  }
+  ASSERT_EQ(q->drops_retry, 1);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 0);
+  ASSERT_EQ(q->depth, 0); /* the only group is done with it: reclaimed */
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_lease_expiry_redelivers) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  push(q, "p", 1, 1, 0);
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1);
+  char id[64];
+  size_t n = first_id(&out, id, sizeof(id));
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 0); /* leased: not deliverable */
+  ephd_leases_expire(&e.leases, 30 * 1000);
+  ASSERT_EQ(pop(q, "g", 1, 31000, &out), 1);
+  ASSERT(memmem(out.base, out.len, "\"attempts\":1", 12) != NULL);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  /* The expired lease is gone: its id now answers unknown... */
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_UNKNOWN);
+  /* ...while a different epoch's id is stale. */
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, "e:00000001:p:1", 14, EPHD_ACK_COMPLETED,
+                            0),
+            EPHD_OUTCOME_STALE);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_groups_see_every_message) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "a", 1, 0, &out);
+  pop(q, "b", 1, 0, &out);
+  push(q, "p", 1, 4, 0);
+  ASSERT_EQ(pop(q, "a", 10, 0, &out), 4);
+  ASSERT_EQ(pop(q, "b", 10, 0, &out), 4);
+  ASSERT_EQ(pop(q, "a", 10, 0, &out), 0);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_evicted_lease_is_unknown) {
+  start(1000, 2, 1, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 2, 0);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1);
+  char id[64];
+  size_t n = first_id(&out, id, sizeof(id));
+  push(q, "p", 3, 2, 0); /* evicts both, including the leased one */
+  ASSERT_EQ(e.leases.len, 0);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_UNKNOWN);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_reset_and_delete) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 4, 0);
+  pop(q, "g", 2, 0, &out);
+  ASSERT_EQ(e.leases.len, 2);
+  ASSERT_EQ(ephd_engine_reset(&e, q), 4);
+  ASSERT_EQ(e.leases.len, 0);
+  ASSERT_EQ(e.cell_bytes, 0);
+  push(q, "p", 5, 1, 0);
+  ASSERT_EQ(pop(q, "g", 10, 0, &out), 1); /* the cursor was rewound */
+  ephd_engine_delete(&e, q);
+  ASSERT(ephd_engine_queue(&e, "t", 1, "q", 1) == NULL);
+  ASSERT_EQ(e.leases.len, 0);
+  ASSERT_EQ(e.cell_bytes, 0);
+  ephd_buf_free(&out);
+  return stop();
+}

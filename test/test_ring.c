@@ -1,0 +1,93 @@
+#include <stdlib.h>
+
+#include "ring.h"
+#include "test.h"
+
+static void push(ephd_ring_t *r, uint64_t n) {
+  char payload[16];
+  int len = snprintf(payload, sizeof(payload), "%llu", (unsigned long long)n);
+  ephd_ring_append(r, 0, payload, (uint32_t)len);
+}
+
+/* The number a test message was pushed with. */
+static long long at(ephd_ring_t *r, uint64_t pos) {
+  ephd_msg_t *m = ephd_ring_at(r, pos);
+  char tmp[16];
+  memcpy(tmp, m->payload, m->len);
+  tmp[m->len] = 0;
+  return atoll(tmp);
+}
+
+TEST_IMPL(ring_fifo_and_reclaim) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  for (uint64_t i = 1; i <= 100; i++) push(r, i);
+  ASSERT_EQ(ephd_ring_depth(r), 100);
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  for (uint64_t i = 1; i <= 100; i++) {
+    ASSERT(ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+    ASSERT_EQ(at(r, pos), i);
+    ASSERT_EQ(redo, 0);
+  }
+  ASSERT(!ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+  ephd_ring_reclaim(r);
+  ASSERT_EQ(ephd_ring_depth(r), 0);
+  ASSERT_EQ(r->bytes, 0);
+  ephd_ring_free(r);
+  return 0;
+}
+
+TEST_IMPL(ring_keeps_messages_without_groups) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  push(r, 1);
+  ephd_ring_reclaim(r);
+  ASSERT_EQ(ephd_ring_depth(r), 1);
+  /* A group that arrives later starts at the head and still sees it. */
+  ephd_ring_add_cursor(r);
+  ASSERT_EQ(ephd_ring_pending(r, &r->cursors[0]), 1);
+  ephd_ring_free(r);
+  return 0;
+}
+
+TEST_IMPL(ring_evict_skips_cursors) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r); /* slow group: at the head */
+  ephd_ring_add_cursor(r); /* fast group: takes two first */
+  for (uint64_t i = 1; i <= 4; i++) push(r, i);
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  ephd_ring_take(r, &r->cursors[1], &pos, &attempts, &redo);
+  ephd_ring_take(r, &r->cursors[1], &pos, &attempts, &redo);
+  ephd_ring_evict_head(r);
+  ephd_ring_evict_head(r);
+  ASSERT_EQ(r->cursors[0].skipped, 2);
+  ASSERT_EQ(r->cursors[1].skipped, 0);
+  ASSERT(ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 3);
+  ephd_ring_free(r);
+  return 0;
+}
+
+TEST_IMPL(ring_redelivery_first) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  push(r, 1);
+  push(r, 2);
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo);
+  ephd_ring_redeliver(r, &r->cursors[0], pos, 1);
+  ASSERT(ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 1);
+  ASSERT_EQ(attempts, 1);
+  ASSERT_EQ(redo, 1);
+  ASSERT(ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 2);
+  ASSERT_EQ(attempts, 0);
+  ephd_ring_free(r);
+  return 0;
+}

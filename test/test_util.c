@@ -1,0 +1,156 @@
+#include <stdlib.h>
+
+#include "buf.h"
+#include "id.h"
+#include "json.h"
+#include "map.h"
+#include "ffi.h"
+#include "test.h"
+
+TEST_IMPL(map_put_get_del) {
+  ephd_map_t m;
+  ephd_map_init(&m);
+  static char keys[1000][8];
+  for (int i = 0; i < 1000; i++) {
+    snprintf(keys[i], 8, "k%d", i);
+    ephd_map_put(&m, keys[i], strlen(keys[i]), keys[i]);
+  }
+  ASSERT_EQ(m.count, 1000);
+  for (int i = 0; i < 1000; i++)
+    ASSERT(ephd_map_get(&m, keys[i], strlen(keys[i])) == keys[i]);
+  ASSERT(ephd_map_get(&m, "nope", 4) == NULL);
+  for (int i = 0; i < 1000; i += 2)
+    ASSERT(ephd_map_del(&m, keys[i], strlen(keys[i])) == keys[i]);
+  for (int i = 0; i < 1000; i++)
+    ASSERT((ephd_map_get(&m, keys[i], strlen(keys[i])) != NULL) == (i % 2));
+  for (int i = 1; i < 1000; i += 2) ephd_map_del(&m, keys[i], strlen(keys[i]));
+  ASSERT_EQ(m.count, 0);
+  ASSERT(m.slots == NULL); /* an emptied map gives its memory back */
+  return 0;
+}
+
+TEST_IMPL(map_delete_keeps_probe_chains) {
+  /* Keys that collide in a small table: deleting one in the middle of a
+   * probe run must leave the others reachable. */
+  ephd_map_t m;
+  ephd_map_init(&m);
+  uint64_t keys[64];
+  for (int i = 0; i < 64; i++) {
+    keys[i] = (uint64_t)i * 8;
+    ephd_map_put(&m, (const char *)&keys[i], 8, &keys[i]);
+  }
+  for (int i = 0; i < 64; i += 3) ephd_map_del(&m, (const char *)&keys[i], 8);
+  for (int i = 0; i < 64; i++) {
+    void *v = ephd_map_get(&m, (const char *)&keys[i], 8);
+    ASSERT((v != NULL) == (i % 3 != 0));
+  }
+  size_t pos = 0, seen = 0;
+  while (ephd_map_next(&m, &pos)) seen++;
+  ASSERT_EQ(seen, m.count);
+  ephd_map_free(&m);
+  return 0;
+}
+
+static int skips(const char *s) {
+  const char *end = s + strlen(s);
+  const char *p = ephd_json_skip(s, end);
+  return p != NULL && ephd_json_ws(p, end) == end;
+}
+
+TEST_IMPL(json_skip_accepts_json) {
+  ASSERT(skips("{\"b\":1,\"a\":[1.0,12345678901234567890,\"\\u00e9\"]}"));
+  ASSERT(skips("  [ ] "));
+  ASSERT(skips("{}"));
+  ASSERT(skips("-0.5e+10"));
+  ASSERT(skips("\"\\ud83d\\ude00\""));
+  ASSERT(skips("[true,false,null,{\"x\":[{}]}]"));
+  return 0;
+}
+
+TEST_IMPL(json_skip_refuses_broken) {
+  ASSERT(!skips("{"));
+  ASSERT(!skips("[1,]"));
+  ASSERT(!skips("{\"a\"}"));
+  ASSERT(!skips("01"));
+  ASSERT(!skips("1."));
+  ASSERT(!skips("tru"));
+  ASSERT(!skips("\"a\nb\""));
+  ASSERT(!skips("\"\\x\""));
+  ASSERT(!skips("\"\\ud83d\""));
+  ASSERT(!skips("{\"a\":1,}"));
+  ASSERT(!skips("[1 2]"));
+  char deep[EPHD_JSON_MAX_DEPTH + 2];
+  memset(deep, '[', sizeof(deep) - 1);
+  deep[sizeof(deep) - 1] = 0;
+  ASSERT(!skips(deep));
+  return 0;
+}
+
+TEST_IMPL(json_string_decodes_escapes) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  const char *s = "\"a\\\"b\\u00e9\\ud83d\\ude00\\n\"";
+  const char *p = ephd_json_string(s, s + strlen(s), &b);
+  ASSERT(p == s + strlen(s));
+  ASSERT_MEM_EQ(b.base, b.len, "a\"b\xc3\xa9\xf0\x9f\x98\x80\n");
+  ephd_buf_free(&b);
+  return 0;
+}
+
+TEST_IMPL(json_write_escapes) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  ephd_json_write_string(&b, "q\"\\\x01\n", 5);
+  ASSERT_MEM_EQ(b.base, b.len, "\"q\\\"\\\\\\u0001\\n\"");
+  ephd_buf_free(&b);
+  return 0;
+}
+
+TEST_IMPL(id_round_trip) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  ephd_id_write(&b, 0x9f3a1c, "room-7", 6, 41);
+  ASSERT_MEM_EQ(b.base, b.len, "e:009f3a1c:room-7:41");
+  ephd_id_t id;
+  ASSERT_EQ(ephd_id_parse(b.base, b.len, &id), 0);
+  ASSERT_EQ(id.epoch, 0x9f3a1c);
+  ASSERT_EQ(id.seq, 41);
+  ASSERT_MEM_EQ(id.partition, id.partition_len, "room-7");
+  ephd_buf_free(&b);
+  return 0;
+}
+
+TEST_IMPL(id_partition_with_colons) {
+  ephd_id_t id;
+  const char *s = "e:1:a:b:c:7";
+  ASSERT_EQ(ephd_id_parse(s, strlen(s), &id), 0);
+  ASSERT_MEM_EQ(id.partition, id.partition_len, "a:b:c");
+  ASSERT_EQ(id.seq, 7);
+  return 0;
+}
+
+TEST_IMPL(id_refuses_malformed) {
+  const char *bad[] = {"",          "e:",         "x:1:p:1",   "e:1:p:",
+                       "e::p:1",    "e:1p:1",     "e:zz:p:1",  "e:1:p:1a",
+                       "e:123456789:p:1", "e:1:p:99999999999999999999"};
+  ephd_id_t id;
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    ASSERT_EQ(ephd_id_parse(bad[i], strlen(bad[i]), &id), -1);
+  return 0;
+}
+
+TEST_IMPL(url_decode) {
+  char out[32];
+  ASSERT_EQ(ephd_url_decode("a%20b%2Fc", 9, out, 0), 5);
+  ASSERT_MEM_EQ(out, 5, "a b/c");
+  ASSERT_EQ(ephd_url_decode("a+b", 3, out, 1), 3);
+  ASSERT_MEM_EQ(out, 3, "a b");
+  ASSERT_EQ(ephd_url_decode("a+b", 3, out, 0), 3);
+  ASSERT_MEM_EQ(out, 3, "a+b");
+  ASSERT_EQ(ephd_url_decode("%2541", 5, out, 0), 3); /* once, not twice */
+  ASSERT_MEM_EQ(out, 3, "%41");
+  ASSERT_EQ(ephd_url_decode("%", 1, out, 0), -1);
+  ASSERT_EQ(ephd_url_decode("%4", 2, out, 0), -1);
+  ASSERT_EQ(ephd_url_decode("%zz", 3, out, 0), -1);
+  return 0;
+}
