@@ -33,8 +33,8 @@ static const knob_t knobs[] = {
      AT(queue_max_length), "default maxLength of a partition ring"},
     {"QUEEN_EPHEMERAL_LEASE_S", "30", 1, 86400, K_U64, AT(lease_s),
      "default leaseSeconds before an unacked message is redelivered"},
-    {"QUEEN_EPHEMERAL_RETRY_LIMIT", "5", 0, UINT32_MAX, K_U64,
-     AT(retry_limit), "default retryLimit: deliveries per group"},
+    {"QUEEN_EPHEMERAL_RETRY_LIMIT", "5", 0, UINT32_MAX, K_U64, AT(retry_limit),
+     "default retryLimit: deliveries per group"},
     {"QUEEN_EPHEMERAL_POP_TIMEOUT_MS", "30000", 0, 300000, K_U64,
      AT(lua.pop_timeout_ms), "a waiting pop's timeout when it names none"},
     {"QUEEN_EPHEMERAL_MAX_BODY_BYTES", "67108864", 1024, UINT32_MAX, K_U64,
@@ -168,8 +168,7 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
 }
 
 void ephd_config_log(const ephd_settings_t *s, FILE *out) {
-  fprintf(out, "ephd: setting listen=%s:%d\n", s->listen_host,
-          s->listen_port);
+  fprintf(out, "ephd: setting listen=%s:%d\n", s->listen_host, s->listen_port);
   fprintf(out, "ephd: setting policy_dir=%s\n", s->policy_dir);
   fprintf(out, "ephd: setting lua_dir=%s\n", s->lua_dir);
   /* The URL may carry a password: say only whether there is one. */

@@ -238,8 +238,8 @@ uint32_t ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
 }
 
 static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,
-                           const ephd_msg_t *m, uint64_t seq,
-                           uint32_t attempts, ephd_buf_t *out) {
+                           const ephd_msg_t *m, uint64_t seq, uint32_t attempts,
+                           ephd_buf_t *out) {
   ephd_buf_appends(out, "{\"id\":\"");
   ephd_id_write(out, e->epoch, r->name, r->name_len, seq);
   ephd_buf_appends(out, "\",\"partition\":");
@@ -380,8 +380,7 @@ static void tenant_close(ephd_engine_t *e, ephd_tenant_t *t) {
 }
 
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
-  for (uint32_t i = 0; i < q->ngroups; i++)
-    ephd_gate_flush(&q->groups[i].gate);
+  for (uint32_t i = 0; i < q->ngroups; i++) ephd_gate_flush(&q->groups[i].gate);
   ephd_engine_reset(e, q);
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_free(q->rings[i]);
   for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i].name);

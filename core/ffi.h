@@ -14,18 +14,15 @@ enum { EPHD_FFI_ABI_VERSION = 1 };
 
 enum {
   EPHD_OK = 0,
-  EPHD_PARKED = 1,          /* a pop parked on its gate; C answers later */
-  EPHD_E_BAD_REQUEST = -1,  /* the scan struct's message says why */
-  EPHD_E_REFUSED = -2,      /* see the refusals bitmask */
+  EPHD_PARKED = 1,         /* a pop parked on its gate; C answers later */
+  EPHD_E_BAD_REQUEST = -1, /* the scan struct's message says why */
+  EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
   EPHD_E_NOT_FOUND = -3
 };
 
-/* Budgets a push or a queue creation would break; C reports all of them and
+/* Budgets a push would break; C reports every one of them and
  * the Lua ladder picks the outermost, so the order is data in one place. */
-enum {
-  EPHD_REFUSE_QUEUE_FULL = 1,
-  EPHD_REFUSE_CELL_BYTES = 2
-};
+enum { EPHD_REFUSE_QUEUE_FULL = 1, EPHD_REFUSE_CELL_BYTES = 2 };
 
 typedef struct {
   const char *ptr;
@@ -96,8 +93,7 @@ void ephd_respond(const ephd_request_t *req, int status,
 
 /* Percent-decodes once (and '+' as a space in a query); returns the decoded
  * length or -1 on a bad escape. out must hold len bytes. */
-long ephd_url_decode(const char *in, size_t len, char *out,
-                     int plus_is_space);
+long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space);
 
 /* push: scan the body (validating every payload without decoding it), let Lua
  * check names and policy, then commit all or nothing. */
@@ -122,9 +118,9 @@ int ephd_delete(const char *tenant, size_t tenant_len, const char *queue,
 /* The two status reads: C writes the body (the queue list can be long). */
 void ephd_queues(const ephd_request_t *req, const char *tenant,
                  size_t tenant_len);
-int ephd_depth(const ephd_request_t *req, const char *tenant,
-               size_t tenant_len, const char *queue, size_t queue_len,
-               const char *group, size_t group_len);
+int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
+               const char *queue, size_t queue_len, const char *group,
+               size_t group_len);
 
 #pragma GCC visibility pop
 #endif

@@ -35,8 +35,7 @@ typedef struct ephd_waiter {
 
 void ephd_gate_init(ephd_gate_t *g);
 void ephd_waiter_init(uv_loop_t *loop, ephd_waiter_t *w,
-                      ephd_waiter_wake_cb wake,
-                      ephd_waiter_timeout_cb timeout);
+                      ephd_waiter_wake_cb wake, ephd_waiter_timeout_cb timeout);
 /* The waiter's timer is a libuv handle: its owner closes it with its own
  * handles, and frees the waiter only after close_cb. */
 void ephd_waiter_close(ephd_waiter_t *w, uv_close_cb close_cb);

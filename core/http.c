@@ -19,10 +19,10 @@ struct ephd_conn {
   uv_tcp_t tcp;
   ephd_waiter_t waiter;
   llhttp_t parser;
-  ephd_buf_t in; /* starts at the current message: earlier ones are gone */
-  size_t parsed; /* bytes of in already given to llhttp */
-  ephd_buf_t out;   /* answers waiting to be written */
-  ephd_buf_t wbuf;  /* the answers a uv_write has in flight */
+  ephd_buf_t in;      /* starts at the current message: earlier ones are gone */
+  size_t parsed;      /* bytes of in already given to llhttp */
+  ephd_buf_t out;     /* answers waiting to be written */
+  ephd_buf_t wbuf;    /* the answers a uv_write has in flight */
   ephd_buf_t chunked; /* a chunked body, reassembled */
   uv_write_t wreq;
   span_t url, field, value, tenant, auth, body;
@@ -40,15 +40,15 @@ struct ephd_conn {
   int reading;
   int open_handles;
   int resume_queued;
-  int refuse; /* 413 or 431 when a limit stopped the parser */
+  int refuse;       /* 413 or 431 when a limit stopped the parser */
   size_t len_field; /* where the Content-Length digits go in out */
   size_t body_start;
   struct {
     ephd_request_t pub;
     ephd_conn_t *conn;
   } req;
-  ephd_conn_t *prev, *next;      /* every connection, for shutdown */
-  ephd_conn_t *resume_next;      /* answered parked polls with bytes left */
+  ephd_conn_t *prev, *next; /* every connection, for shutdown */
+  ephd_conn_t *resume_next; /* answered parked polls with bytes left */
 };
 
 static uv_loop_t *loop;
@@ -71,19 +71,32 @@ static void on_resume(uv_idle_t *h);
 
 static const char *reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 
@@ -94,8 +107,7 @@ ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
   ephd_buf_append_u64(o, (uint64_t)status);
   ephd_buf_append(o, " ", 1);
   ephd_buf_appends(o, reason_phrase(status));
-  ephd_buf_appends(o,
-                   "\r\nContent-Type: application/json\r\nContent-Length: ");
+  ephd_buf_appends(o, "\r\nContent-Type: application/json\r\nContent-Length: ");
   /* The length is written once the body is: digits padded with leading
    * spaces (optional whitespace in HTTP), so the body is built in place. */
   c->len_field = o->len;
@@ -513,8 +525,8 @@ static void on_connection(uv_stream_t *server, int status) {
 }
 
 int ephd_http_start(uv_loop_t *l, const char *host, int port,
-                    const ephd_http_limits_t *lim,
-                    ephd_http_dispatch_cb cb, char *err, size_t errlen) {
+                    const ephd_http_limits_t *lim, ephd_http_dispatch_cb cb,
+                    char *err, size_t errlen) {
   loop = l;
   limits = *lim;
   dispatch = cb;

@@ -60,8 +60,7 @@ static const char *string_walk(const char *p, const char *end,
   p++;
   for (;;) {
     const char *run = p;
-    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
-      p++;
+    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
     if (out) ephd_buf_append(out, run, (size_t)(p - run));
     if (p >= end || (unsigned char)*p < 0x20) return NULL;
     if (*p == '"') return p + 1;
@@ -70,14 +69,30 @@ static const char *string_walk(const char *p, const char *end,
     char c = *p++;
     char lit;
     switch (c) {
-      case '"': lit = '"'; break;
-      case '\\': lit = '\\'; break;
-      case '/': lit = '/'; break;
-      case 'b': lit = '\b'; break;
-      case 'f': lit = '\f'; break;
-      case 'n': lit = '\n'; break;
-      case 'r': lit = '\r'; break;
-      case 't': lit = '\t'; break;
+      case '"':
+        lit = '"';
+        break;
+      case '\\':
+        lit = '\\';
+        break;
+      case '/':
+        lit = '/';
+        break;
+      case 'b':
+        lit = '\b';
+        break;
+      case 'f':
+        lit = '\f';
+        break;
+      case 'n':
+        lit = '\n';
+        break;
+      case 'r':
+        lit = '\r';
+        break;
+      case 't':
+        lit = '\t';
+        break;
       case 'u': {
         unsigned cp;
         if (hex4(p, end, &cp) < 0) return NULL;
@@ -95,7 +110,8 @@ static const char *string_walk(const char *p, const char *end,
         if (out) put_utf8(out, cp);
         continue;
       }
-      default: return NULL;
+      default:
+        return NULL;
     }
     if (out) ephd_buf_append(out, &lit, 1);
   }
@@ -163,11 +179,21 @@ const char *ephd_json_skip(const char *p, const char *end) {
           p++;
         }
         continue;
-      case '"': p = string_walk(p, end, NULL); break;
-      case 't': p = literal(p, end, "true"); break;
-      case 'f': p = literal(p, end, "false"); break;
-      case 'n': p = literal(p, end, "null"); break;
-      default: p = number(p, end); break;
+      case '"':
+        p = string_walk(p, end, NULL);
+        break;
+      case 't':
+        p = literal(p, end, "true");
+        break;
+      case 'f':
+        p = literal(p, end, "false");
+        break;
+      case 'n':
+        p = literal(p, end, "null");
+        break;
+      default:
+        p = number(p, end);
+        break;
     }
     if (p == NULL) return NULL;
     /* After a value: close containers or move to the next element. */

@@ -21,8 +21,8 @@ static int set_path(lua_State *l, const char *prefix) {
   return 0;
 }
 
-int ephd_lua_host_start(const char *lua_path, const char *policy_dir,
-                        char *err, size_t errlen) {
+int ephd_lua_host_start(const char *lua_path, const char *policy_dir, char *err,
+                        size_t errlen) {
   L = luaL_newstate();
   if (L == NULL) {
     snprintf(err, errlen, "cannot create the Lua state");

@@ -8,8 +8,8 @@
 #include "ffi.h"
 
 /* lua_path is a ';'-separated package.path prefix where ephd.* lives. */
-int ephd_lua_host_start(const char *lua_path, const char *policy_dir,
-                        char *err, size_t errlen);
+int ephd_lua_host_start(const char *lua_path, const char *policy_dir, char *err,
+                        size_t errlen);
 void ephd_lua_host_dispatch(const ephd_request_t *req);
 void ephd_lua_host_close(void);
 

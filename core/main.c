@@ -65,9 +65,9 @@ int main(int argc, char **argv) {
   int built = in_build_tree();
   const char *policy_dir = built ? EPHD_SOURCE_DIR "/policies/default"
                                  : EPHD_DATA_DIR "/policies/default";
-  const char *lua_path =
-      built ? EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR "/lua/?.lua"
-            : EPHD_DATA_DIR "/lua/?.lua";
+  const char *lua_path = built ? EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR
+                                                 "/lua/?.lua"
+                               : EPHD_DATA_DIR "/lua/?.lua";
   ephd_settings_t s;
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;

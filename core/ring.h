@@ -12,11 +12,11 @@
 struct ephd_lease;
 
 typedef struct {
-  uint64_t enqueued_ms; /* for ttl */
+  uint64_t enqueued_ms;      /* for ttl */
   struct ephd_lease *leases; /* at most one per group, so eviction is exact */
   uint32_t len;
   uint32_t holds; /* leases and pending redeliveries, over all groups */
-  char payload[];  /* the client's exact bytes */
+  char payload[]; /* the client's exact bytes */
 } ephd_msg_t;
 
 typedef struct {
@@ -26,8 +26,8 @@ typedef struct {
 
 /* One group's view of one ring. */
 typedef struct {
-  uint64_t next;    /* next position never yet delivered to this group */
-  uint64_t skipped; /* messages evicted before this group reached them */
+  uint64_t next;           /* next position never yet delivered to this group */
+  uint64_t skipped;        /* messages evicted before this group reached them */
   ephd_redelivery_t *redo; /* circular FIFO of failed or expired deliveries */
   uint32_t redo_head, redo_len, redo_cap;
   ephd_map_t leases; /* delivery seq (8 bytes) -> ephd_lease_t */

@@ -9,8 +9,7 @@ static int hexval(char c) {
   return -1;
 }
 
-long ephd_url_decode(const char *in, size_t len, char *out,
-                     int plus_is_space) {
+long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space) {
   size_t n = 0;
   for (size_t i = 0; i < len; i++) {
     char c = in[i];

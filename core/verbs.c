@@ -216,8 +216,8 @@ int ephd_push_commit(const char *tenant, size_t tenant_len,
                      const ephd_push_scan_t *s, uint32_t *refusals) {
   *refusals = 0;
   if (scanned_body == NULL) return EPHD_E_BAD_REQUEST;
-  ephd_queue_t *q = ephd_engine_queue(engine, tenant, tenant_len,
-                                      s->queue.ptr, s->queue.len);
+  ephd_queue_t *q =
+      ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
   int new_queue = q == NULL;
   if (new_queue)
     q = ephd_engine_queue_open(engine, tenant, tenant_len, s->queue.ptr,
@@ -252,14 +252,13 @@ int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *a) {
   ephd_queue_t *q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len,
                                            a->queue, a->queue_len);
   ephd_ring_t *r = NULL;
-  if (a->partition)
-    r = ephd_queue_ring_open(q, a->partition, a->partition_len);
+  if (a->partition) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
   uint32_t g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
                         : ephd_queue_group_open(q, "", 0);
   ephd_conn_t *c = ephd_http_conn(req);
   body.len = 0;
-  uint32_t got = ephd_engine_pop(engine, q, r, g, a->batch, a->auto_ack,
-                                 now_ms(), &body);
+  uint32_t got =
+      ephd_engine_pop(engine, q, r, g, a->batch, a->auto_ack, now_ms(), &body);
   if (got || !a->wait || a->timeout_ms == 0) {
     answer_pop(c, q, &body);
     return EPHD_OK;
@@ -279,8 +278,8 @@ int ephd_verbs_waiter_wake(ephd_waiter_t *w) {
   if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
   ephd_gate_unpark(w);
   body.len = 0;
-  ephd_engine_pop(engine, q, w->ring, w->group, w->batch, w->auto_ack,
-                  now_ms(), &body);
+  ephd_engine_pop(engine, q, w->ring, w->group, w->batch, w->auto_ack, now_ms(),
+                  &body);
   answer_pop(ephd_http_waiter_conn(w), q, &body);
   return 1;
 }
@@ -363,9 +362,8 @@ static const char *scan_ack_item(const char *p, const char *end,
   return p;
 }
 
-static const char *scan_acks(const char *p, const char *end,
-                             ephd_ack_scan_t *s, ephd_buf_t *key,
-                             ephd_buf_t *val) {
+static const char *scan_acks(const char *p, const char *end, ephd_ack_scan_t *s,
+                             ephd_buf_t *key, ephd_buf_t *val) {
   if (p >= end || *p != '[') return NULL;
   p = ephd_json_ws(p + 1, end);
   if (p < end && *p == ']') return p + 1;
@@ -454,8 +452,8 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const ephd_ack_scan_t *s) {
   if (scanned_body == NULL) return EPHD_E_BAD_REQUEST;
   scanned_body = NULL;
-  ephd_queue_t *q = ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr,
-                                      s->queue.len);
+  ephd_queue_t *q =
+      ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
   uint32_t g = UINT32_MAX;
   if (q) {
     const char *gname = s->has_group ? s->group.ptr : "";
@@ -571,9 +569,9 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
   ephd_http_end(c);
 }
 
-int ephd_depth(const ephd_request_t *req, const char *tenant,
-               size_t tenant_len, const char *queue, size_t queue_len,
-               const char *group, size_t group_len) {
+int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
+               const char *queue, size_t queue_len, const char *group,
+               size_t group_len) {
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
   if (q == NULL) return EPHD_E_NOT_FOUND;

@@ -172,9 +172,9 @@ TEST_IMPL(engine_lease_expiry_redelivers) {
   ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
             EPHD_OUTCOME_UNKNOWN);
   /* ...while a different epoch's id is stale. */
-  ASSERT_EQ(ephd_engine_ack(&e, q, g, "e:00000001:p:1", 14, EPHD_ACK_COMPLETED,
-                            0),
-            EPHD_OUTCOME_STALE);
+  ASSERT_EQ(
+      ephd_engine_ack(&e, q, g, "e:00000001:p:1", 14, EPHD_ACK_COMPLETED, 0),
+      EPHD_OUTCOME_STALE);
   ephd_buf_free(&out);
   return stop();
 }

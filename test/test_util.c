@@ -1,10 +1,10 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "ffi.h"
 #include "id.h"
 #include "json.h"
 #include "map.h"
-#include "ffi.h"
 #include "test.h"
 
 TEST_IMPL(map_put_get_del) {
@@ -130,9 +130,16 @@ TEST_IMPL(id_partition_with_colons) {
 }
 
 TEST_IMPL(id_refuses_malformed) {
-  const char *bad[] = {"",          "e:",         "x:1:p:1",   "e:1:p:",
-                       "e::p:1",    "e:1p:1",     "e:zz:p:1",  "e:1:p:1a",
-                       "e:123456789:p:1", "e:1:p:99999999999999999999"};
+  const char *bad[] = {"",
+                       "e:",
+                       "x:1:p:1",
+                       "e:1:p:",
+                       "e::p:1",
+                       "e:1p:1",
+                       "e:zz:p:1",
+                       "e:1:p:1a",
+                       "e:123456789:p:1",
+                       "e:1:p:99999999999999999999"};
   ephd_id_t id;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     ASSERT_EQ(ephd_id_parse(bad[i], strlen(bad[i]), &id), -1);
