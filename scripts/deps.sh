@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ephd builds, runs and tests with, only when one
-# is missing: one apt-get update, then one apt-get install.
+# Installs the Debian packages ephd builds, runs and tests with, plus any
+# named as arguments, only when one is missing: one apt-get update, then one
+# apt-get install.
 set -euo pipefail
 
 PACKAGES=(
   cmake gcc make pkg-config
   libluajit2-5.1-dev luajit2 libuv1-dev node-llhttp libpq-dev
   lua-cjson lua-busted lua-socket
+  "$@"
 )
 
 missing=()
