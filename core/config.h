@@ -16,13 +16,10 @@ typedef struct {
   const char *policy_dir;
   const char *lua_dir;
   const char *database_url;
-  uint64_t max_bytes;
-  uint64_t queue_max_bytes;
-  uint64_t queue_max_length;
-  uint64_t lease_s;
-  uint64_t retry_limit;
   uint64_t max_body_bytes;
   uint64_t max_header_bytes;
+  uint64_t implicit_idle_s;
+  uint64_t refresh_s;
   ephd_config_t lua; /* the part Lua reads through ephd_config() */
 } ephd_settings_t;
 

@@ -25,15 +25,59 @@ static char *xstrndup(const char *s, size_t len) {
 
 static void on_lease_expired(ephd_lease_t *l, void *data);
 
+static void list_remove(ephd_list_t *l, ephd_queue_t *q) {
+  if (q->link.prev)
+    q->link.prev->link.next = q->link.next;
+  else
+    l->head = q->link.next;
+  if (q->link.next)
+    q->link.next->link.prev = q->link.prev;
+  else
+    l->tail = q->link.prev;
+  q->link.prev = q->link.next = NULL;
+  l->count--;
+}
+
+static void list_append(ephd_list_t *l, ephd_queue_t *q) {
+  q->link.next = NULL;
+  q->link.prev = l->tail;
+  if (l->tail)
+    l->tail->link.next = q;
+  else
+    l->head = q;
+  l->tail = q;
+  l->count++;
+}
+
+static ephd_list_t *list_of(ephd_engine_t *e, ephd_queue_t *q) {
+  return q->declared ? &e->declared : &e->idle;
+}
+
+static void on_housekeeping(uv_timer_t *t) {
+  ephd_engine_t *e = t->data;
+  ephd_engine_housekeep(e, uv_now(t->loop));
+}
+
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
-                      const ephd_options_t *defaults, uint64_t max_cell_bytes) {
+                      const ephd_options_t *defaults, uint64_t max_cell_bytes,
+                      uint64_t idle_ms) {
   memset(e, 0, sizeof(*e));
   e->epoch = epoch;
   e->next_seq = 1;
   ephd_map_init(&e->tenants);
   e->defaults = *defaults;
   e->max_cell_bytes = max_cell_bytes;
+  e->idle_ms = idle_ms;
+  e->loop = loop;
   ephd_leases_init(&e->leases, loop, on_lease_expired, e);
+  /* Ticking at half the idle time bounds how late a collection is; a second
+   * is plenty for ttl, which every touch of a queue also applies. */
+  uint64_t tick = idle_ms / 2 < 1000 ? idle_ms / 2 : 1000;
+  uv_timer_init(loop, &e->housekeeping);
+  e->housekeeping.data = e;
+  uv_timer_start(&e->housekeeping, on_housekeeping, tick ? tick : 1,
+                 tick ? tick : 1);
+  uv_unref((uv_handle_t *)&e->housekeeping);
 }
 
 /* Every change of a ring's contents goes through here, so the queue, tenant
@@ -120,9 +164,77 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
   q->name_len = queue_len;
   q->tenant = t;
   q->opts = e->defaults;
+  q->active_ms = uv_now(e->loop);
   ephd_map_init(&q->rings_by_name);
   ephd_map_put(&t->queues, q->name, queue_len, q);
+  list_append(&e->idle, q);
   return q;
+}
+
+void ephd_engine_touch(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
+  q->active_ms = now_ms;
+  if (!q->declared && e->idle.tail != q) {
+    list_remove(&e->idle, q);
+    list_append(&e->idle, q);
+  }
+}
+
+static int parked(const ephd_queue_t *q) {
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    if (q->groups[i].gate.count) return 1;
+  return 0;
+}
+
+void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms) {
+  for (ephd_queue_t *q = e->declared.head; q; q = q->link.next)
+    ephd_engine_expire(e, q, now_ms);
+  /* The idle list is ordered by activity, so the walk stops at the first
+   * queue that is recent; one that is stale but busy goes to the back. */
+  ephd_queue_t *q;
+  size_t budget = e->idle.count;
+  while ((q = e->idle.head) && budget-- &&
+         q->active_ms + e->idle_ms <= now_ms) {
+    ephd_engine_expire(e, q, now_ms);
+    if (q->depth == 0 && !parked(q))
+      ephd_engine_delete(e, q);
+    else
+      ephd_engine_touch(e, q, now_ms);
+  }
+}
+
+ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
+                                  size_t tenant_len, const char *queue,
+                                  size_t queue_len, const ephd_options_t *opts,
+                                  uint64_t gen) {
+  ephd_queue_t *q =
+      ephd_engine_queue_open(e, tenant, tenant_len, queue, queue_len);
+  if (!q->declared) {
+    list_remove(&e->idle, q);
+    q->declared = 1;
+    list_append(&e->declared, q);
+  }
+  /* Lowering a bound below the occupancy evicts nothing: it refuses the
+   * next arrival. */
+  q->opts = *opts;
+  q->decl_gen = gen;
+  return q;
+}
+
+void ephd_engine_undeclare(ephd_engine_t *e, ephd_queue_t *q) {
+  if (!q->declared) return;
+  list_remove(&e->declared, q);
+  q->declared = 0;
+  q->opts = e->defaults;
+  list_append(&e->idle, q);
+}
+
+void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen) {
+  ephd_queue_t *q = e->declared.head;
+  while (q) {
+    ephd_queue_t *next = q->link.next;
+    if (q->decl_gen != gen) ephd_engine_undeclare(e, q);
+    q = next;
+  }
 }
 
 ephd_ring_t *ephd_queue_ring(ephd_queue_t *q, const char *name, size_t len) {
@@ -302,6 +414,15 @@ uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
   return got;
 }
 
+uint64_t ephd_engine_available(ephd_queue_t *q, ephd_ring_t *r, uint32_t group,
+                               uint64_t cap) {
+  if (r) return ephd_ring_available(r, &r->cursors[group]);
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < q->nrings && n < cap; i++)
+    n += ephd_ring_available(q->rings[i], &q->rings[i]->cursors[group]);
+  return n;
+}
+
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
   if (r) return ephd_ring_ready(r, &r->cursors[group]);
   for (uint32_t i = 0; i < q->nrings; i++)
@@ -385,6 +506,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_free(q->rings[i]);
   for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i].name);
   ephd_tenant_t *t = q->tenant;
+  list_remove(list_of(e, q), q);
   ephd_map_del(&t->queues, q->name, q->name_len);
   ephd_map_free(&q->rings_by_name);
   free(q->rings);
@@ -412,4 +534,5 @@ void ephd_engine_close(ephd_engine_t *e) {
   }
   ephd_map_free(&e->tenants);
   ephd_leases_close(&e->leases);
+  uv_close((uv_handle_t *)&e->housekeeping, NULL);
 }

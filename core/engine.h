@@ -10,19 +10,11 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "ffi.h"
 #include "gate.h"
 #include "lease.h"
 #include "map.h"
 #include "ring.h"
-
-typedef struct {
-  uint64_t max_bytes;  /* per ring */
-  uint64_t max_length; /* per ring */
-  int drop_oldest;
-  uint64_t ttl_s; /* 0: off */
-  uint64_t lease_s;
-  uint64_t retry_limit; /* deliveries per group; 0 behaves as 1 */
-} ephd_options_t;
 
 typedef struct {
   char *name; /* "" is queue mode: the one shared cursor */
@@ -32,10 +24,27 @@ typedef struct {
 
 struct ephd_tenant;
 
-typedef struct ephd_queue {
+typedef struct ephd_queue ephd_queue_t;
+
+/* An intrusive doubly linked list: the idle and declared lists hold
+ * queues without allocating. */
+typedef struct {
+  ephd_queue_t *prev, *next;
+} ephd_link_t;
+
+typedef struct {
+  ephd_queue_t *head, *tail;
+  size_t count;
+} ephd_list_t;
+
+struct ephd_queue {
   char *name;
   size_t name_len;
   struct ephd_tenant *tenant;
+  int declared;
+  uint64_t decl_gen;   /* the load that last applied its declaration */
+  ephd_link_t link;    /* implicit: in the idle list; declared: declared list */
+  uint64_t active_ms;  /* last push, pop or ack */
   ephd_options_t opts; /* in force */
   ephd_map_t rings_by_name;
   ephd_ring_t **rings;
@@ -45,7 +54,7 @@ typedef struct ephd_queue {
   uint32_t ngroups;
   uint64_t depth, bytes;
   uint64_t drops_bounds, drops_ttl, drops_retry;
-} ephd_queue_t;
+};
 
 typedef struct ephd_tenant {
   char *name;
@@ -75,10 +84,16 @@ typedef struct {
   uint64_t max_cell_bytes;
   ephd_options_t defaults;
   ephd_leases_t leases;
+  ephd_list_t idle;     /* implicit queues, least recently active first */
+  ephd_list_t declared; /* declared queues */
+  uint64_t idle_ms;     /* implicit queues empty this long are collected */
+  uv_loop_t *loop;
+  uv_timer_t housekeeping;
 } ephd_engine_t;
 
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
-                      const ephd_options_t *defaults, uint64_t max_cell_bytes);
+                      const ephd_options_t *defaults, uint64_t max_cell_bytes,
+                      uint64_t idle_ms);
 /* Frees everything; waiters must have been flushed first. */
 void ephd_engine_close(ephd_engine_t *e);
 
@@ -101,6 +116,21 @@ int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
 
 /* Drops messages older than ttl from the heads of q's rings. */
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
+/* Marks q as used now: an implicit queue's idle clock restarts. */
+void ephd_engine_touch(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
+/* The periodic sweep: ttl drops on declared queues with a ttl, and
+ * collection of implicit queues empty, unpolled and unparked for idle_ms.
+ * Walks the idle list only as far as its stale head. */
+void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms);
+/* Declares q (or creates it declared) with opts, stamped with load gen. */
+ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
+                                  size_t tenant_len, const char *queue,
+                                  size_t queue_len, const ephd_options_t *opts,
+                                  uint64_t gen);
+/* Back to implicit with the broker's defaults; contents are kept. */
+void ephd_engine_undeclare(ephd_engine_t *e, ephd_queue_t *q);
+/* Undeclares every queue a load of generation gen did not declare. */
+void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen);
 
 /* All or nothing: which budgets refuse n messages of `bytes` into ring, or 0
  * after appending them (evicting under dropOldest). payloads[i] is a span of
@@ -119,6 +149,9 @@ uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                          uint64_t now_ms, ephd_buf_t *out);
 /* Whether a group could take anything now, without taking it. */
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
+/* How many deliveries a group could take now, counting up to cap. */
+uint64_t ephd_engine_available(ephd_queue_t *q, ephd_ring_t *r, uint32_t group,
+                               uint64_t cap);
 
 ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
                                uint32_t group, const char *id, size_t id_len,

@@ -10,14 +10,15 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 1 };
+enum { EPHD_FFI_ABI_VERSION = 2 };
 
 enum {
   EPHD_OK = 0,
   EPHD_PARKED = 1,         /* a pop parked on its gate; C answers later */
   EPHD_E_BAD_REQUEST = -1, /* the scan struct's message says why */
   EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
-  EPHD_E_NOT_FOUND = -3
+  EPHD_E_NOT_FOUND = -3,
+  EPHD_E_UNAVAILABLE = -4 /* no database connection for a declaration */
 };
 
 /* Budgets a push would break; C reports every one of them and
@@ -39,6 +40,18 @@ typedef struct {
   ephd_slice_t authorization; /* Authorization header, empty when absent */
 } ephd_request_t;
 
+/* A queue's options in force (after Lua clamps a declaration). */
+typedef struct {
+  uint64_t max_bytes;  /* per partition ring */
+  uint64_t max_length; /* per partition ring */
+  int drop_oldest;
+  uint64_t ttl_s; /* 0: off */
+  uint64_t lease_s;
+  uint64_t retry_limit; /* deliveries per group; 0 behaves as 1 */
+  uint64_t window_ms;   /* windowBuffer; window_count 0: off */
+  uint64_t window_count;
+} ephd_options_t;
+
 /* The broker's knobs as Lua needs them. */
 typedef struct {
   uint64_t pop_timeout_ms;
@@ -47,7 +60,16 @@ typedef struct {
   uint32_t max_items;
   uint32_t max_name_bytes;
   int tenancy_header;
+  ephd_options_t defaults; /* what an implicit queue runs with */
+  uint64_t max_cell_bytes;
 } ephd_config_t;
+
+/* One stored declaration, as loaded from PostgreSQL. */
+typedef struct {
+  ephd_slice_t tenant;
+  ephd_slice_t queue;
+  ephd_slice_t options; /* jsonb as text */
+} ephd_decl_row_t;
 
 typedef struct {
   ephd_slice_t queue;     /* decoded; empty when absent */
@@ -95,6 +117,12 @@ void ephd_respond(const ephd_request_t *req, int status,
  * length or -1 on a bad escape. out must hold len bytes. */
 long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space);
 
+/* The raw text of a top-level member of a JSON object (the last one when
+ * repeated): 1 found, 0 absent, -1 not a JSON object. Lets Lua check a
+ * value's JSON type where lua-cjson decodes [] and {} alike. */
+int ephd_json_field(const char *json, size_t len, const char *name,
+                    ephd_slice_t *value);
+
 /* push: scan the body (validating every payload without decoding it), let Lua
  * check names and policy, then commit all or nothing. */
 int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *scan);
@@ -109,11 +137,28 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *scan);
 int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const ephd_ack_scan_t *scan);
 
-/* reset drops contents and keeps the queue; delete removes it whole. */
+/* reset drops contents and keeps the queue and its declaration. */
 uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
                     size_t queue_len);
-int ephd_delete(const char *tenant, size_t tenant_len, const char *queue,
-                size_t queue_len);
+
+/* configure writes the declaration (the raw body's options) to PostgreSQL,
+ * then applies opts to memory and answers 201; delete removes the
+ * declaration, then the queue, and answers. Both park req while the write
+ * runs, and return EPHD_E_UNAVAILABLE without answering when no database
+ * connection is available. */
+int ephd_configure(const ephd_request_t *req, const char *tenant,
+                   size_t tenant_len, const char *queue, size_t queue_len,
+                   const ephd_options_t *opts);
+int ephd_delete(const ephd_request_t *req, const char *tenant,
+                size_t tenant_len, const char *queue, size_t queue_len);
+
+/* Loading declarations: while Lua's apply_declarations runs, the rows of
+ * the load are readable here, and each valid one is applied with
+ * ephd_declare (queues not applied in a load lose their declaration). */
+uint32_t ephd_store_rows(void);
+int ephd_store_row(uint32_t i, ephd_decl_row_t *row);
+void ephd_declare(const char *tenant, size_t tenant_len, const char *queue,
+                  size_t queue_len, const ephd_options_t *opts);
 
 /* The two status reads: C writes the body (the queue list can be long). */
 void ephd_queues(const ephd_request_t *req, const char *tenant,

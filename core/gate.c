@@ -41,6 +41,10 @@ void ephd_gate_park(ephd_gate_t *g, ephd_waiter_t *w, uint64_t timeout_ms) {
   uv_timer_start(&w->timer, on_timeout, timeout_ms, 0);
 }
 
+void ephd_gate_rearm(ephd_waiter_t *w, uint64_t ms) {
+  uv_timer_start(&w->timer, on_timeout, ms, 0);
+}
+
 void ephd_gate_unpark(ephd_waiter_t *w) {
   ephd_gate_t *g = w->gate;
   if (g == NULL) return;

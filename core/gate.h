@@ -28,6 +28,8 @@ typedef struct ephd_waiter {
   uint32_t group;
   uint32_t batch;
   int auto_ack;
+  uint64_t deadline_ms; /* when its own timeout answers it */
+  int windowed;         /* woken, and fattening its batch (windowBuffer) */
   uv_timer_t timer;
   ephd_waiter_wake_cb wake;
   ephd_waiter_timeout_cb timeout;
@@ -41,6 +43,8 @@ void ephd_waiter_init(uv_loop_t *loop, ephd_waiter_t *w,
 void ephd_waiter_close(ephd_waiter_t *w, uv_close_cb close_cb);
 void ephd_gate_park(ephd_gate_t *g, ephd_waiter_t *w, uint64_t timeout_ms);
 void ephd_gate_unpark(ephd_waiter_t *w);
+/* Moves a parked waiter's timeout to ms from now. */
+void ephd_gate_rearm(ephd_waiter_t *w, uint64_t ms);
 /* Something became deliverable on ring (for this gate's group): wake waiters
  * in arrival order until one finds nothing. */
 void ephd_gate_wake(ephd_gate_t *g, void *ring);

@@ -40,8 +40,9 @@ struct ephd_conn {
   int reading;
   int open_handles;
   int resume_queued;
-  int refuse;       /* 413 or 431 when a limit stopped the parser */
-  size_t len_field; /* where the Content-Length digits go in out */
+  int refuse;              /* 413 or 431 when a limit stopped the parser */
+  ephd_conn_t **hold_slot; /* who to tell if we close while held */
+  size_t len_field;        /* where the Content-Length digits go in out */
   size_t body_start;
   struct {
     ephd_request_t pub;
@@ -175,6 +176,14 @@ ephd_waiter_t *ephd_http_park(ephd_conn_t *c) {
   c->answered = 1;
   return &c->waiter;
 }
+
+void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot) {
+  c->parked = 1;
+  c->answered = 1;
+  c->hold_slot = slot;
+}
+
+void ephd_http_unhold(ephd_conn_t *c) { c->hold_slot = NULL; }
 
 ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w) {
   return (ephd_conn_t *)((char *)w - offsetof(ephd_conn_t, waiter));
@@ -385,6 +394,7 @@ static void on_handle_closed(uv_handle_t *h) {
 static void conn_close(ephd_conn_t *c) {
   if (c->closed) return;
   c->closed = 1;
+  if (c->hold_slot) *c->hold_slot = NULL;
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -570,10 +580,14 @@ void ephd_http_stop(void) {
   while (c) {
     ephd_conn_t *next = c->next;
     c->closing = 1;
-    if (c->parked) {
+    if (c->parked && c->waiter.gate) {
       c->keep_alive = 0;
       ephd_gate_unpark(&c->waiter);
       ephd_verbs_waiter_timeout(&c->waiter);
+    } else if (c->parked) {
+      /* A request held for a database write is cut off: the store fails
+       * its queries as it stops. */
+      conn_close(c);
     } else {
       flush(c);
     }

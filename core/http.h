@@ -39,6 +39,11 @@ void ephd_http_end(ephd_conn_t *c);
  * the connection reads nothing further until it is answered. */
 ephd_waiter_t *ephd_http_park(ephd_conn_t *c);
 ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w);
+/* Parks the current request while work elsewhere (a database write) runs.
+ * If the client goes first, *slot is set to NULL so the work does not
+ * answer a freed connection; unhold forgets slot before answering. */
+void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot);
+void ephd_http_unhold(ephd_conn_t *c);
 size_t ephd_http_connections(void);
 
 #endif

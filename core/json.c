@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ffi.h"
+
 const char *ephd_json_ws(const char *p, const char *end) {
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
   return p;
@@ -119,6 +121,54 @@ static const char *string_walk(const char *p, const char *end,
 
 const char *ephd_json_string(const char *p, const char *end, ephd_buf_t *out) {
   return string_walk(p, end, out);
+}
+
+int ephd_json_member(const char **p, const char *end, ephd_buf_t *key,
+                     int *first) {
+  const char *s = ephd_json_ws(*p, end);
+  if (s < end && *s == '}') {
+    *p = s + 1;
+    return 0;
+  }
+  if (!*first) {
+    if (s >= end || *s != ',') return -1;
+    s = ephd_json_ws(s + 1, end);
+  }
+  *first = 0;
+  key->len = 0;
+  s = ephd_json_string(s, end, key);
+  if (s == NULL) return -1;
+  s = ephd_json_ws(s, end);
+  if (s >= end || *s != ':') return -1;
+  *p = ephd_json_ws(s + 1, end);
+  return 1;
+}
+
+int ephd_json_field(const char *json, size_t len, const char *name,
+                    ephd_slice_t *value) {
+  const char *p = ephd_json_ws(json, json + len), *end = json + len;
+  if (p >= end || *p != '{') return -1;
+  p++;
+  ephd_buf_t key;
+  ephd_buf_init(&key);
+  size_t name_len = strlen(name);
+  int first = 1, r, found = 0;
+  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
+    const char *v = p;
+    p = ephd_json_skip(p, end);
+    if (p == NULL) {
+      r = -1;
+      break;
+    }
+    if (key.len == name_len && memcmp(key.base, name, name_len) == 0) {
+      value->ptr = v;
+      value->len = (size_t)(p - v);
+      found = 1;
+    }
+  }
+  ephd_buf_free(&key);
+  if (r < 0) return -1;
+  return found;
 }
 
 static const char *number(const char *p, const char *end) {

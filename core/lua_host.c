@@ -9,6 +9,7 @@
 
 static lua_State *L;
 static int dispatch_ref = LUA_NOREF;
+static int apply_ref = LUA_NOREF;
 static int traceback_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 
@@ -51,8 +52,21 @@ int ephd_lua_host_start(const char *lua_path, const char *policy_dir, char *err,
   lua_pop(L, 2);
   lua_getfield(L, -1, "dispatch");
   dispatch_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_getfield(L, -1, "apply_declarations");
+  apply_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pop(L, 1);
   return 0;
+}
+
+void ephd_lua_host_apply_declarations(void) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, apply_ref);
+  if (lua_pcall(L, 0, 0, -2) != 0) {
+    fprintf(stderr, "ephd: applying declarations failed: %s\n",
+            lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
 }
 
 void ephd_lua_host_dispatch(const ephd_request_t *req) {

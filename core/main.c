@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "http.h"
 #include "lua_host.h"
+#include "store.h"
 #include "verbs.h"
 
 #ifndef EPHD_SOURCE_DIR
@@ -30,6 +31,8 @@ static void on_signal(uv_signal_t *s, int signum) {
   stopping = 1;
   fprintf(stderr, "ephd: stopping on signal %d\n", signum);
   ephd_http_stop();
+  /* The database connection would keep the loop alive. */
+  ephd_store_stop();
   /* Answers to parked polls get a moment to be written; a peer that will not
    * read them does not hold the stop past the deadline. */
   uv_timer_start(&stop_deadline, on_deadline, 500, 0);
@@ -75,15 +78,8 @@ int main(int argc, char **argv) {
 
   uv_loop_t *loop = uv_default_loop();
   ephd_engine_t engine;
-  ephd_options_t defaults = {
-      .max_bytes = s.queue_max_bytes,
-      .max_length = s.queue_max_length,
-      .drop_oldest = 0,
-      .ttl_s = 0,
-      .lease_s = s.lease_s,
-      .retry_limit = s.retry_limit,
-  };
-  ephd_engine_init(&engine, loop, draw_epoch(), &defaults, s.max_bytes);
+  ephd_engine_init(&engine, loop, draw_epoch(), &s.lua.defaults,
+                   s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
   ephd_verbs_init(&engine, loop);
 
   char err[512];
@@ -91,6 +87,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }
+  /* Declarations are in memory before the first request can see a queue. */
+  ephd_store_start(loop, &engine, s.database_url, s.refresh_s * 1000,
+                   ephd_lua_host_apply_declarations);
+  ephd_store_boot(5000);
   ephd_http_limits_t limits = {s.max_body_bytes, s.max_header_bytes};
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {

@@ -124,10 +124,16 @@ static void drop_dead_redeliveries(const ephd_ring_t *r, ephd_cursor_t *c) {
   }
 }
 
-int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c) {
+static uint64_t live_redeliveries(const ephd_ring_t *r,
+                                  const ephd_cursor_t *c) {
+  uint64_t n = 0;
   for (uint32_t i = 0; i < c->redo_len; i++)
-    if (c->redo[(c->redo_head + i) % c->redo_cap].pos >= r->head) return 1;
-  return c->next < r->tail;
+    if (c->redo[(c->redo_head + i) % c->redo_cap].pos >= r->head) n++;
+  return n;
+}
+
+int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c) {
+  return c->next < r->tail || live_redeliveries(r, c) > 0;
 }
 
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
@@ -168,13 +174,13 @@ void ephd_ring_redeliver(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
   c->redo_len++;
 }
 
-uint64_t ephd_ring_pending(const ephd_ring_t *r, const ephd_cursor_t *c) {
-  uint64_t held = 0;
-  for (uint32_t i = 0; i < c->redo_len; i++)
-    if (c->redo[(c->redo_head + i) % c->redo_cap].pos >= r->head) held++;
-  held += c->leases.count;
+uint64_t ephd_ring_available(const ephd_ring_t *r, const ephd_cursor_t *c) {
   uint64_t next = c->next < r->head ? r->head : c->next;
-  return (r->tail - next) + held;
+  return (r->tail - next) + live_redeliveries(r, c);
+}
+
+uint64_t ephd_ring_pending(const ephd_ring_t *r, const ephd_cursor_t *c) {
+  return ephd_ring_available(r, c) + c->leases.count;
 }
 
 uint64_t ephd_ring_clear(ephd_ring_t *r) {

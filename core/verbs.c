@@ -54,29 +54,6 @@ static int key_is(const ephd_buf_t *key, const char *name) {
   return key->len == n && memcmp(key->base, name, n) == 0;
 }
 
-/* Walks one member of an object: *p is after '{' or after a value. Returns 1
- * with the decoded key in key and *p at the value, 0 at '}', -1 if broken. */
-static int member(const char **p, const char *end, ephd_buf_t *key,
-                  int *first) {
-  const char *s = ephd_json_ws(*p, end);
-  if (s < end && *s == '}') {
-    *p = s + 1;
-    return 0;
-  }
-  if (!*first) {
-    if (s >= end || *s != ',') return -1;
-    s = ephd_json_ws(s + 1, end);
-  }
-  *first = 0;
-  key->len = 0;
-  s = ephd_json_string(s, end, key);
-  if (s == NULL) return -1;
-  s = ephd_json_ws(s, end);
-  if (s >= end || *s != ':') return -1;
-  *p = ephd_json_ws(s + 1, end);
-  return 1;
-}
-
 static const char *name_value(const char *p, const char *end, ephd_buf_t *out,
                               ephd_slice_t *slice) {
   if (p >= end || *p != '"') return NULL;
@@ -115,7 +92,7 @@ static const char *scan_messages(const char *p, const char *end,
     }
     p++;
     int first = 1, seen = 0, r;
-    while ((r = member(&p, end, key, &first)) == 1) {
+    while ((r = ephd_json_member(&p, end, key, &first)) == 1) {
       if (!key_is(key, "payload") || seen) {
         fail(s->message, "each message is {payload} and nothing else");
         return NULL;
@@ -161,7 +138,7 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
     goto done;
   }
   p++;
-  while ((r = member(&p, end, &key, &first)) == 1) {
+  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
     if (key_is(&key, "queue") && !s->has_queue) {
       p = name_value(p, end, &queue_name, &s->queue);
       s->has_queue = 1;
@@ -225,10 +202,14 @@ int ephd_push_commit(const char *tenant, size_t tenant_len,
   ephd_ring_t *r = ephd_queue_ring(q, s->partition.ptr, s->partition.len);
   int new_ring = r == NULL;
   if (new_ring) r = ephd_queue_ring_open(q, s->partition.ptr, s->partition.len);
+  uint64_t now = now_ms();
   *refusals = ephd_engine_push(engine, q, r, scanned_body, spans, s->count,
-                               s->bytes, now_ms());
+                               s->bytes, now);
   scanned_body = NULL;
-  if (*refusals == 0) return EPHD_OK;
+  if (*refusals == 0) {
+    ephd_engine_touch(engine, q, now);
+    return EPHD_OK;
+  }
   /* Refused means nothing changed: not even an empty queue is left. */
   if (new_queue)
     ephd_engine_delete(engine, q);
@@ -256,9 +237,11 @@ int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *a) {
   uint32_t g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
                         : ephd_queue_group_open(q, "", 0);
   ephd_conn_t *c = ephd_http_conn(req);
+  uint64_t now = now_ms();
+  ephd_engine_touch(engine, q, now);
   body.len = 0;
   uint32_t got =
-      ephd_engine_pop(engine, q, r, g, a->batch, a->auto_ack, now_ms(), &body);
+      ephd_engine_pop(engine, q, r, g, a->batch, a->auto_ack, now, &body);
   if (got || !a->wait || a->timeout_ms == 0) {
     answer_pop(c, q, &body);
     return EPHD_OK;
@@ -269,22 +252,49 @@ int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *a) {
   w->group = g;
   w->batch = a->batch;
   w->auto_ack = a->auto_ack;
+  w->deadline_ms = now + a->timeout_ms;
+  w->windowed = 0;
   ephd_gate_park(&q->groups[g].gate, w, a->timeout_ms);
   return EPHD_PARKED;
+}
+
+static void answer_waiter(ephd_waiter_t *w) {
+  ephd_queue_t *q = w->queue;
+  uint64_t now = now_ms();
+  ephd_engine_touch(engine, q, now);
+  body.len = 0;
+  ephd_engine_pop(engine, q, w->ring, w->group, w->batch, w->auto_ack, now,
+                  &body);
+  answer_pop(ephd_http_waiter_conn(w), q, &body);
 }
 
 int ephd_verbs_waiter_wake(ephd_waiter_t *w) {
   ephd_queue_t *q = w->queue;
   if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  /* windowBuffer: a woken waiter waits up to window_ms (never past its own
+   * timeout) for its batch to reach window_count, and holds its place in
+   * line meanwhile so later waiters do not take the messages it waits on. */
+  uint64_t want =
+      q->opts.window_count < w->batch ? q->opts.window_count : w->batch;
+  if (want > 1 && ephd_engine_available(q, w->ring, w->group, want) < want) {
+    if (!w->windowed) {
+      uint64_t now = now_ms();
+      uint64_t left = w->deadline_ms > now ? w->deadline_ms - now : 0;
+      w->windowed = 1;
+      ephd_gate_rearm(w, q->opts.window_ms < left ? q->opts.window_ms : left);
+    }
+    return 0;
+  }
   ephd_gate_unpark(w);
-  body.len = 0;
-  ephd_engine_pop(engine, q, w->ring, w->group, w->batch, w->auto_ack, now_ms(),
-                  &body);
-  answer_pop(ephd_http_waiter_conn(w), q, &body);
+  answer_waiter(w);
   return 1;
 }
 
 void ephd_verbs_waiter_timeout(ephd_waiter_t *w) {
+  if (w->windowed) {
+    answer_waiter(w);
+    return;
+  }
   ephd_buf_t none;
   ephd_buf_init(&none);
   answer_pop(ephd_http_waiter_conn(w), w->queue, &none);
@@ -309,7 +319,7 @@ static const char *scan_ack_item(const char *p, const char *end,
   p++;
   int first = 1, r, has_id = 0, has_status = 0, has_error = 0;
   ack_item_t item = {0, 0, EPHD_ACK_COMPLETED};
-  while ((r = member(&p, end, key, &first)) == 1) {
+  while ((r = ephd_json_member(&p, end, key, &first)) == 1) {
     if (key_is(key, "id") && !has_id) {
       has_id = 1;
       item.off = (uint32_t)ids.len;
@@ -392,7 +402,7 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
     goto done;
   }
   p++;
-  while ((r = member(&p, end, &key, &first)) == 1) {
+  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
     if (key_is(&key, "queue") && !s->has_queue) {
       s->has_queue = 1;
       if (!(p = name_value(p, end, &queue_name, &s->queue))) {
@@ -455,7 +465,9 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
   uint32_t g = UINT32_MAX;
+  uint64_t now = now_ms();
   if (q) {
+    ephd_engine_touch(engine, q, now);
     const char *gname = s->has_group ? s->group.ptr : "";
     size_t glen = s->has_group ? s->group.len : 0;
     if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
@@ -463,7 +475,6 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"results\":[");
-  uint64_t now = now_ms();
   for (uint32_t i = 0; i < s->count; i++) {
     const char *id = ids.base + acks[i].off;
     ephd_outcome_t o =
@@ -485,15 +496,6 @@ uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
   return q ? ephd_engine_reset(engine, q) : 0;
-}
-
-int ephd_delete(const char *tenant, size_t tenant_len, const char *queue,
-                size_t queue_len) {
-  ephd_queue_t *q =
-      ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
-  if (q == NULL) return 0;
-  ephd_engine_delete(engine, q);
-  return 1;
 }
 
 static void write_drops(ephd_buf_t *out, const ephd_queue_t *q) {
@@ -519,7 +521,15 @@ static void write_options(ephd_buf_t *out, const ephd_options_t *o) {
   ephd_buf_append_u64(out, o->lease_s);
   ephd_buf_appends(out, ",\"retryLimit\":");
   ephd_buf_append_u64(out, o->retry_limit);
-  ephd_buf_appends(out, ",\"windowBuffer\":null}");
+  if (o->window_count) {
+    ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
+    ephd_buf_append_u64(out, o->window_ms);
+    ephd_buf_appends(out, ",\"count\":");
+    ephd_buf_append_u64(out, o->window_count);
+    ephd_buf_appends(out, "}}");
+  } else {
+    ephd_buf_appends(out, ",\"windowBuffer\":null}");
+  }
 }
 
 /* Groups are listed by name; queue mode's shared cursor is not a group. */
@@ -546,7 +556,8 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
       if (count++) ephd_buf_append(out, ",", 1);
       ephd_buf_appends(out, "{\"queue\":");
       ephd_json_write_string(out, q->name, q->name_len);
-      ephd_buf_appends(out, ",\"tier\":\"implicit\",\"depth\":");
+      ephd_buf_appends(out, q->declared ? ",\"tier\":\"declared\",\"depth\":"
+                                        : ",\"tier\":\"implicit\",\"depth\":");
       ephd_buf_append_u64(out, q->depth);
       ephd_buf_appends(out, ",\"bytes\":");
       ephd_buf_append_u64(out, q->bytes);
@@ -587,7 +598,8 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
     ephd_json_write_string(out, group, group_len);
   else
     ephd_buf_appends(out, "null");
-  ephd_buf_appends(out, ",\"tier\":\"implicit\",\"pending\":");
+  ephd_buf_appends(out, q->declared ? ",\"tier\":\"declared\",\"pending\":"
+                                    : ",\"tier\":\"implicit\",\"pending\":");
   /* With a group, pending is that group's unsettled messages; a group never
    * seen yet would start at the heads, so everything in memory is pending. */
   uint64_t pending = 0, parts_pending = 0;

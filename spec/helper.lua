@@ -25,10 +25,25 @@ end
 helper.DEFAULT_CONFIG = {
     pop_timeout_ms = 30000, max_pop_timeout_ms = 300000, max_batch = 10000,
     max_items = 10000, max_name_bytes = 512, tenancy_header = 0,
+    defaults = { max_bytes = 16777216, max_length = 10000, drop_oldest = 0,
+                 ttl_s = 0, lease_s = 30, retry_limit = 5, window_ms = 0,
+                 window_count = 0 },
+    max_cell_bytes = 268435456,
 }
 
--- Installs a fresh ephd.core whose C resolves enum constants for real and
--- functions from `fns`; a function the spec did not supply fails loudly.
+-- The engine's objects as a shared library: the pure helpers of ffi.h
+-- (percent-decoding, JSON fields) run for real in unit specs.
+local engine_lib
+local function engine()
+    engine_lib = engine_lib or ffi.load(build .. "/libephd_engine_shared.so")
+    return engine_lib
+end
+
+local PURE = { ephd_url_decode = true, ephd_json_field = true }
+
+-- Installs a fresh ephd.core whose C resolves enum constants and the pure
+-- helpers for real and other functions from `fns`; a function the spec did
+-- not supply fails loudly.
 function helper.core_double(fns, config)
     declare()
     for name in pairs(package.loaded) do
@@ -37,6 +52,7 @@ function helper.core_double(fns, config)
     local C = setmetatable({}, {
         __index = function(_, k)
             if fns and fns[k] then return fns[k] end
+            if PURE[k] then return engine()[k] end
             return ffi.C[k]
         end,
     })
@@ -45,7 +61,7 @@ function helper.core_double(fns, config)
     for k, v in pairs(config or {}) do cfg[k] = v end
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 1,
+        ABI_VERSION = 2,
         request_t = ffi.typeof("const ephd_request_t *"),
         config = ffi.new("ephd_config_t", cfg),
     }

@@ -12,8 +12,8 @@ static ephd_engine_t e;
 static void start(uint64_t max_bytes, uint64_t max_length, int drop_oldest,
                   uint64_t cell) {
   uv_loop_init(&loop);
-  ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3};
-  ephd_engine_init(&e, &loop, 0xabc, &o, cell);
+  ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0};
+  ephd_engine_init(&e, &loop, 0xabc, &o, cell, 60000);
 }
 
 static int stop(void) {

@@ -1,19 +1,34 @@
 -- Small control bodies (reset, configure), decoded with lua-cjson; never
--- used for payloads, whose bytes must survive untouched.
+-- used for payloads, whose bytes must survive untouched. lua-cjson decodes
+-- [] and {} alike, so the JSON type of a member is asked of C.
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
+local core = require("ephd.core")
 
+local C = core.C
 local decode = cjson.decode
 
 local _M = {}
 
+local value = ffi.new("ephd_slice_t")
+
+-- The first byte of a top-level member's raw JSON ("{", "[", '"', ...), or
+-- nil when it is absent.
+function _M.kind(req, name)
+    if C.ephd_json_field(req.body.ptr, req.body.len, name, value) ~= 1 then
+        return nil
+    end
+    return ffi.string(value.ptr, 1)
+end
+
 -- Returns the decoded object, or nil and why it is not one; keys outside
 -- `allowed` are refused and named.
 function _M.object(req, allowed)
-    local text = ffi.string(req.body.ptr, req.body.len)
-    local obj = decode(text)
-    if type(obj) ~= "table" or (next(obj) == nil and not text:find("{"))
-            or obj[1] ~= nil then
+    if C.ephd_json_field(req.body.ptr, req.body.len, "", value) < 0 then
+        return nil, "the body must be a JSON object"
+    end
+    local obj = decode(ffi.string(req.body.ptr, req.body.len))
+    if type(obj) ~= "table" then
         return nil, "the body must be a JSON object"
     end
     for k in pairs(obj) do

@@ -6,13 +6,14 @@ local abi = require("ephd.abi")
 
 -- The ABI these Lua modules were written against; the binary reports its
 -- own, so a Lua tree newer or older than the daemon refuses to load.
-local ABI_VERSION = 1
+local ABI_VERSION = 2
 
 local _M = {}
 
+-- Every function the header declares (comments may name them too).
 function _M.declared_functions(text)
     local names = {}
-    for name in text:gmatch("(ephd_[%w_]+)%s*%(") do
+    for name in text:gsub("/%*.-%*/", ""):gmatch("(ephd_[%w_]+)%s*%(") do
         names[#names + 1] = name
     end
     return names

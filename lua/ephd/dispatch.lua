@@ -2,6 +2,7 @@
 -- the policy's authenticate hook, then hand over to the route's handler.
 local ffi = require("ffi")
 local core = require("ephd.core")
+local declarations = require("ephd.declarations")
 local errors = require("ephd.errors")
 local policy = require("ephd.policy")
 local reply = require("ephd.reply")
@@ -22,6 +23,9 @@ local _M = {}
 local active
 -- Counted, not logged per request: a broken hook must not flood the log.
 _M.hook_failures = 0
+
+-- C's second entry point: a load of declarations to apply (boot, refresh).
+_M.apply_declarations = declarations.apply
 
 function _M.init(policy_dir)
     local p, err = policy.load(policy_dir)

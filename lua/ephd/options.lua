@@ -23,6 +23,49 @@ local function integer(v)
            and v == math.floor(v)
 end
 
+-- The broker's ceilings on values in force. A stored declaration keeps what
+-- was sent; what runs is clamped here, and the status reads publish it.
+_M.CEILINGS = {
+    maxLength = 10000000,
+    ttlSeconds = 7 * 86400,
+    leaseSeconds = 86400,
+    retryLimit = 1000,
+    windowMs = 300000,
+    windowCount = 10000,
+}
+
+local function clamp(v, lo, hi)
+    if v < lo then return lo end
+    if v > hi then return hi end
+    return v
+end
+
+-- Fills an ephd_options_t with the values in force for checked options:
+-- absent ones take the broker's defaults (each configure replaces the whole
+-- declaration), then everything is clamped. A bound of 0 would refuse every
+-- push and a lease of 0 redeliver at once, so those run as 1.
+function _M.in_force(o, config, out)
+    local d, c = config.defaults, _M.CEILINGS
+    out.max_bytes = clamp(o.maxBytes or tonumber(d.max_bytes), 1,
+                          tonumber(config.max_cell_bytes))
+    out.max_length = clamp(o.maxLength or tonumber(d.max_length), 1,
+                           c.maxLength)
+    if o.policy then
+        out.drop_oldest = o.policy == "dropOldest" and 1 or 0
+    else
+        out.drop_oldest = d.drop_oldest
+    end
+    out.ttl_s = clamp(o.ttlSeconds or 0, 0, c.ttlSeconds)
+    out.lease_s = clamp(o.leaseSeconds or tonumber(d.lease_s), 1,
+                        c.leaseSeconds)
+    out.retry_limit = clamp(o.retryLimit or tonumber(d.retry_limit), 0,
+                            c.retryLimit)
+    local wb = o.windowBuffer
+    out.window_ms = wb and clamp(wb.ms, 0, c.windowMs) or 0
+    out.window_count = wb and clamp(wb.count, 0, c.windowCount) or 0
+    return out
+end
+
 -- Returns the options table or nil and the message of a 400.
 function _M.check(options)
     if options == nil then return {} end

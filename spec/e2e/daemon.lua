@@ -18,11 +18,49 @@ local function shell_quote(s)
     return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
--- opts.env: extra environment, opts.args: extra flags.
+-- The private cluster the ctest fixture started (scripts/pg.sh).
+local PG_DIR = os.getenv("EPHD_TEST_PG_DIR")
+    or (helper.build .. "/pg-test")
+
+local function pg_script(cmd)
+    local p = io.popen(helper.root .. "/scripts/pg.sh " .. cmd .. " "
+                       .. PG_DIR .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    return (out:gsub("%s+$", ""))
+end
+
+_M.database_url = pg_script("url")
+
+function _M.pg_stop() pg_script("stop") end
+function _M.pg_start() pg_script("start") end
+
+-- Runs SQL through psql; returns its unaligned output.
+function _M.sql(statement)
+    local p = io.popen("psql '" .. _M.database_url .. "' -XAtq -v "
+                       .. "ON_ERROR_STOP=0 -c " .. shell_quote(statement)
+                       .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    return (out:gsub("%s+$", ""))
+end
+
+-- Declarations of earlier specs would leak into this one's listings.
+function _M.forget_declarations()
+    _M.sql("TRUNCATE queen.ephemeral_queues")
+end
+
+-- opts.env: extra environment, opts.args: extra flags, opts.db: connect
+-- to the private cluster (or to opts.db when it is a URL).
 function _M.start(opts)
     opts = opts or {}
     local self = setmetatable({}, _M)
     self.port = free_port()
+    if opts.db then
+        local url = opts.db == true and _M.database_url or opts.db
+        opts.args = opts.args or {}
+        opts.args[#opts.args + 1] = "--database-url " .. shell_quote(url)
+    end
     self.log = os.tmpname()
     local env = {}
     for k, v in pairs(opts.env or {}) do
@@ -67,6 +105,8 @@ end
 -- did not stop cleanly, or whose sanitizers reported anything (leaks are
 -- reported at exit), fails the spec that stopped it.
 function _M:stop()
+    if self.stopped then return 0 end
+    self.stopped = true
     local t0 = socket.gettime()
     os.execute("kill -TERM " .. self.pid .. " 2>/dev/null")
     while self:alive() do

@@ -57,6 +57,7 @@ describe("the daemon", function()
 
     it("stops on SIGTERM within a second, answering parked polls", function()
         local d = daemon.start()
+        finally(function() d:stop() end)
         local c = d:connect()
         c:send(daemon.format("GET",
             "/api/v1/ephemeral/pop?queue=q&wait=true&timeout=60000"))
@@ -71,6 +72,7 @@ describe("the daemon", function()
 
     it("stops on SIGINT too", function()
         local d = daemon.start()
+        finally(function() d:stop() end)
         os.execute("kill -INT " .. d.pid)
         local t0 = daemon.now()
         while d:alive() and daemon.now() - t0 < 2 do daemon.sleep(0.01) end

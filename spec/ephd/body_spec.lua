@@ -1,11 +1,16 @@
 local helper = require("helper")
-local body = require("ephd.body")
-
-local function req(text)
-    return (helper.request({ body = text }))
-end
 
 describe("ephd.body", function()
+    local body
+    before_each(function()
+        helper.core_double({})
+        body = require("ephd.body")
+    end)
+
+    local function req(text)
+        return (helper.request({ body = text }))
+    end
+
     it("decodes a JSON object with allowed fields", function()
         local r, anchor = helper.request({ body = '{"queue":"q"}' })
         assert.same({ queue = "q" }, body.object(r, { queue = true }))
@@ -13,13 +18,15 @@ describe("ephd.body", function()
     end)
 
     it("refuses what is not an object", function()
-        for _, text in ipairs({ "", "[1]", '"x"', "1", "{", "[]" }) do
+        for _, text in ipairs({ "", "[1]", '"x"', "1", "{", "[]", "[{}]",
+                                '{"a":1,}' }) do
             assert.is_nil((body.object(req(text), { queue = true })), text)
         end
     end)
 
     it("accepts an empty object", function()
         assert.same({}, body.object(req("{}"), { queue = true }))
+        assert.same({}, body.object(req(" { } "), { queue = true }))
     end)
 
     it("names the allowed fields when one is unknown", function()
@@ -28,5 +35,12 @@ describe("ephd.body", function()
         assert.is_nil(ok)
         assert.truthy(err:find("tenant", 1, true))
         assert.truthy(err:find("queue", 1, true))
+    end)
+
+    it("tells an empty array from an empty object", function()
+        assert.equals("[", body.kind(req('{"options":[]}'), "options"))
+        assert.equals("{", body.kind(req('{"options":{}}'), "options"))
+        assert.equals('"', body.kind(req('{"options":"x"}'), "options"))
+        assert.is_nil(body.kind(req('{"queue":"q"}'), "options"))
     end)
 end)

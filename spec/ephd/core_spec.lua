@@ -17,7 +17,8 @@ end
 
 local function declared()
     local names = {}
-    for name in require("ephd.abi"):gmatch("(ephd_[%w_]+)%s*%(") do
+    local abi = require("ephd.abi"):gsub("/%*.-%*/", "")
+    for name in abi:gmatch("(ephd_[%w_]+)%s*%(") do
         names[#names + 1] = name
     end
     table.sort(names)

@@ -61,6 +61,18 @@ describe("ephd.validate", function()
         assert.is_nil((validate.query("queue=a&queue=b", known)))
     end)
 
+    it("decodes percent-escapes once, '+' as a space only in queries",
+       function()
+        assert.equals("a b/c", validate.unescape("a%20b%2Fc", false))
+        assert.equals("%41", validate.unescape("%2541", false))
+        assert.equals("a b", validate.unescape("a+b", true))
+        assert.equals("a+b", validate.unescape("a+b", false))
+        assert.is_nil((validate.unescape("a%4", false)))
+        assert.same({ queue = "a b", group = "x&y" },
+                    validate.query("queue=a+b&group=x%26y",
+                                   { queue = true, group = true }))
+    end)
+
     it("hands percent-escapes to C and plain names to nobody", function()
         local calls = {}
         helper.core_double({

@@ -1,19 +1,19 @@
--- DELETE /api/v1/ephemeral/queue/:queue: contents, cursors and declaration.
--- Never a 404: `deleted` describes the outcome. Declarations arrive with
--- the PostgreSQL store; until then there is never one to remove.
-local cjson = require("cjson.safe")
+-- DELETE /api/v1/ephemeral/queue/:queue: the declaration first, then the
+-- contents and cursors. C answers {queue, deleted, declared}; never a 404.
 local core = require("ephd.core")
 local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
-local encode = cjson.encode
 
 return function(req, tenant, raw)
     local queue, err = validate.unescape(raw, false)
     if queue then queue, err = validate.name(queue, "queue") end
     if not queue then return reply.bad_request(req, err) end
-    local deleted = C.ephd_delete(tenant, #tenant, queue, #queue) ~= 0
-    reply.json(req, 200, '{"queue":' .. encode(queue) .. ',"deleted":'
-                         .. tostring(deleted) .. ',"declared":false}')
+    if C.ephd_delete(req, tenant, #tenant, queue, #queue)
+            == C.EPHD_E_UNAVAILABLE then
+        return reply.refuse(req, "ephemeral_unavailable",
+                            "no database connection is available to remove "
+                            .. "the declaration")
+    end
 end

@@ -1,0 +1,323 @@
+#include "store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ffi.h"
+#include "http.h"
+#include "json.h"
+#include "pg.h"
+
+static uv_loop_t *loop;
+static ephd_engine_t *engine;
+static const char *db_url;
+static ephd_store_apply_cb apply;
+static uv_timer_t refresh_timer;
+static int loading;
+static int boot_settled, boot_loaded;
+static int down_logged;
+static uint64_t generation;
+static PGresult *rows; /* valid only while apply runs */
+
+/* One advisory lock keeps two brokers of a cell from racing the DDL. */
+static const char SCHEMA_SQL[] =
+    "DO $$ BEGIN "
+    "PERFORM pg_advisory_xact_lock(7060631502); "
+    "CREATE SCHEMA IF NOT EXISTS queen; "
+    "CREATE TABLE IF NOT EXISTS queen.ephemeral_queues ("
+    " tenant_id uuid NOT NULL, queue text NOT NULL, options jsonb NOT NULL,"
+    " updated_at timestamptz NOT NULL DEFAULT now(),"
+    " PRIMARY KEY (tenant_id, queue)); "
+    "CREATE TABLE IF NOT EXISTS queen.ephemeral_quota ("
+    " tenant_id uuid PRIMARY KEY, enabled bool NOT NULL DEFAULT true,"
+    " max_bytes bigint, max_queues int, max_msgs_per_sec int,"
+    " updated_at timestamptz NOT NULL DEFAULT now()); "
+    "END $$";
+
+static const char LOAD_SQL[] =
+    "SELECT tenant_id::text, queue, options::text "
+    "FROM queen.ephemeral_queues";
+
+/* The options are taken from the request body by PostgreSQL itself, so the
+ * stored declaration is exactly what was sent, as jsonb keeps it. */
+static const char UPSERT_SQL[] =
+    "INSERT INTO queen.ephemeral_queues (tenant_id, queue, options) "
+    "VALUES ($1::uuid, $2, COALESCE(($3::jsonb)->'options', '{}'::jsonb)) "
+    "ON CONFLICT (tenant_id, queue) DO UPDATE "
+    "SET options = EXCLUDED.options, updated_at = now() "
+    "RETURNING options::text";
+
+static const char DELETE_SQL[] =
+    "DELETE FROM queen.ephemeral_queues "
+    "WHERE tenant_id = $1::uuid AND queue = $2 RETURNING 1";
+
+/* --- loading ---------------------------------------------------------- */
+
+uint32_t ephd_store_rows(void) { return rows ? (uint32_t)PQntuples(rows) : 0; }
+
+int ephd_store_row(uint32_t i, ephd_decl_row_t *row) {
+  if (rows == NULL || (int)i >= PQntuples(rows)) return EPHD_E_NOT_FOUND;
+  ephd_slice_t *out[3] = {&row->tenant, &row->queue, &row->options};
+  for (int c = 0; c < 3; c++) {
+    out[c]->ptr = PQgetvalue(rows, (int)i, c);
+    out[c]->len = (size_t)PQgetlength(rows, (int)i, c);
+  }
+  return EPHD_OK;
+}
+
+void ephd_declare(const char *tenant, size_t tenant_len, const char *queue,
+                  size_t queue_len, const ephd_options_t *opts) {
+  ephd_engine_declare(engine, tenant, tenant_len, queue, queue_len, opts,
+                      generation);
+}
+
+static void settle_boot(int loaded) {
+  if (boot_settled) return;
+  boot_settled = 1;
+  boot_loaded = loaded;
+}
+
+static void on_loaded(void *data, PGresult *res, const char *err) {
+  (void)data;
+  loading = 0;
+  if (res == NULL) {
+    fprintf(stderr, "ephd: loading declarations failed: %s\n", err);
+    return;
+  }
+  generation++;
+  rows = res;
+  apply();
+  rows = NULL;
+  ephd_engine_sweep_declarations(engine, generation);
+  fprintf(stderr, "ephd: loaded %d declarations\n", PQntuples(res));
+  settle_boot(1);
+}
+
+static void load(void) {
+  if (loading) return;
+  if (ephd_pg_query(LOAD_SQL, 0, NULL, NULL, on_loaded, NULL) == 0) loading = 1;
+}
+
+static void on_schema(void *data, PGresult *res, const char *err) {
+  (void)data;
+  if (res == NULL) {
+    fprintf(stderr, "ephd: creating the tables failed: %s\n", err);
+    return;
+  }
+  load();
+}
+
+static void on_connected(void) {
+  if (down_logged) fprintf(stderr, "ephd: database connection restored\n");
+  down_logged = 0;
+  ephd_pg_query(SCHEMA_SQL, 0, NULL, NULL, on_schema, NULL);
+}
+
+/* Logged once per outage, not once per retry. */
+static void on_lost(const char *why) {
+  loading = 0;
+  if (!down_logged) {
+    fprintf(stderr,
+            "ephd: database unavailable (%s); push, pop and ack go on, "
+            "declarations wait for it\n",
+            why);
+    down_logged = 1;
+  }
+  settle_boot(0);
+}
+
+static void on_refresh(uv_timer_t *t) {
+  (void)t;
+  if (ephd_pg_connected()) load();
+}
+
+void ephd_store_start(uv_loop_t *l, ephd_engine_t *e, const char *url,
+                      uint64_t refresh_ms, ephd_store_apply_cb a) {
+  loop = l;
+  engine = e;
+  db_url = url;
+  apply = a;
+  if (url == NULL) {
+    settle_boot(0);
+    return;
+  }
+  uv_timer_init(loop, &refresh_timer);
+  uv_timer_start(&refresh_timer, on_refresh, refresh_ms, refresh_ms);
+  uv_unref((uv_handle_t *)&refresh_timer);
+  ephd_pg_start(loop, url, on_connected, on_lost);
+}
+
+static void on_boot_deadline(uv_timer_t *t) {
+  (void)t;
+  settle_boot(0);
+}
+
+int ephd_store_boot(uint64_t timeout_ms) {
+  uv_timer_t deadline;
+  uv_timer_init(loop, &deadline);
+  uv_timer_start(&deadline, on_boot_deadline, timeout_ms, 0);
+  while (!boot_settled) uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&deadline, NULL);
+  uv_run(loop, UV_RUN_NOWAIT); /* let the close complete */
+  if (db_url && !boot_loaded)
+    fprintf(stderr,
+            "ephd: no declarations loaded at boot; serving implicit queues "
+            "and retrying the database\n");
+  return boot_loaded;
+}
+
+void ephd_store_stop(void) {
+  if (db_url == NULL) return;
+  uv_close((uv_handle_t *)&refresh_timer, NULL);
+  ephd_pg_stop();
+  db_url = NULL;
+}
+
+/* --- writes ------------------------------------------------------------ */
+
+typedef struct {
+  ephd_conn_t *conn; /* NULL once the client has gone */
+  char *tenant;
+  size_t tenant_len;
+  char *queue;
+  size_t queue_len;
+  ephd_options_t opts;
+} write_t;
+
+static write_t *write_new(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len, const char *queue,
+                          size_t queue_len) {
+  write_t *w = calloc(1, sizeof(*w));
+  if (w == NULL) abort();
+  w->tenant = malloc(tenant_len + 1);
+  w->queue = malloc(queue_len + 1);
+  if (w->tenant == NULL || w->queue == NULL) abort();
+  memcpy(w->tenant, tenant, tenant_len);
+  memcpy(w->queue, queue, queue_len);
+  w->tenant_len = tenant_len;
+  w->queue_len = queue_len;
+  w->conn = ephd_http_conn(req);
+  return w;
+}
+
+static void write_free(write_t *w) {
+  if (w->conn) ephd_http_unhold(w->conn);
+  free(w->tenant);
+  free(w->queue);
+  free(w);
+}
+
+static void answer_error(ephd_conn_t *c, int status, const char *code,
+                         const char *what, const char *err) {
+  ephd_buf_t *out = ephd_http_begin(c, status, NULL);
+  char msg[320];
+  snprintf(msg, sizeof(msg), "%s: %s", what, err ? err : "unknown error");
+  size_t n = strlen(msg);
+  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
+  ephd_buf_appends(out, "{\"error\":");
+  ephd_json_write_string(out, msg, n);
+  ephd_buf_appends(out, ",\"code\":\"");
+  ephd_buf_appends(out, code);
+  ephd_buf_appends(out, "\"}");
+  ephd_http_end(c);
+}
+
+static void on_configured(void *data, PGresult *res, const char *err) {
+  write_t *w = data;
+  if (res) {
+    ephd_engine_declare(engine, w->tenant, w->tenant_len, w->queue,
+                        w->queue_len, &w->opts, generation);
+  }
+  ephd_conn_t *c = w->conn;
+  if (c && res) {
+    w->conn = NULL;
+    ephd_http_unhold(c);
+    ephd_buf_t *out = ephd_http_begin(c, 201, NULL);
+    ephd_buf_appends(out, "{\"queue\":");
+    ephd_json_write_string(out, w->queue, w->queue_len);
+    ephd_buf_appends(out, ",\"options\":");
+    ephd_buf_append(out, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+    ephd_buf_append(out, "}", 1);
+    ephd_http_end(c);
+  } else if (c) {
+    w->conn = NULL;
+    ephd_http_unhold(c);
+    answer_error(c, 500, "ephemeral_configure_failed",
+                 "the declaration could not be written", err);
+  }
+  write_free(w);
+}
+
+int ephd_configure(const ephd_request_t *req, const char *tenant,
+                   size_t tenant_len, const char *queue, size_t queue_len,
+                   const ephd_options_t *opts) {
+  if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
+  write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
+  w->opts = *opts;
+  const char *values[3] = {w->tenant, w->queue, req->body.ptr};
+  int lengths[3] = {(int)tenant_len, (int)queue_len, (int)req->body.len};
+  /* Held before the query is queued: a connection lost while sending it
+   * answers through on_configured at once. */
+  ephd_http_hold(w->conn, &w->conn);
+  ephd_pg_query(UPSERT_SQL, 3, values, lengths, on_configured, w);
+  return EPHD_PARKED;
+}
+
+static void answer_delete(ephd_conn_t *c, const char *queue, size_t len,
+                          int deleted, int declared) {
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"queue\":");
+  ephd_json_write_string(out, queue, len);
+  ephd_buf_appends(out, deleted ? ",\"deleted\":true" : ",\"deleted\":false");
+  ephd_buf_appends(out,
+                   declared ? ",\"declared\":true}" : ",\"declared\":false}");
+  ephd_http_end(c);
+}
+
+/* Removes the queue from memory; returns whether there was one. */
+static int forget(const char *tenant, size_t tenant_len, const char *queue,
+                  size_t queue_len) {
+  ephd_queue_t *q =
+      ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
+  if (q == NULL) return 0;
+  ephd_engine_delete(engine, q);
+  return 1;
+}
+
+static void on_deleted(void *data, PGresult *res, const char *err) {
+  write_t *w = data;
+  ephd_conn_t *c = w->conn;
+  if (res) {
+    int declared = PQntuples(res) > 0;
+    int existed = forget(w->tenant, w->tenant_len, w->queue, w->queue_len);
+    if (c) {
+      w->conn = NULL;
+      ephd_http_unhold(c);
+      answer_delete(c, w->queue, w->queue_len, existed || declared, declared);
+    }
+  } else if (c) {
+    w->conn = NULL;
+    ephd_http_unhold(c);
+    answer_error(c, 500, "ephemeral_delete_failed",
+                 "the declaration could not be removed", err);
+  }
+  write_free(w);
+}
+
+int ephd_delete(const ephd_request_t *req, const char *tenant,
+                size_t tenant_len, const char *queue, size_t queue_len) {
+  /* Without a database there is no declaration anywhere to remove. */
+  if (db_url == NULL) {
+    int existed = forget(tenant, tenant_len, queue, queue_len);
+    answer_delete(ephd_http_conn(req), queue, queue_len, existed, 0);
+    return EPHD_OK;
+  }
+  if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
+  write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
+  const char *values[2] = {w->tenant, w->queue};
+  int lengths[2] = {(int)tenant_len, (int)queue_len};
+  ephd_http_hold(w->conn, &w->conn);
+  ephd_pg_query(DELETE_SQL, 2, values, lengths, on_deleted, w);
+  return EPHD_PARKED;
+}

@@ -1,0 +1,330 @@
+-- Declarations in PostgreSQL: configure, restarts, refresh, reset and
+-- delete of declared queues, and the tiers.
+local cjson = require("cjson")
+local daemon = require("e2e.daemon")
+
+local CONFIGURE = "/api/v1/ephemeral/configure"
+
+local function entry(d, queue)
+    local list = d:request("GET", "/api/v1/ephemeral/queues").json
+    for _, e in ipairs(list.queues) do
+        if e.queue == queue then return e end
+    end
+end
+
+local function configure(d, queue, options)
+    local body = '{"queue":' .. cjson.encode(queue)
+                 .. (options and (',"options":' .. options) or "") .. '}'
+    return d:request("POST", CONFIGURE, body)
+end
+
+local function stored(queue)
+    return daemon.sql("SELECT options::text FROM queen.ephemeral_queues "
+                      .. "WHERE queue = '" .. queue .. "'")
+end
+
+describe("declarations", function()
+    local d
+    before_each(function()
+        daemon.forget_declarations()
+        d = daemon.start({ db = true, env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = "100000000",
+        } })
+    end)
+    after_each(function() d:stop() end)
+
+    it("survive a restart, configured and empty", function()
+        local opts = '{"maxBytes":1048576,"maxLength":1000,"policy":'
+                     .. '"dropOldest","ttlSeconds":30,"leaseSeconds":15,'
+                     .. '"retryLimit":3,"windowBuffer":{"ms":20,"count":50}}'
+        local res = configure(d, "presence", opts)
+        assert.equals(201, res.status)
+        assert.equals("presence", res.json.queue)
+        assert.same(cjson.decode(opts), res.json.options)
+        local want = {
+            maxBytes = 1048576, maxLength = 1000, policy = "dropOldest",
+            ttlSeconds = 30, leaseSeconds = 15, retryLimit = 3,
+            windowBuffer = { ms = 20, count = 50 },
+        }
+        assert.same(want, entry(d, "presence").options)
+        assert.equals("declared", entry(d, "presence").tier)
+        d:push("presence", { "1", "2" })
+        d:push("loose", { "1" })
+        d:stop()
+        d = daemon.start({ db = true })
+        local e = entry(d, "presence")
+        assert.equals("declared", e.tier)
+        assert.equals(0, e.depth)
+        assert.same(want, e.options)
+        -- An implicit queue does not come back.
+        assert.is_nil(entry(d, "loose"))
+    end)
+
+    it("answer 201 with the stored declaration", function()
+        local res = configure(d, "echo", '{ "retryLimit" : 2 }')
+        assert.equals(201, res.status)
+        assert.same({ queue = "echo", options = { retryLimit = 2 } }, res.json)
+        assert.same({ retryLimit = 2 }, cjson.decode(stored("echo")))
+    end)
+
+    it("publish values in force, clamped, apart from what was stored",
+       function()
+        local res = configure(d, "clamped",
+                              '{"maxBytes":900000000000,"leaseSeconds":0,'
+                              .. '"maxLength":0}')
+        assert.equals(201, res.status)
+        assert.equals(900000000000, res.json.options.maxBytes)
+        local o = entry(d, "clamped").options
+        assert.equals(100000000, o.maxBytes) -- the broker's byte ceiling
+        assert.equals(1, o.leaseSeconds)
+        assert.equals(1, o.maxLength)
+        -- Absent options take the broker's defaults.
+        assert.equals("reject", o.policy)
+        assert.equals(5, o.retryLimit)
+        assert.equals(cjson.null, o.windowBuffer)
+    end)
+
+    it("replace the whole declaration on each configure", function()
+        configure(d, "whole", '{"maxLength":7,"policy":"dropOldest"}')
+        configure(d, "whole", '{"retryLimit":1}')
+        local o = entry(d, "whole").options
+        assert.equals(10000, o.maxLength)
+        assert.equals("reject", o.policy)
+        assert.equals(1, o.retryLimit)
+    end)
+
+    it("refuse an unknown option naming the valid keys, declaring nothing",
+       function()
+        local res = configure(d, "typo", '{"ttlSecond":5}')
+        assert.refused_with("ephemeral_bad_request", res)
+        for _, k in ipairs({ "maxBytes", "maxLength", "policy", "ttlSeconds",
+                             "leaseSeconds", "retryLimit", "windowBuffer" }) do
+            assert.truthy(res.json.error:find(k, 1, true), k)
+        end
+        assert.equals("", stored("typo"))
+        assert.is_nil(entry(d, "typo"))
+    end)
+
+    it("refuse non-integers, negatives and strings, writing nothing",
+       function()
+        for _, opts in ipairs({ '{"ttlSeconds":1.5}', '{"maxLength":-1}',
+                                '{"maxBytes":"3"}', '{"policy":"drop"}',
+                                '{"windowBuffer":{"ms":1}}', '[]', '7' }) do
+            assert.refused_with("ephemeral_bad_request",
+                                configure(d, "shape", opts))
+        end
+        assert.equals("", stored("shape"))
+    end)
+
+    it("lowering a bound evicts nothing and refuses the next arrival",
+       function()
+        d:push("lower", { "1", "2", "3", "4", "5" })
+        assert.equals(201, configure(d, "lower", '{"maxLength":3}').status)
+        assert.equals(5, entry(d, "lower").depth)
+        assert.refused_with("queue_full", d:push("lower", { "6" }))
+    end)
+
+    it("drop from the head under dropOldest, counting bounds and skipped",
+       function()
+        configure(d, "drop", '{"maxLength":3,"policy":"dropOldest"}')
+        d:pop("queue=drop&group=slow")
+        d:push("drop", { "1", "2", "3" })
+        d:push("drop", { "4", "5" })
+        local e = entry(d, "drop")
+        assert.equals(3, e.depth)
+        assert.equals(2, e.drops.bounds)
+        local depth = d:depth("drop").json
+        assert.same({ { group = "slow", pending = 3, skipped = 2 } },
+                    depth.groups)
+        local got = d:pop("queue=drop&group=slow&batch=10").json.messages
+        assert.equals(3, got[1].payload)
+    end)
+
+    it("refuse a push that cannot fit an empty ring, evicting nothing",
+       function()
+        configure(d, "nofit", '{"maxLength":2,"policy":"dropOldest"}')
+        d:push("nofit", { "1" })
+        assert.refused_with("queue_full", d:push("nofit", { "1", "2", "3" }))
+        assert.equals(1, entry(d, "nofit").depth)
+    end)
+
+    it("drop messages older than ttlSeconds, counted as ttl", function()
+        configure(d, "ttl", '{"ttlSeconds":1}')
+        d:push("ttl", { "1", "2" })
+        daemon.sleep(2.2)
+        local e = entry(d, "ttl")
+        assert.equals(0, e.depth)
+        assert.equals(2, e.drops.ttl)
+    end)
+
+    it("use the declared lease and retry limit", function()
+        configure(d, "lease", '{"leaseSeconds":1,"retryLimit":2}')
+        d:push("lease", { "1" })
+        local m = d:pop("queue=lease&group=g").json.messages[1]
+        local again = d:pop("queue=lease&group=g&wait=true&timeout=3000")
+            .json.messages[1]
+        assert.equals(1, again.attempts)
+        assert.equals("acked", d:ack("lease", "g", { { again.id, "failed" } })
+                                   .json.results[1].outcome)
+        assert.equals(1, entry(d, "lease").drops.retry)
+        assert.truthy(m)
+    end)
+
+    it("let a waiting pop fatten its batch with windowBuffer", function()
+        configure(d, "win", '{"windowBuffer":{"ms":500,"count":3}}')
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=win&batch=10&wait=true&timeout=5000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        for i = 1, 3 do
+            d:push("win", { tostring(i) })
+            daemon.sleep(0.05)
+        end
+        local res = c:receive(5)
+        assert.equals(3, #res.json.messages)
+        c:close()
+    end)
+
+    it("answer a windowed pop with what it has when the window closes",
+       function()
+        configure(d, "win2", '{"windowBuffer":{"ms":300,"count":5}}')
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=win2&batch=10&wait=true&timeout=5000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        local t0 = daemon.now()
+        d:push("win2", { "1" })
+        local res = c:receive(5)
+        local took = daemon.now() - t0
+        assert.equals(1, #res.json.messages)
+        assert.is_true(took >= 0.25 and took < 2, "took " .. took)
+        c:close()
+    end)
+
+    it("reset reports what it dropped and keeps the declaration", function()
+        configure(d, "reset", '{"maxLength":50}')
+        d:push("reset", { "1", "2", "3", "4" })
+        local res = d:request("POST", "/api/v1/ephemeral/reset",
+                              '{"queue":"reset"}')
+        assert.same({ queue = "reset", dropped = 4 }, res.json)
+        local e = entry(d, "reset")
+        assert.equals("declared", e.tier)
+        assert.equals(50, e.options.maxLength)
+        assert.truthy(stored("reset"):find("50", 1, true))
+    end)
+
+    it("delete answers deleted and declared, then false and false",
+       function()
+        configure(d, "gone", '{"maxLength":5}')
+        d:push("gone", { "1" })
+        local res = d:request("DELETE", "/api/v1/ephemeral/queue/gone")
+        assert.same({ queue = "gone", deleted = true, declared = true },
+                    res.json)
+        res = d:request("DELETE", "/api/v1/ephemeral/queue/gone")
+        assert.same({ queue = "gone", deleted = false, declared = false },
+                    res.json)
+        assert.refused_with("ephemeral_queue_not_found", d:depth("gone"))
+        assert.equals("", stored("gone"))
+        d:push("imp", { "1" })
+        res = d:request("DELETE", "/api/v1/ephemeral/queue/imp")
+        assert.same({ queue = "imp", deleted = true, declared = false },
+                    res.json)
+    end)
+
+    it("a declared, empty queue is deleted with deleted true", function()
+        configure(d, "bare", "{}")
+        local res = d:request("DELETE", "/api/v1/ephemeral/queue/bare")
+        assert.same({ queue = "bare", deleted = true, declared = true },
+                    res.json)
+    end)
+
+    it("answer 500 when the write itself fails", function()
+        daemon.sql("ALTER TABLE queen.ephemeral_queues RENAME TO moved")
+        local res = configure(d, "broken", '{"maxLength":5}')
+        assert.refused_with("ephemeral_configure_failed", res)
+        assert.is_nil(entry(d, "broken"))
+        res = d:request("DELETE", "/api/v1/ephemeral/queue/broken")
+        assert.refused_with("ephemeral_delete_failed", res)
+        daemon.sql("ALTER TABLE queen.moved RENAME TO ephemeral_queues")
+        assert.equals(201, configure(d, "broken", '{"maxLength":5}').status)
+    end)
+end)
+
+describe("declarations refresh", function()
+    it("picks up rows written and removed by someone else", function()
+        daemon.forget_declarations()
+        local d = daemon.start({ db = true,
+                                 env = { QUEEN_EPHEMERAL_REFRESH_S = "1" } })
+        finally(function() d:stop() end)
+        d:push("other", { "1" })
+        daemon.sql("INSERT INTO queen.ephemeral_queues (tenant_id, queue, "
+                   .. "options) VALUES ('00000000-0000-0000-0000-000000000001',"
+                   .. " 'other', '{\"maxLength\": 9}')")
+        daemon.sleep(1.6)
+        local e = entry(d, "other")
+        assert.equals("declared", e.tier)
+        assert.equals(9, e.options.maxLength)
+        assert.equals(1, e.depth)
+        daemon.sql("DELETE FROM queen.ephemeral_queues WHERE queue = 'other'")
+        daemon.sleep(1.6)
+        e = entry(d, "other")
+        assert.equals("implicit", e.tier)
+        assert.equals(10000, e.options.maxLength)
+        d:stop()
+    end)
+
+    it("skips a stored row that no longer checks", function()
+        daemon.forget_declarations()
+        daemon.sql("INSERT INTO queen.ephemeral_queues (tenant_id, queue, "
+                   .. "options) VALUES ('00000000-0000-0000-0000-000000000001',"
+                   .. " 'handmade', '{\"maxLen\": 9}')")
+        local d = daemon.start({ db = true })
+        finally(function() d:stop() end)
+        assert.is_nil(entry(d, "handmade"))
+        assert.truthy(d:read_log():find("handmade", 1, true))
+        d:stop()
+        daemon.forget_declarations()
+    end)
+end)
+
+describe("idle collection", function()
+    local d
+    before_each(function()
+        daemon.forget_declarations()
+        d = daemon.start({ db = true,
+                           env = { QUEEN_EPHEMERAL_IMPLICIT_IDLE_S = "1" } })
+    end)
+    after_each(function() d:stop() end)
+
+    it("collects an empty, unpolled implicit queue after its idle time",
+       function()
+        d:push("idle", { "1" })
+        d:pop("queue=idle&autoAck=true")
+        assert.truthy(entry(d, "idle"))
+        daemon.sleep(2)
+        assert.is_nil(entry(d, "idle"))
+    end)
+
+    it("keeps an implicit queue that still holds messages", function()
+        d:push("full", { "1" })
+        daemon.sleep(2)
+        assert.equals(1, entry(d, "full").depth)
+    end)
+
+    it("does not collect a queue while a pop is parked on it", function()
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=parked&wait=true&timeout=2500"))
+        daemon.sleep(1.8)
+        assert.truthy(entry(d, "parked"))
+        d:push("parked", { '"late"' })
+        assert.equals("late", c:receive(5).json.messages[1].payload)
+        c:close()
+    end)
+
+    it("never collects a declared queue", function()
+        configure(d, "kept", "{}")
+        daemon.sleep(2)
+        assert.equals("declared", entry(d, "kept").tier)
+    end)
+end)
