@@ -12,6 +12,13 @@ local _M = {}
 
 local value = ffi.new("ephd_slice_t")
 
+-- The raw JSON text of a member of the JSON object text `json`, or nil
+-- when it is absent.
+function _M.raw(json, name)
+    if C.ephd_json_field(json, #json, name, value) ~= 1 then return nil end
+    return ffi.string(value.ptr, value.len)
+end
+
 -- The first byte of a top-level member's raw JSON ("{", "[", '"', ...), or
 -- nil when it is absent.
 function _M.kind(req, name)

@@ -23,9 +23,9 @@ function _M.apply()
         C.ephd_store_row(i, row)
         local tenant = ffi_string(row.tenant.ptr, row.tenant.len)
         local queue = ffi_string(row.queue.ptr, row.queue.len)
-        local opts, err = cjson.decode(ffi_string(row.options.ptr,
-                                                  row.options.len))
-        if opts ~= nil then opts, err = options.check(opts) end
+        local text = ffi_string(row.options.ptr, row.options.len)
+        local opts, err = cjson.decode(text)
+        if opts ~= nil then opts, err = options.check(opts, text) end
         if opts then
             options.in_force(opts, config, in_force)
             C.ephd_declare(tenant, #tenant, queue, #queue, in_force)

@@ -1,5 +1,7 @@
 -- configure's closed option list: what a declaration may say, checked
 -- whole before anything is written.
+local body = require("ephd.body")
+
 local _M = {}
 
 _M.KEYS = {
@@ -21,6 +23,13 @@ local MAX_INT = 2 ^ 53
 local function integer(v)
     return type(v) == "number" and v >= 0 and v <= MAX_INT
            and v == math.floor(v)
+end
+
+-- Whether member k of the JSON object text raw is written in digits only.
+local function literal(raw, k)
+    if raw == nil then return true end
+    local text = body.raw(raw, k)
+    return text ~= nil and text:find("^%d+$") ~= nil
 end
 
 -- The broker's ceilings on values in force. A stored declaration keeps what
@@ -66,8 +75,10 @@ function _M.in_force(o, config, out)
     return out
 end
 
--- Returns the options table or nil and the message of a 400.
-function _M.check(options)
+-- Returns the options table or nil and the message of a 400. raw, when
+-- given, is the options' JSON text: lua-cjson reads 1.0 as 1, and only an
+-- integer literal is an integer here.
+function _M.check(options, raw)
     if options == nil then return {} end
     if type(options) ~= "table" or options[1] ~= nil then
         return nil, "options must be an object"
@@ -77,7 +88,7 @@ function _M.check(options)
             return nil, "unknown option " .. tostring(k) .. " (options: "
                         .. table.concat(_M.KEYS, ", ") .. ")"
         end
-        if INTEGERS[k] and not integer(v) then
+        if INTEGERS[k] and not (integer(v) and literal(raw, k)) then
             return nil, k .. " must be a non-negative integer"
         end
         if k == "policy" and not POLICIES[v] then
@@ -87,11 +98,12 @@ function _M.check(options)
             if type(v) ~= "table" then
                 return nil, "windowBuffer must be {ms, count}"
             end
+            local wraw = raw and body.raw(raw, "windowBuffer")
             for wk, wv in pairs(v) do
                 if wk ~= "ms" and wk ~= "count" then
                     return nil, "windowBuffer is {ms, count} and nothing else"
                 end
-                if not integer(wv) then
+                if not (integer(wv) and literal(wraw, wk)) then
                     return nil, "windowBuffer." .. wk
                                 .. " must be a non-negative integer"
                 end

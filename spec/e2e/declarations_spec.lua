@@ -108,6 +108,7 @@ describe("declarations", function()
     it("refuse non-integers, negatives and strings, writing nothing",
        function()
         for _, opts in ipairs({ '{"ttlSeconds":1.5}', '{"maxLength":-1}',
+                                '{"ttlSeconds":1.0}', '{"maxLength":1e2}',
                                 '{"maxBytes":"3"}', '{"policy":"drop"}',
                                 '{"windowBuffer":{"ms":1}}', '[]', '7' }) do
             assert.refused_with("ephemeral_bad_request",

@@ -1,6 +1,11 @@
-local options = require("ephd.options")
+local helper = require("helper")
 
 describe("ephd.options", function()
+    local options
+    before_each(function()
+        helper.core_double({})
+        options = require("ephd.options")
+    end)
     it("accepts every option of the closed list", function()
         local o = { maxBytes = 1048576, maxLength = 1000, policy = "dropOldest",
                     ttlSeconds = 30, leaseSeconds = 15, retryLimit = 3,
@@ -22,6 +27,33 @@ describe("ephd.options", function()
             assert.is_nil((options.check({ ttlSeconds = v })))
         end
         assert.truthy(options.check({ ttlSeconds = 0 }))
+    end)
+
+    it("takes only integer literals when given the raw JSON", function()
+        local function check(raw)
+            return options.check(require("cjson").decode(raw), raw)
+        end
+        assert.is_nil((check('{"ttlSeconds":1.0}')))
+        assert.is_nil((check('{"maxLength":1e3}')))
+        assert.is_nil((check('{"windowBuffer":{"ms":2.0,"count":1}}')))
+        assert.truthy(check('{"ttlSeconds":10,"windowBuffer":{"ms":2,'
+                            .. '"count":1}}'))
+    end)
+
+    it("clamps to the values in force, defaults filling the gaps", function()
+        local ffi = require("ffi")
+        local config = require("ephd.core").config
+        local out = options.in_force({ maxBytes = 2 ^ 40, leaseSeconds = 0,
+                                       windowBuffer = { ms = 10 ^ 7,
+                                                        count = 3 } },
+                                     config, ffi.new("ephd_options_t"))
+        assert.equals(tonumber(config.max_cell_bytes), tonumber(out.max_bytes))
+        assert.equals(1, tonumber(out.lease_s))
+        assert.equals(10000, tonumber(out.max_length))
+        assert.equals(0, out.drop_oldest)
+        assert.equals(5, tonumber(out.retry_limit))
+        assert.equals(300000, tonumber(out.window_ms))
+        assert.equals(3, tonumber(out.window_count))
     end)
 
     it("takes reject or dropOldest as policy", function()

@@ -26,7 +26,10 @@ return function(req, tenant)
     if queue and obj.options ~= nil and body.kind(req, "options") ~= "{" then
         queue, err = nil, "options must be an object"
     end
-    if queue then opts, err = options.check(obj.options) end
+    if queue then
+        opts, err = options.check(obj.options, body.raw(
+            ffi.string(req.body.ptr, req.body.len), "options"))
+    end
     if not opts then return reply.bad_request(req, err) end
     options.in_force(opts, config, in_force)
     if C.ephd_configure(req, tenant, #tenant, queue, #queue, in_force)
