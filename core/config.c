@@ -46,8 +46,20 @@ static const knob_t knobs[] = {
      AT(implicit_idle_s), "an empty, unpolled implicit queue is collected"},
     {"QUEEN_EPHEMERAL_REFRESH_S", "30", 1, 86400, K_U64, AT(refresh_s),
      "how often declarations are reloaded from PostgreSQL"},
+    {"QUEEN_EPHEMERAL_RATE", "5000", 0, UINT32_MAX, K_U64, AT(lua.rate),
+     "messages per second a tenant may push (0: no limit)"},
+    {"QUEEN_EPHEMERAL_BURST", "10000", 1, UINT32_MAX, K_U64, AT(lua.burst),
+     "messages a tenant may push at once above its rate"},
+    {"QUEEN_EPHEMERAL_MAX_PARKED", "100000", 0, UINT32_MAX, K_U64,
+     AT(lua.max_parked), "pops a tenant may have parked at once (0: no limit)"},
+    {"QUEEN_EPHEMERAL_RETRY_AFTER_S", "30", 1, 86400, K_U64,
+     AT(lua.retry_after_s), "Retry-After while the surface is paused"},
+    {"QUEEN_EPHEMERAL_METER_S", "60", 1, 86400, K_U64, AT(meter_s),
+     "how often the policy's meter hook sees the counters"},
     {"QUEEN_TENANCY_HEADER", "false", 0, 1, K_BOOL, AT(lua.tenancy_header),
      "take the tenant from the x-queen-tenant header"},
+    {"QUEEN_EPHEMERAL_REQUIRE_GRANT", "(QUEEN_TENANCY_HEADER)", 0, 1, K_BOOL,
+     AT(lua.require_grant), "refuse tenants without a grant row"},
 };
 
 static int parse_value(const knob_t *k, const char *v, ephd_settings_t *s) {
@@ -84,6 +96,7 @@ static void usage(FILE *out) {
           "  --database-url URL   PostgreSQL for declarations "
           "(default: $DATABASE_URL)\n"
           "  --help               this text\n"
+          "  policy check DIR     load a policy directory, report, exit\n"
           "  --version            the version and FFI ABI\n\n"
           "environment (default):\n");
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
@@ -123,7 +136,13 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
     const knob_t *k = &knobs[i];
     const char *env = getenv(k->name);
-    if (parse_value(k, k->fallback, s) < 0) abort();
+    /* A default in parentheses is another knob's value, as parsed. */
+    if (k->fallback[0] == '(') {
+      memcpy((char *)s + k->offset, (char *)s + AT(lua.tenancy_header),
+             sizeof(int));
+    } else if (parse_value(k, k->fallback, s) < 0) {
+      abort();
+    }
     if (env && parse_value(k, env, s) < 0) {
       fprintf(stderr, "ephd: %s=%s is not usable: %s\n", k->name, env,
               k->kind == K_BOOL ? "expected true, false, 1 or 0"

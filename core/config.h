@@ -20,6 +20,7 @@ typedef struct {
   uint64_t max_header_bytes;
   uint64_t implicit_idle_s;
   uint64_t refresh_s;
+  uint64_t meter_s;
   ephd_config_t lua; /* the part Lua reads through ephd_config() */
 } ephd_settings_t;
 

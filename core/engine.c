@@ -146,6 +146,11 @@ static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
   return t;
 }
 
+ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
+                                  size_t len) {
+  return ephd_map_get(&e->tenants, name, len);
+}
+
 ephd_queue_t *ephd_engine_queue(ephd_engine_t *e, const char *tenant,
                                 size_t tenant_len, const char *queue,
                                 size_t queue_len) {
@@ -257,17 +262,6 @@ ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
   return r;
 }
 
-void ephd_queue_ring_close(ephd_queue_t *q, ephd_ring_t *r) {
-  ephd_map_del(&q->rings_by_name, r->name, r->name_len);
-  for (uint32_t i = 0; i < q->nrings; i++) {
-    if (q->rings[i] == r) {
-      q->rings[i] = q->rings[--q->nrings];
-      break;
-    }
-  }
-  ephd_ring_free(r);
-}
-
 int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
                           uint32_t *idx) {
   for (uint32_t i = 0; i < q->ngroups; i++) {
@@ -288,7 +282,7 @@ uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
   ephd_group_t *g = &gs[q->ngroups];
   g->name = xstrndup(name, len);
   g->len = len;
-  ephd_gate_init(&g->gate);
+  ephd_gate_init(&g->gate, &q->tenant->parked);
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_add_cursor(q->rings[i]);
   return q->ngroups++;
 }
@@ -311,42 +305,51 @@ static void wake(ephd_queue_t *q, ephd_ring_t *r) {
     ephd_gate_wake(&q->groups[i].gate, r);
 }
 
-uint32_t ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                          const char *base, const ephd_span_t *payloads,
-                          uint32_t n, uint64_t bytes, uint64_t now_ms) {
-  ephd_engine_expire(e, q, now_ms);
-  if (n == 0) return 0;
-  const ephd_options_t *o = &q->opts;
-  uint32_t refusals = 0;
-  uint64_t evict = 0, evict_bytes = 0;
-  uint64_t depth = ephd_ring_depth(r);
+void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
+                           const ephd_queue_t *q, const ephd_ring_t *r,
+                           uint32_t n, uint64_t bytes,
+                           const ephd_tenant_limits_t *limits,
+                           ephd_push_plan_t *plan) {
+  const ephd_options_t *o = q ? &q->opts : &e->defaults;
+  uint64_t depth = r ? ephd_ring_depth(r) : 0, have = r ? r->bytes : 0;
+  plan->refusals = 0;
+  plan->evict = plan->evict_bytes = 0;
   if (bytes > o->max_bytes || n > o->max_length) {
     /* It could not fit into an empty ring: evicting would only lose data. */
-    refusals |= EPHD_REFUSE_QUEUE_FULL;
-  } else if (r->bytes + bytes > o->max_bytes || depth + n > o->max_length) {
+    plan->refusals |= EPHD_REFUSE_QUEUE_FULL;
+  } else if (have + bytes > o->max_bytes || depth + n > o->max_length) {
     if (!o->drop_oldest) {
-      refusals |= EPHD_REFUSE_QUEUE_FULL;
+      plan->refusals |= EPHD_REFUSE_QUEUE_FULL;
     } else {
-      while (r->bytes - evict_bytes + bytes > o->max_bytes ||
-             depth - evict + n > o->max_length) {
-        evict_bytes += ephd_ring_at(r, r->head + evict)->len;
-        evict++;
+      while (have - plan->evict_bytes + bytes > o->max_bytes ||
+             depth - plan->evict + n > o->max_length) {
+        plan->evict_bytes += ephd_ring_at(r, r->head + plan->evict)->len;
+        plan->evict++;
       }
     }
   }
-  if (bytes > evict_bytes &&
-      e->cell_bytes + (bytes - evict_bytes) > e->max_cell_bytes)
-    refusals |= EPHD_REFUSE_CELL_BYTES;
-  if (refusals) return refusals;
+  if (q == NULL && limits && limits->max_queues &&
+      (t ? t->queues.count : 0) >= limits->max_queues)
+    plan->refusals |= EPHD_REFUSE_TENANT_QUEUES;
+  uint64_t grow = bytes > plan->evict_bytes ? bytes - plan->evict_bytes : 0;
+  if (grow && limits && limits->max_bytes &&
+      (t ? t->bytes : 0) + grow > limits->max_bytes)
+    plan->refusals |= EPHD_REFUSE_TENANT_BYTES;
+  if (grow && e->cell_bytes + grow > e->max_cell_bytes)
+    plan->refusals |= EPHD_REFUSE_CELL_BYTES;
+}
 
-  for (uint64_t i = 0; i < evict; i++) evict_head(e, q, r);
-  q->drops_bounds += evict;
+void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                      const char *base, const ephd_span_t *payloads, uint32_t n,
+                      const ephd_push_plan_t *plan, uint64_t now_ms) {
+  for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
+  q->drops_bounds += plan->evict;
   uint64_t d = ephd_ring_depth(r), b = r->bytes;
   for (uint32_t i = 0; i < n; i++)
     ephd_ring_append(r, now_ms, base + payloads[i].off, payloads[i].len);
   account(e, q, d, b, r);
+  q->tenant->pushed += n;
   wake(q, r);
-  return 0;
 }
 
 static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,
@@ -377,6 +380,7 @@ static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     if (already + got) ephd_buf_append(out, ",", 1);
     write_delivery(e, r, m, seq, attempts, out);
     got++;
+    q->tenant->delivered++;
     if (auto_ack) {
       if (redo) m->holds--;
       continue;
@@ -493,13 +497,6 @@ uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
   return dropped;
 }
 
-static void tenant_close(ephd_engine_t *e, ephd_tenant_t *t) {
-  ephd_map_del(&e->tenants, t->name, t->len);
-  ephd_map_free(&t->queues);
-  free(t->name);
-  free(t);
-}
-
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->ngroups; i++) ephd_gate_flush(&q->groups[i].gate);
   ephd_engine_reset(e, q);
@@ -513,7 +510,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   free(q->groups);
   free(q->name);
   free(q);
-  if (t->queues.count == 0) tenant_close(e, t);
+  if (t->queues.count == 0) ephd_map_free(&t->queues);
 }
 
 void ephd_engine_close(ephd_engine_t *e) {
@@ -521,16 +518,11 @@ void ephd_engine_close(ephd_engine_t *e) {
   size_t pos = 0;
   while ((t = ephd_map_next(&e->tenants, &pos))) {
     ephd_queue_t *q;
-    size_t qpos = 0;
-    /* Deleting mutates the map, so restart the scan each time. */
-    while ((q = ephd_map_next(&t->queues, &qpos))) {
-      int last = t->queues.count == 1;
+    /* Deleting mutates the map, so each scan starts over. */
+    for (size_t qpos = 0; (q = ephd_map_next(&t->queues, &qpos)); qpos = 0)
       ephd_engine_delete(e, q);
-      if (last) break;
-      qpos = 0;
-    }
-    pos = 0;
-    if (e->tenants.count == 0) break;
+    free(t->name);
+    free(t);
   }
   ephd_map_free(&e->tenants);
   ephd_leases_close(&e->leases);

@@ -56,11 +56,15 @@ struct ephd_queue {
   uint64_t drops_bounds, drops_ttl, drops_retry;
 };
 
+/* Tenants outlive their queues, so their counters do too. */
 typedef struct ephd_tenant {
   char *name;
   size_t len;
   ephd_map_t queues;
   uint64_t bytes;
+  uint64_t parked;
+  uint64_t pushed;
+  uint64_t delivered;
 } ephd_tenant_t;
 
 typedef enum {
@@ -107,8 +111,6 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
 ephd_ring_t *ephd_queue_ring(ephd_queue_t *q, const char *name, size_t len);
 ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
                                   size_t len);
-/* Removes an empty ring nothing refers to (a refused push's new partition). */
-void ephd_queue_ring_close(ephd_queue_t *q, ephd_ring_t *r);
 /* Group index by name, created at every ring's head on first use. */
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len);
 int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
@@ -132,15 +134,29 @@ void ephd_engine_undeclare(ephd_engine_t *e, ephd_queue_t *q);
 /* Undeclares every queue a load of generation gen did not declare. */
 void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen);
 
-/* All or nothing: which budgets refuse n messages of `bytes` into ring, or 0
- * after appending them (evicting under dropOldest). payloads[i] is a span of
- * base. */
+ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
+                                  size_t len);
+
+/* A push is planned whole before anything changes: every budget that would
+ * refuse it, and what dropOldest would evict. t, q and r may be NULL for a
+ * tenant, queue or partition the push would create. */
+typedef struct {
+  uint32_t refusals;
+  uint64_t evict;
+  uint64_t evict_bytes;
+} ephd_push_plan_t;
+void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
+                           const ephd_queue_t *q, const ephd_ring_t *r,
+                           uint32_t n, uint64_t bytes,
+                           const ephd_tenant_limits_t *limits,
+                           ephd_push_plan_t *plan);
+/* Carries out a plan without refusals; payloads[i] is a span of base. */
 typedef struct {
   uint32_t off, len;
 } ephd_span_t;
-uint32_t ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                          const char *base, const ephd_span_t *payloads,
-                          uint32_t n, uint64_t bytes, uint64_t now_ms);
+void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                      const char *base, const ephd_span_t *payloads, uint32_t n,
+                      const ephd_push_plan_t *plan, uint64_t now_ms);
 
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out. Returns the count. */

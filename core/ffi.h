@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 2 };
+enum { EPHD_FFI_ABI_VERSION = 3 };
 
 enum {
   EPHD_OK = 0,
@@ -23,7 +23,13 @@ enum {
 
 /* Budgets a push would break; C reports every one of them and
  * the Lua ladder picks the outermost, so the order is data in one place. */
-enum { EPHD_REFUSE_QUEUE_FULL = 1, EPHD_REFUSE_CELL_BYTES = 2 };
+enum {
+  EPHD_REFUSE_QUEUE_FULL = 1,
+  EPHD_REFUSE_CELL_BYTES = 2,
+  EPHD_REFUSE_TENANT_BYTES = 4,
+  EPHD_REFUSE_TENANT_QUEUES = 8,
+  EPHD_REFUSE_PARKED = 16
+};
 
 typedef struct {
   const char *ptr;
@@ -60,9 +66,39 @@ typedef struct {
   uint32_t max_items;
   uint32_t max_name_bytes;
   int tenancy_header;
+  int require_grant;
   ephd_options_t defaults; /* what an implicit queue runs with */
   uint64_t max_cell_bytes;
+  uint64_t rate;          /* messages per second per tenant; 0: no limit */
+  uint64_t burst;         /* the bucket's depth */
+  uint64_t max_parked;    /* parked pops per tenant; 0: no limit */
+  uint64_t retry_after_s; /* Retry-After of a paused surface */
 } ephd_config_t;
+
+/* A tenant's allowances, decided by policy; 0 is no limit. */
+typedef struct {
+  uint64_t max_bytes;
+  uint64_t max_queues;
+  uint64_t max_parked; /* pops parked at once */
+} ephd_tenant_limits_t;
+
+/* What a tenant holds and has done, for policy and metering. */
+typedef struct {
+  uint64_t bytes;
+  uint64_t queues;
+  uint64_t parked;
+  uint64_t pushed;    /* messages, item by item */
+  uint64_t delivered; /* deliveries, redeliveries included */
+} ephd_tenant_stats_t;
+
+/* One stored grant (queen.ephemeral_quota); -1 is SQL NULL. */
+typedef struct {
+  ephd_slice_t tenant;
+  int enabled;
+  int64_t max_bytes;
+  int64_t max_queues;
+  int64_t max_msgs_per_sec;
+} ephd_grant_row_t;
 
 /* One stored declaration, as loaded from PostgreSQL. */
 typedef struct {
@@ -103,6 +139,8 @@ typedef struct {
   uint64_t timeout_ms;
   int wait;
   int auto_ack;
+  const ephd_tenant_limits_t *limits;
+  uint32_t refusals; /* out: why a pop was refused (EPHD_E_REFUSED) */
 } ephd_pop_args_t;
 
 int ephd_ffi_abi_version(void);
@@ -127,10 +165,13 @@ int ephd_json_field(const char *json, size_t len, const char *name,
  * check names and policy, then commit all or nothing. */
 int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *scan);
 int ephd_push_commit(const char *tenant, size_t tenant_len,
-                     const ephd_push_scan_t *scan, uint32_t *refusals);
+                     const ephd_push_scan_t *scan,
+                     const ephd_tenant_limits_t *limits, uint32_t *refusals);
 
-/* pop: answers req itself (200, EPHD_OK) or parks it (EPHD_PARKED). */
-int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *args);
+/* pop: answers req itself (200, EPHD_OK), parks it (EPHD_PARKED), or is
+ * refused (EPHD_E_REFUSED, args->refusals) for creating a queue past the
+ * tenant's allowance or parking past its parked slots. */
+int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *args);
 
 /* ack: scan, then settle every id and answer req with the results. */
 int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *scan);
@@ -148,7 +189,8 @@ uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
  * connection is available. */
 int ephd_configure(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_options_t *opts);
+                   const ephd_options_t *opts,
+                   const ephd_tenant_limits_t *limits, uint32_t *refusals);
 int ephd_delete(const ephd_request_t *req, const char *tenant,
                 size_t tenant_len, const char *queue, size_t queue_len);
 
@@ -157,8 +199,25 @@ int ephd_delete(const ephd_request_t *req, const char *tenant,
  * ephd_declare (queues not applied in a load lose their declaration). */
 uint32_t ephd_store_rows(void);
 int ephd_store_row(uint32_t i, ephd_decl_row_t *row);
+int ephd_store_grant(uint32_t i, ephd_grant_row_t *row);
 void ephd_declare(const char *tenant, size_t tenant_len, const char *queue,
                   size_t queue_len, const ephd_options_t *opts);
+
+/* Tenants' holdings and counters: one tenant, or every tenant in turn
+ * (*pos starts at 0; returns 0 when done). */
+int ephd_tenant_stats(const char *tenant, size_t tenant_len,
+                      ephd_tenant_stats_t *out);
+int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
+                     ephd_tenant_stats_t *out);
+
+/* Clocks: the loop's monotonic milliseconds (rate buckets) and wall-clock
+ * seconds (policies such as quiet hours). */
+uint64_t ephd_now_ms(void);
+double ephd_wall_time(void);
+
+/* Re-reads the policy directories off the loop and swaps the policy in if
+ * it loads; req (parked meanwhile) is answered with the outcome. */
+int ephd_policy_reload(const ephd_request_t *req);
 
 /* The two status reads: C writes the body (the queue list can be long). */
 void ephd_queues(const ephd_request_t *req, const char *tenant,

@@ -1,8 +1,9 @@
 #include "gate.h"
 
-void ephd_gate_init(ephd_gate_t *g) {
+void ephd_gate_init(ephd_gate_t *g, uint64_t *parked) {
   g->head = g->tail = NULL;
   g->count = 0;
+  g->parked = parked;
 }
 
 static void on_timeout(uv_timer_t *t) {
@@ -38,6 +39,7 @@ void ephd_gate_park(ephd_gate_t *g, ephd_waiter_t *w, uint64_t timeout_ms) {
     g->head = w;
   g->tail = w;
   g->count++;
+  if (g->parked) (*g->parked)++;
   uv_timer_start(&w->timer, on_timeout, timeout_ms, 0);
 }
 
@@ -59,6 +61,7 @@ void ephd_gate_unpark(ephd_waiter_t *w) {
   w->prev = w->next = NULL;
   w->gate = NULL;
   g->count--;
+  if (g->parked) (*g->parked)--;
   uv_timer_stop(&w->timer);
 }
 

@@ -17,6 +17,7 @@ typedef void (*ephd_waiter_timeout_cb)(struct ephd_waiter *w);
 typedef struct ephd_gate {
   struct ephd_waiter *head, *tail;
   size_t count;
+  uint64_t *parked; /* the owner's count over all its gates (a tenant's) */
 } ephd_gate_t;
 
 typedef struct ephd_waiter {
@@ -35,7 +36,7 @@ typedef struct ephd_waiter {
   ephd_waiter_timeout_cb timeout;
 } ephd_waiter_t;
 
-void ephd_gate_init(ephd_gate_t *g);
+void ephd_gate_init(ephd_gate_t *g, uint64_t *parked);
 void ephd_waiter_init(uv_loop_t *loop, ephd_waiter_t *w,
                       ephd_waiter_wake_cb wake, ephd_waiter_timeout_cb timeout);
 /* The waiter's timer is a libuv handle: its owner closes it with its own

@@ -1,19 +1,31 @@
-/* The embedded LuaJIT state: loads lua/ephd and the policy directory at boot,
- * and makes exactly one call into Lua per request (dispatch). */
+/* The embedded LuaJIT state: loads lua/ephd and the policy directories,
+ * makes exactly one call into Lua per request (dispatch), and the few
+ * control-plane calls: declarations and grants loaded, policy reloaded
+ * (files read off the loop), metering ticks. */
 #ifndef EPHD_LUA_HOST_H
 #define EPHD_LUA_HOST_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
 
 #include "ffi.h"
 
-/* lua_path is a ';'-separated package.path prefix where ephd.* lives. */
-int ephd_lua_host_start(const char *lua_path, const char *policy_dir, char *err,
-                        size_t errlen);
+/* lua_path is a ';'-separated package.path prefix where ephd.* lives.
+ * Hooks the operator's policy_dir does not define come from default_dir. */
+int ephd_lua_host_start(uv_loop_t *loop, const char *lua_path,
+                        const char *policy_dir, const char *default_dir,
+                        uint64_t meter_ms, char *err, size_t errlen);
 void ephd_lua_host_dispatch(const ephd_request_t *req);
-/* Hands a load of declarations to Lua, which validates, clamps and applies
- * each row. Runs at boot and each refresh, never per request. */
 void ephd_lua_host_apply_declarations(void);
+void ephd_lua_host_apply_grants(void);
+/* SIGHUP: reload, logging the outcome. */
+void ephd_lua_host_reload(void);
 void ephd_lua_host_close(void);
+
+/* `ephd policy check DIR`: loads DIR the way the broker would and prints
+ * what is wrong; returns the exit status. */
+int ephd_lua_host_check(const char *lua_path, const char *dir,
+                        const char *default_dir);
 
 #endif

@@ -16,13 +16,19 @@
 #error "the build defines EPHD_SOURCE_DIR, EPHD_BINARY_DIR and EPHD_DATA_DIR"
 #endif
 
-static uv_signal_t sigterm, sigint;
+static uv_signal_t sigterm, sigint, sighup;
 static uv_timer_t stop_deadline;
 static int stopping;
 
 static void on_deadline(uv_timer_t *t) {
   (void)t;
   ephd_http_abort();
+}
+
+static void on_sighup(uv_signal_t *s, int signum) {
+  (void)s;
+  (void)signum;
+  ephd_lua_host_reload();
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -71,6 +77,12 @@ int main(int argc, char **argv) {
   const char *lua_path = built ? EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR
                                                  "/lua/?.lua"
                                : EPHD_DATA_DIR "/lua/?.lua";
+  if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
+    if (argc == 4 && strcmp(argv[2], "check") == 0)
+      return ephd_lua_host_check(lua_path, argv[3], policy_dir);
+    fprintf(stderr, "usage: ephd policy check DIR\n");
+    return 2;
+  }
   ephd_settings_t s;
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;
@@ -83,13 +95,15 @@ int main(int argc, char **argv) {
   ephd_verbs_init(&engine, loop);
 
   char err[512];
-  if (ephd_lua_host_start(s.lua_dir, s.policy_dir, err, sizeof(err)) != 0) {
+  if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
+                          s.meter_s * 1000, err, sizeof(err)) != 0) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }
   /* Declarations are in memory before the first request can see a queue. */
   ephd_store_start(loop, &engine, s.database_url, s.refresh_s * 1000,
-                   ephd_lua_host_apply_declarations);
+                   ephd_lua_host_apply_declarations,
+                   ephd_lua_host_apply_grants);
   ephd_store_boot(5000);
   ephd_http_limits_t limits = {s.max_body_bytes, s.max_header_bytes};
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
@@ -105,6 +119,9 @@ int main(int argc, char **argv) {
   uv_signal_init(loop, &sigint);
   uv_signal_start(&sigterm, on_signal, SIGTERM);
   uv_signal_start(&sigint, on_signal, SIGINT);
+  uv_signal_init(loop, &sighup);
+  uv_signal_start(&sighup, on_sighup, SIGHUP);
+  uv_unref((uv_handle_t *)&sighup);
   /* Signal watchers stay installed to the end, so a second signal during the
    * stop is absorbed, but they do not keep the loop alive on their own. */
   uv_unref((uv_handle_t *)&sigterm);

@@ -12,7 +12,7 @@
 static uv_loop_t *loop;
 static ephd_engine_t *engine;
 static const char *db_url;
-static ephd_store_apply_cb apply;
+static ephd_store_apply_cb apply_declarations, apply_grants;
 static uv_timer_t refresh_timer;
 static int loading;
 static int boot_settled, boot_loaded;
@@ -39,6 +39,11 @@ static const char LOAD_SQL[] =
     "SELECT tenant_id::text, queue, options::text "
     "FROM queen.ephemeral_queues";
 
+static const char GRANTS_SQL[] =
+    "SELECT tenant_id::text, enabled, coalesce(max_bytes, -1), "
+    "coalesce(max_queues, -1), coalesce(max_msgs_per_sec, -1) "
+    "FROM queen.ephemeral_quota";
+
 /* The options are taken from the request body by PostgreSQL itself, so the
  * stored declaration is exactly what was sent, as jsonb keeps it. */
 static const char UPSERT_SQL[] =
@@ -57,12 +62,29 @@ static const char DELETE_SQL[] =
 uint32_t ephd_store_rows(void) { return rows ? (uint32_t)PQntuples(rows) : 0; }
 
 int ephd_store_row(uint32_t i, ephd_decl_row_t *row) {
-  if (rows == NULL || (int)i >= PQntuples(rows)) return EPHD_E_NOT_FOUND;
+  if (rows == NULL || (int)i >= PQntuples(rows) || PQnfields(rows) != 3)
+    return EPHD_E_NOT_FOUND;
   ephd_slice_t *out[3] = {&row->tenant, &row->queue, &row->options};
   for (int c = 0; c < 3; c++) {
     out[c]->ptr = PQgetvalue(rows, (int)i, c);
     out[c]->len = (size_t)PQgetlength(rows, (int)i, c);
   }
+  return EPHD_OK;
+}
+
+static int64_t column_i64(int i, int c) {
+  return strtoll(PQgetvalue(rows, i, c), NULL, 10);
+}
+
+int ephd_store_grant(uint32_t i, ephd_grant_row_t *row) {
+  if (rows == NULL || (int)i >= PQntuples(rows) || PQnfields(rows) != 5)
+    return EPHD_E_NOT_FOUND;
+  row->tenant.ptr = PQgetvalue(rows, (int)i, 0);
+  row->tenant.len = (size_t)PQgetlength(rows, (int)i, 0);
+  row->enabled = PQgetvalue(rows, (int)i, 1)[0] == 't';
+  row->max_bytes = column_i64((int)i, 2);
+  row->max_queues = column_i64((int)i, 3);
+  row->max_msgs_per_sec = column_i64((int)i, 4);
   return EPHD_OK;
 }
 
@@ -80,23 +102,38 @@ static void settle_boot(int loaded) {
 
 static void on_loaded(void *data, PGresult *res, const char *err) {
   (void)data;
-  loading = 0;
   if (res == NULL) {
+    loading = 0;
     fprintf(stderr, "ephd: loading declarations failed: %s\n", err);
     return;
   }
   generation++;
   rows = res;
-  apply();
+  apply_declarations();
   rows = NULL;
   ephd_engine_sweep_declarations(engine, generation);
   fprintf(stderr, "ephd: loaded %d declarations\n", PQntuples(res));
+}
+
+static void on_grants(void *data, PGresult *res, const char *err) {
+  (void)data;
+  loading = 0;
+  if (res == NULL) {
+    fprintf(stderr, "ephd: loading grants failed: %s\n", err);
+    return;
+  }
+  rows = res;
+  apply_grants();
+  rows = NULL;
   settle_boot(1);
 }
 
+/* Both queries go out together; the connection runs them in order. */
 static void load(void) {
   if (loading) return;
-  if (ephd_pg_query(LOAD_SQL, 0, NULL, NULL, on_loaded, NULL) == 0) loading = 1;
+  if (ephd_pg_query(LOAD_SQL, 0, NULL, NULL, on_loaded, NULL) == 0 &&
+      ephd_pg_query(GRANTS_SQL, 0, NULL, NULL, on_grants, NULL) == 0)
+    loading = 1;
 }
 
 static void on_schema(void *data, PGresult *res, const char *err) {
@@ -133,11 +170,13 @@ static void on_refresh(uv_timer_t *t) {
 }
 
 void ephd_store_start(uv_loop_t *l, ephd_engine_t *e, const char *url,
-                      uint64_t refresh_ms, ephd_store_apply_cb a) {
+                      uint64_t refresh_ms, ephd_store_apply_cb declarations,
+                      ephd_store_apply_cb grants) {
   loop = l;
   engine = e;
   db_url = url;
-  apply = a;
+  apply_declarations = declarations;
+  apply_grants = grants;
   if (url == NULL) {
     settle_boot(0);
     return;
@@ -251,7 +290,15 @@ static void on_configured(void *data, PGresult *res, const char *err) {
 
 int ephd_configure(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_options_t *opts) {
+                   const ephd_options_t *opts,
+                   const ephd_tenant_limits_t *limits, uint32_t *refusals) {
+  *refusals = 0;
+  ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
+  if (limits->max_queues && t && t->queues.count >= limits->max_queues &&
+      !ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len)) {
+    *refusals = EPHD_REFUSE_TENANT_QUEUES;
+    return EPHD_E_REFUSED;
+  }
   if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
   w->opts = *opts;

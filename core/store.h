@@ -10,13 +10,14 @@
 
 #include "engine.h"
 
-/* Loaded rows are handed to Lua through this callback, which calls back
- * ephd_store_rows/ephd_store_row/ephd_declare (declared in ffi.h). */
+/* Loaded rows are handed to Lua through these callbacks, which read them
+ * back with ephd_store_rows/_row/_grant and apply them (ffi.h). */
 typedef void (*ephd_store_apply_cb)(void);
 
-/* url NULL: no database; declarations cannot be made. */
+/* url NULL: no database; declarations cannot be made and no grant exists. */
 void ephd_store_start(uv_loop_t *loop, ephd_engine_t *engine, const char *url,
-                      uint64_t refresh_ms, ephd_store_apply_cb apply);
+                      uint64_t refresh_ms, ephd_store_apply_cb declarations,
+                      ephd_store_apply_cb grants);
 /* Runs the loop until the first load is applied or the database proved
  * unreachable (or timeout_ms passed); returns 1 if declarations loaded. */
 int ephd_store_boot(uint64_t timeout_ms);

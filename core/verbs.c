@@ -190,32 +190,33 @@ done:
 }
 
 int ephd_push_commit(const char *tenant, size_t tenant_len,
-                     const ephd_push_scan_t *s, uint32_t *refusals) {
+                     const ephd_push_scan_t *s,
+                     const ephd_tenant_limits_t *limits, uint32_t *refusals) {
   *refusals = 0;
   if (scanned_body == NULL) return EPHD_E_BAD_REQUEST;
+  const char *body_base = scanned_body;
+  scanned_body = NULL;
+  uint64_t now = now_ms();
+  ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
-  int new_queue = q == NULL;
-  if (new_queue)
+  if (q) ephd_engine_expire(engine, q, now);
+  ephd_ring_t *r =
+      q ? ephd_queue_ring(q, s->partition.ptr, s->partition.len) : NULL;
+  /* Planned before anything exists: a refused push leaves no queue or
+   * partition behind. */
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(engine, t, q, r, s->count, s->bytes, limits, &plan);
+  *refusals = plan.refusals;
+  if (plan.refusals) return EPHD_E_REFUSED;
+  if (q == NULL)
     q = ephd_engine_queue_open(engine, tenant, tenant_len, s->queue.ptr,
                                s->queue.len);
-  ephd_ring_t *r = ephd_queue_ring(q, s->partition.ptr, s->partition.len);
-  int new_ring = r == NULL;
-  if (new_ring) r = ephd_queue_ring_open(q, s->partition.ptr, s->partition.len);
-  uint64_t now = now_ms();
-  *refusals = ephd_engine_push(engine, q, r, scanned_body, spans, s->count,
-                               s->bytes, now);
-  scanned_body = NULL;
-  if (*refusals == 0) {
-    ephd_engine_touch(engine, q, now);
-    return EPHD_OK;
-  }
-  /* Refused means nothing changed: not even an empty queue is left. */
-  if (new_queue)
-    ephd_engine_delete(engine, q);
-  else if (new_ring)
-    ephd_queue_ring_close(q, r);
-  return EPHD_E_REFUSED;
+  if (r == NULL)
+    r = ephd_queue_ring_open(q, s->partition.ptr, s->partition.len);
+  ephd_engine_push(engine, q, r, body_base, spans, s->count, &plan, now);
+  ephd_engine_touch(engine, q, now);
+  return EPHD_OK;
 }
 
 static void answer_pop(ephd_conn_t *c, const ephd_queue_t *q,
@@ -229,9 +230,25 @@ static void answer_pop(ephd_conn_t *c, const ephd_queue_t *q,
   ephd_http_end(c);
 }
 
-int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *a) {
-  ephd_queue_t *q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len,
-                                           a->queue, a->queue_len);
+/* Whether creating one more queue would pass the tenant's allowance. */
+static int at_queue_allowance(const char *tenant, size_t tenant_len,
+                              const ephd_tenant_limits_t *limits) {
+  if (limits == NULL || limits->max_queues == 0) return 0;
+  ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
+  return t && t->queues.count >= limits->max_queues;
+}
+
+int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
+  a->refusals = 0;
+  ephd_queue_t *q = ephd_engine_queue(engine, a->tenant, a->tenant_len,
+                                      a->queue, a->queue_len);
+  if (q == NULL && at_queue_allowance(a->tenant, a->tenant_len, a->limits)) {
+    a->refusals = EPHD_REFUSE_TENANT_QUEUES;
+    return EPHD_E_REFUSED;
+  }
+  if (q == NULL)
+    q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,
+                               a->queue_len);
   ephd_ring_t *r = NULL;
   if (a->partition) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
   uint32_t g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
@@ -245,6 +262,11 @@ int ephd_pop(const ephd_request_t *req, const ephd_pop_args_t *a) {
   if (got || !a->wait || a->timeout_ms == 0) {
     answer_pop(c, q, &body);
     return EPHD_OK;
+  }
+  if (a->limits && a->limits->max_parked &&
+      q->tenant->parked >= a->limits->max_parked) {
+    a->refusals = EPHD_REFUSE_PARKED;
+    return EPHD_E_REFUSED;
   }
   ephd_waiter_t *w = ephd_http_park(c);
   w->queue = q;
@@ -489,6 +511,41 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   ephd_buf_appends(out, "]}");
   ephd_http_end(c);
   return EPHD_OK;
+}
+
+static void fill_stats(const ephd_tenant_t *t, ephd_tenant_stats_t *out) {
+  out->bytes = t->bytes;
+  out->queues = t->queues.count;
+  out->parked = t->parked;
+  out->pushed = t->pushed;
+  out->delivered = t->delivered;
+}
+
+int ephd_tenant_stats(const char *tenant, size_t tenant_len,
+                      ephd_tenant_stats_t *out) {
+  memset(out, 0, sizeof(*out));
+  ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
+  if (t == NULL) return EPHD_E_NOT_FOUND;
+  fill_stats(t, out);
+  return EPHD_OK;
+}
+
+int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
+                     ephd_tenant_stats_t *out) {
+  ephd_tenant_t *t = ephd_map_next(&engine->tenants, pos);
+  if (t == NULL) return 0;
+  tenant->ptr = t->name;
+  tenant->len = t->len;
+  fill_stats(t, out);
+  return 1;
+}
+
+uint64_t ephd_now_ms(void) { return now_ms(); }
+
+double ephd_wall_time(void) {
+  uv_timeval64_t tv;
+  uv_gettimeofday(&tv);
+  return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
 uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,

@@ -29,6 +29,8 @@ helper.DEFAULT_CONFIG = {
                  ttl_s = 0, lease_s = 30, retry_limit = 5, window_ms = 0,
                  window_count = 0 },
     max_cell_bytes = 268435456,
+    rate = 5000, burst = 10000, max_parked = 100000, retry_after_s = 30,
+    require_grant = 0,
 }
 
 -- The engine's objects as a shared library: the pure helpers of ffi.h
@@ -61,7 +63,7 @@ function helper.core_double(fns, config)
     for k, v in pairs(config or {}) do cfg[k] = v end
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 2,
+        ABI_VERSION = 3,
         request_t = ffi.typeof("const ephd_request_t *"),
         config = ffi.new("ephd_config_t", cfg),
     }
@@ -81,6 +83,19 @@ function helper.request(t)
         req[field].len = #s
     end
     return req, anchor
+end
+
+-- A request context as the ladder hands it to a handler: past the rungs,
+-- for `tenant`, with no limits unless given.
+function helper.ctx(t, tenant, limits)
+    declare()
+    local req, anchor = helper.request(t)
+    return {
+        req = req, anchor = anchor, param = t.param, family = true,
+        tenant = tenant or "00000000-0000-0000-0000-000000000001",
+        limits = { rate = 0, burst = 1,
+                   c = ffi.new("ephd_tenant_limits_t", limits or {}) },
+    }
 end
 
 -- A spy for ephd_respond: records every answer written.

@@ -8,9 +8,11 @@
 
 static uv_loop_t loop;
 static ephd_engine_t e;
+static ephd_tenant_limits_t limits; /* 0: no limit */
 
 static void start(uint64_t max_bytes, uint64_t max_length, int drop_oldest,
                   uint64_t cell) {
+  memset(&limits, 0, sizeof(limits));
   uv_loop_init(&loop);
   ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0};
   ephd_engine_init(&e, &loop, 0xabc, &o, cell, 60000);
@@ -26,7 +28,8 @@ static ephd_queue_t *queue(void) {
   return ephd_engine_queue_open(&e, "t", 1, "q", 1);
 }
 
-/* Pushes n one-byte-per-digit payloads "1", "2", ... starting at first. */
+/* Pushes n one-byte-per-digit payloads "1", "2", ... starting at first,
+ * planned first as the daemon does; returns the refusals. */
 static uint32_t push(ephd_queue_t *q, const char *part, int first, int n,
                      uint64_t now) {
   char base[1024];
@@ -41,7 +44,13 @@ static uint32_t push(ephd_queue_t *q, const char *part, int first, int n,
     bytes += (uint64_t)len;
   }
   ephd_ring_t *r = ephd_queue_ring_open(q, part, strlen(part));
-  return ephd_engine_push(&e, q, r, base, spans, (uint32_t)n, bytes, now);
+  ephd_engine_expire(&e, q, now);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q->tenant, q, r, (uint32_t)n, bytes, &limits,
+                        &plan);
+  if (plan.refusals == 0)
+    ephd_engine_push(&e, q, r, base, spans, (uint32_t)n, &plan, now);
+  return plan.refusals;
 }
 
 static uint32_t pop(ephd_queue_t *q, const char *group, uint32_t batch,
@@ -229,6 +238,39 @@ TEST_IMPL(engine_reset_and_delete) {
   ASSERT(ephd_engine_queue(&e, "t", 1, "q", 1) == NULL);
   ASSERT_EQ(e.leases.len, 0);
   ASSERT_EQ(e.cell_bytes, 0);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_tenant_allowances) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  limits.max_bytes = 3;
+  ASSERT_EQ(push(q, "p", 1, 3, 0), 0);
+  ASSERT_EQ(push(q, "p", 4, 1, 0), EPHD_REFUSE_TENANT_BYTES);
+  /* A new queue past the tenant's queue allowance, reported with every
+   * other budget it breaks. */
+  limits.max_queues = 1;
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q->tenant, NULL, NULL, 1, 1, &limits, &plan);
+  ASSERT_EQ(plan.refusals,
+            EPHD_REFUSE_TENANT_QUEUES | EPHD_REFUSE_TENANT_BYTES);
+  limits.max_bytes = 0;
+  ephd_engine_plan_push(&e, q->tenant, NULL, NULL, 1, 1, &limits, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
+  ASSERT_EQ(q->tenant->pushed, 3);
+  return stop();
+}
+
+TEST_IMPL(engine_tenant_counts_deliveries) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 2, 0);
+  pop(q, "a", 10, 0, &out);
+  pop(q, "b", 10, 0, &out);
+  ASSERT_EQ(q->tenant->delivered, 4); /* a pop meters as deliveries */
   ephd_buf_free(&out);
   return stop();
 }

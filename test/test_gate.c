@@ -24,7 +24,8 @@ TEST_IMPL(gate_wakes_in_order) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   ephd_gate_t g;
-  ephd_gate_init(&g);
+  uint64_t parked = 0;
+  ephd_gate_init(&g, &parked);
   ephd_waiter_t w[3];
   norder = 0;
   for (int i = 0; i < 3; i++) {
@@ -38,6 +39,7 @@ TEST_IMPL(gate_wakes_in_order) {
   ASSERT_EQ(order[0], 0);
   ASSERT_EQ(order[1], 1);
   ASSERT_EQ(g.count, 1);
+  ASSERT_EQ(parked, 1);
   ephd_gate_wake(&g, NULL); /* nothing available: the waiter stays */
   ASSERT_EQ(g.count, 1);
   for (int i = 0; i < 3; i++) ephd_waiter_close(&w[i], NULL);
@@ -51,7 +53,7 @@ TEST_IMPL(gate_timeout) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   ephd_gate_t g;
-  ephd_gate_init(&g);
+  ephd_gate_init(&g, NULL);
   ephd_waiter_t w;
   ephd_waiter_init(&loop, &w, wake, timeout);
   timeouts = 0;

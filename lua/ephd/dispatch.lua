@@ -1,18 +1,28 @@
--- The one entry point C calls per request: route, identify the tenant, run
--- the policy's authenticate hook, then hand over to the route's handler.
+-- The broker's entry points from C: dispatch (one call per request) and
+-- the control-plane calls (policy init, reload and check; declarations and
+-- grants loaded; the metering tick).
 local ffi = require("ffi")
 local core = require("ephd.core")
 local declarations = require("ephd.declarations")
-local errors = require("ephd.errors")
+local grants = require("ephd.grants")
+local hooks = require("ephd.hooks")
+local ladder = require("ephd.ladder")
+local limits = require("ephd.limits")
 local policy = require("ephd.policy")
 local reply = require("ephd.reply")
 local router = require("ephd.router")
-local tenancy = require("ephd.tenancy")
 
+local C = core.C
 local cast, ffi_string = ffi.cast, ffi.string
 local request_t = core.request_t
 
-local HANDLERS = {}
+local system = require("ephd.handlers.system")
+local HANDLERS = {
+    system_status = system.status,
+    system_switch = system.switch,
+    policy_reload = system.reload,
+    metering = system.metering,
+}
 for _, name in ipairs({ "push", "pop", "ack", "configure", "reset", "delete",
                         "queues", "depth" }) do
     HANDLERS[name] = require("ephd.handlers." .. name)
@@ -20,39 +30,116 @@ end
 
 local _M = {}
 
-local active
--- Counted, not logged per request: a broken hook must not flood the log.
-_M.hook_failures = 0
+-- What policy code may read: clocks and a tenant's counters.
+local stats = ffi.new("ephd_tenant_stats_t")
+local API = {
+    now = function() return C.ephd_wall_time() end,
+    counters = function(tenant)
+        if type(tenant) ~= "string"
+                or C.ephd_tenant_stats(tenant, #tenant, stats) ~= 0 then
+            return nil
+        end
+        return { bytes = tonumber(stats.bytes),
+                 queues = tonumber(stats.queues),
+                 parked = tonumber(stats.parked),
+                 pushed = tonumber(stats.pushed),
+                 delivered = tonumber(stats.delivered) }
+    end,
+}
 
--- C's second entry point: a load of declarations to apply (boot, refresh).
-_M.apply_declarations = declarations.apply
-
-function _M.init(policy_dir)
-    local p, err = policy.load(policy_dir)
+local function load(dir, files, default_dir, default_files)
+    local p, err = policy.load(dir, files, default_dir, default_files, API)
     if not p then return nil, err end
-    active = p
-    return true
+    return p
 end
 
-local function hook_refused(req, route, tenant)
-    local authenticate = active.hooks.authenticate
-    if not authenticate then return false end
-    local ok, code, reason = pcall(authenticate, {
-        route = route,
-        tenant = tenant,
-        authorization = ffi_string(req.authorization.ptr,
-                                   req.authorization.len),
-    })
-    if ok and code == nil then return false end
-    if not ok or not errors.is_code(code) then
-        _M.hook_failures = _M.hook_failures + 1
-        reply.refuse(req, "ephemeral_unavailable",
-                     "the policy could not decide this request")
-        return true
+-- Returns true, name, version or nil, why.
+function _M.init(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then return nil, err end
+    hooks.active = p
+    return true, p.name, p.version
+end
+
+-- A new policy replaces the old only if it loads; limits the old one
+-- decided are forgotten, rate buckets and counters are kept.
+function _M.reload(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then
+        hooks.reloads.refused = hooks.reloads.refused + 1
+        return nil, err
     end
-    reply.refuse(req, code, type(reason) == "string" and reason
-                             or "refused by policy")
-    return true
+    hooks.active = p
+    hooks.reloads.ok = hooks.reloads.ok + 1
+    limits.forget()
+    return true, p.name, p.version
+end
+
+function _M.check(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then return nil, err end
+    return true, p.name, p.version
+end
+
+_M.apply_declarations = declarations.apply
+
+local grant_row = ffi.new("ephd_grant_row_t")
+
+local function column(v)
+    v = tonumber(v)
+    return v >= 0 and v or nil
+end
+
+function _M.apply_grants()
+    local rows = {}
+    for i = 0, C.ephd_store_rows() - 1 do
+        C.ephd_store_grant(i, grant_row)
+        rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] = {
+            enabled = grant_row.enabled ~= 0,
+            max_bytes = column(grant_row.max_bytes),
+            max_queues = column(grant_row.max_queues),
+            max_msgs_per_sec = column(grant_row.max_msgs_per_sec),
+        }
+    end
+    grants.replace(rows)
+    limits.forget()
+end
+
+-- The metering tick: each tenant's counts since the last tick go to the
+-- policy's meter hook, and every record it returns is logged as one
+-- logfmt line, for a billing pipeline that reads the log.
+local last = {}
+
+local function logfmt(record)
+    local parts = { "ephd: meter" }
+    for k, v in pairs(record) do
+        if type(k) == "string" and (type(v) == "number"
+                                    or type(v) == "string"
+                                    or type(v) == "boolean") then
+            parts[#parts + 1] = k .. "=" .. tostring(v):gsub("[%s\"]", "_")
+        end
+    end
+    return table.concat(parts, " ")
+end
+
+function _M.meter()
+    if not hooks.active.hooks.meter then return end
+    local deltas = {}
+    for _, t in ipairs(system.counters()) do
+        local before = last[t.tenant] or { pushed = 0, delivered = 0 }
+        deltas[#deltas + 1] = {
+            tenant = t.tenant,
+            pushed = t.pushed - before.pushed,
+            delivered = t.delivered - before.delivered,
+            parked = t.parked, bytes = t.bytes, queues = t.queues,
+        }
+        last[t.tenant] = t
+    end
+    local ok, records = hooks.call("meter", deltas)
+    if not ok or type(records) ~= "table" then return end
+    for _, r in ipairs(records) do
+        if type(r) == "table" then io.stderr:write(logfmt(r), "\n") end
+    end
 end
 
 function _M.dispatch(ud)
@@ -61,14 +148,23 @@ function _M.dispatch(ud)
     local method = ffi_string(req.method.ptr, req.method.len)
     local route, param, message, allow = router.route(method, path)
     if not route then
-        local status = param
-        return reply.refuse(req, "ephemeral_bad_request", message, status,
+        return reply.refuse(req, "ephemeral_bad_request", message, param,
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
-    local tenant, err = tenancy.tenant(req)
-    if not tenant then return reply.bad_request(req, err) end
-    if hook_refused(req, route, tenant) then return end
-    return HANDLERS[route](req, tenant, param)
+    local authorization = req.authorization
+    return ladder.run({
+        req = req,
+        route = route,
+        param = param,
+        handler = HANDLERS[route],
+        family = not router.SYSTEM[route],
+        request = {
+            route = route,
+            method = method,
+            path = path,
+            authorization = ffi_string(authorization.ptr, authorization.len),
+        },
+    })
 end
 
 return _M

@@ -22,12 +22,24 @@ _M.STATUS = {
     ephemeral_disabled = 503,
 }
 
+-- Identity refusals come from the API's access layer in front of the
+-- family (as a gateway's do), so they carry the API's codes rather than
+-- the family's: a missing or unknown credential, a level too weak.
+_M.ACCESS = {
+    unauthorized = 401,
+    forbidden = 403,
+}
+
 function _M.is_code(code)
     return _M.STATUS[code] ~= nil
 end
 
+function _M.status(code)
+    return _M.STATUS[code] or _M.ACCESS[code]
+end
+
 function _M.body(code, message)
-    if not _M.STATUS[code] then
+    if not _M.status(code) then
         error("not a code of the taxonomy: " .. tostring(code), 2)
     end
     return '{"error":' .. encode(message) .. ',"code":"' .. code .. '"}'
@@ -37,7 +49,7 @@ end
 -- family (404 outside it, 405 wrong method), which still carry a code.
 function _M.answer(respond, req, code, message, status, headers)
     local body = _M.body(code, message)
-    respond(req, status or _M.STATUS[code], headers, body, #body)
+    respond(req, status or _M.status(code), headers, body, #body)
 end
 
 return _M

@@ -1,34 +1,171 @@
--- The refusal ladder: when several refusals apply, the outermost one is the
--- answer, so it names the reason an operator would act on. The order is this
--- one list, pinned by spec/ephd/ladder_spec.lua.
+-- The refusal ladder: when several refusals apply, the outermost is the
+-- answer, so it names the reason an operator would act on and a paused
+-- surface leaks nothing about a tenant. ORDER is the whole order, pinned
+-- by spec/ephd/ladder_spec.lua: rungs with a check run in turn before
+-- anything changes; budgets are checked by C in one pass at commit and
+-- reported as bits, and the first rung here holding one of them answers.
 local core = require("ephd.core")
+local access = require("ephd.access")
+local errors = require("ephd.errors")
+local grants = require("ephd.grants")
+local hooks = require("ephd.hooks")
+local killswitch = require("ephd.killswitch")
+local limits = require("ephd.limits")
+local rate = require("ephd.rate")
+local reply = require("ephd.reply")
+local tenancy = require("ephd.tenancy")
 
 local C = core.C
-local band = require("bit").band
+local config = core.config
+local band, bor = require("bit").band, require("bit").bor
 
 local _M = {}
 
--- Outermost first. Shape refusals are decided before any budget is looked
--- at; the budgets below are checked by C in one pass at commit and reported
--- together as bits, so the choice between them is made here.
+local function retry_after(seconds)
+    return "Retry-After: " .. seconds .. "\r\n"
+end
+
+local HOOK_FAILED = "the policy could not decide this request"
+
+-- Each check returns nothing to pass, or message, headers, code to refuse
+-- (code defaults to the rung's).
+
+local function paused(ctx)
+    if not ctx.family then return end
+    local s = killswitch.state()
+    if s.paused then
+        return s.reason or "the ephemeral surface is paused",
+               retry_after(s.retry_after or tonumber(config.retry_after_s))
+    end
+    local ok, after, reason = hooks.call("paused", ctx.request)
+    if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+    if after == nil then return end
+    if type(after) ~= "number" or after < 1 then
+        hooks.reject("paused", "paused must return seconds >= 1 or nothing")
+        return HOOK_FAILED, nil, "ephemeral_unavailable"
+    end
+    return type(reason) == "string" and reason or "paused by policy",
+           retry_after(math.ceil(after))
+end
+
+local function authenticated(ctx)
+    local request = ctx.request
+    local tenant, why = tenancy.tenant(ctx.req)
+    if not tenant then return why, nil, "unauthorized" end
+    request.tenant = tenant
+    local ok, who, reason = hooks.call("authenticate", request)
+    if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+    local level = "admin"
+    if type(who) == "string" then
+        if errors.status(who) then
+            return type(reason) == "string" and reason or "refused by policy",
+                   nil, who
+        end
+        hooks.reject("authenticate", "not a code: " .. who)
+        return HOOK_FAILED, nil, "ephemeral_unavailable"
+    elseif type(who) == "table" then
+        if not tenancy.valid(who.tenant) or not access.is_level(who.level) then
+            hooks.reject("authenticate",
+                         "an identity is {tenant = uuid, level = level}")
+            return HOOK_FAILED, nil, "ephemeral_unavailable"
+        end
+        tenant, level = who.tenant:lower(), who.level
+    elseif who ~= nil then
+        hooks.reject("authenticate", "returned a " .. type(who))
+        return HOOK_FAILED, nil, "ephemeral_unavailable"
+    end
+    if not access.allows(level, ctx.route) then
+        return ctx.route .. " needs " .. access.ROUTES[ctx.route]
+               .. " access, this credential has " .. level, nil, "forbidden"
+    end
+    ctx.tenant = tenant
+    ctx.level = level
+    if ctx.family then
+        ctx.limits = limits.get(tenant)
+        if not ctx.limits then
+            return HOOK_FAILED, nil, "ephemeral_unavailable"
+        end
+    end
+end
+
+local function granted(ctx)
+    if ctx.family and grants.gated(ctx.tenant, config.require_grant ~= 0) then
+        return "the tenant is not granted ephemeral queues"
+    end
+end
+
+local function shaped(ctx)
+    return ctx.handler.parse(ctx)
+end
+
+local function within_rate(ctx)
+    local push = ctx.push
+    if not push then return end
+    local l = ctx.limits
+    push.tenant = ctx.tenant
+    local ok, cost = hooks.call("cost", push)
+    if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+    if type(cost) ~= "number" or cost < 0 then
+        hooks.reject("cost", "cost must return a non-negative number")
+        return HOOK_FAILED, nil, "ephemeral_unavailable"
+    end
+    local taken, wait = rate.take(ctx.tenant, cost, l.rate, l.burst,
+                                  tonumber(C.ephd_now_ms()))
+    if not taken then
+        return "the tenant is over its rate of " .. l.rate
+               .. " messages per second", retry_after(wait)
+    end
+    ctx.taken = cost
+end
+
 _M.ORDER = {
-    { code = "ephemeral_bad_request" },
+    { code = "ephemeral_disabled", check = paused },
+    { code = "unauthorized", check = authenticated },
+    { code = "feature_gated", check = granted },
+    { code = "ephemeral_bad_request", check = shaped },
+    { code = "rate_limited", check = within_rate,
+      bit = C.EPHD_REFUSE_PARKED, headers = retry_after(1),
+      message = "the tenant has every parked-pop slot in use" },
     { code = "queue_full", bit = C.EPHD_REFUSE_QUEUE_FULL,
       message = "the queue is at maxBytes or maxLength and its policy "
                 .. "is reject" },
+    { code = "ephemeral_quota_exceeded",
+      bit = bor(C.EPHD_REFUSE_TENANT_BYTES, C.EPHD_REFUSE_TENANT_QUEUES),
+      message = "the tenant is at its ephemeral byte or queue allowance" },
     { code = "ephemeral_unavailable", bit = C.EPHD_REFUSE_CELL_BYTES,
       message = "the broker is at QUEEN_EPHEMERAL_MAX_BYTES" },
 }
 
--- The outermost rung among the budget bits C reported.
+-- The outermost rung holding one of the bits C reported.
 function _M.budget(refusals)
     for i = 1, #_M.ORDER do
         local rung = _M.ORDER[i]
-        if rung.bit and band(refusals, rung.bit) ~= 0 then
-            return rung.code, rung.message
-        end
+        if rung.bit and band(refusals, rung.bit) ~= 0 then return rung end
     end
     error("no rung for refusal bits " .. tostring(refusals))
 end
+
+-- Runs a request through every rung, then its handler's commit.
+function _M.run(ctx)
+    for i = 1, #_M.ORDER do
+        local rung = _M.ORDER[i]
+        if rung.check then
+            local message, headers, code = rung.check(ctx)
+            if message then
+                if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
+                return reply.refuse(ctx.req, code or rung.code, message, nil,
+                                    headers)
+            end
+        end
+    end
+    local refusals = ctx.handler.commit(ctx)
+    if refusals and refusals ~= 0 then
+        if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
+        local rung = _M.budget(refusals)
+        return reply.refuse(ctx.req, rung.code, rung.message, nil,
+                            rung.headers)
+    end
+end
+
 
 return _M

@@ -1,36 +1,48 @@
--- The operator's policy directory: <dir>/init.lua returns a table
--- {name, version, hooks = {...}}. It runs in a sandbox without io, os, ffi
--- or debug, and may require its own files from the same directory.
+-- Policy directories: <dir>/init.lua returns {name, version, hooks,
+-- settings?, schema?}. Files arrive in memory (C reads them off the loop),
+-- compile in a sandbox without io, os, ffi or debug, and may require each
+-- other by name. A hook the operator's policy does not define is taken from
+-- policies/default. Loading is all or nothing: the caller swaps the result
+-- in only if this returns one.
 local _M = {}
+
+-- The hook API, versioned for policy authors (docs/policy.md).
+_M.API_VERSION = 1
+
+_M.HOOKS = { "paused", "authenticate", "limits", "cost", "meter" }
+local KNOWN = {}
+for _, h in ipairs(_M.HOOKS) do KNOWN[h] = true end
 
 local SAFE = {
     "assert", "error", "ipairs", "next", "pairs", "pcall", "select",
     "tonumber", "tostring", "type", "unpack", "xpcall",
 }
 local SAFE_LIBS = { "string", "table", "math", "bit" }
+local SCHEMA_TYPES = { number = true, string = true, boolean = true,
+                       table = true }
 
-local HOOKS = { authenticate = true }
-
-local function readonly_copy(t)
-    local copy = {}
-    for k, v in pairs(t) do copy[k] = v end
-    return copy
+local function copy(t)
+    local c = {}
+    for k, v in pairs(t) do c[k] = v end
+    return c
 end
 
-local function sandbox(dir)
+local function sandbox(dir, files, api)
     local env = {}
     for _, name in ipairs(SAFE) do env[name] = _G[name] end
-    for _, name in ipairs(SAFE_LIBS) do
-        env[name] = readonly_copy(require(name))
-    end
+    for _, name in ipairs(SAFE_LIBS) do env[name] = copy(require(name)) end
+    env.ephd = copy(api or {})
+    env.ephd.api_version = _M.API_VERSION
     local loaded = {}
     env.require = function(mod)
         if loaded[mod] ~= nil then return loaded[mod] end
-        if not mod:find("^[%w_]+$") then
-            error("policy require: " .. mod .. " is not a file of "
-                  .. "the policy directory", 2)
+        if type(mod) ~= "string" or not mod:find("^[%w_]+$")
+                or not files[mod] then
+            error("policy require: " .. tostring(mod) .. " is not a file of "
+                  .. dir, 2)
         end
-        local chunk, err = loadfile(dir .. "/" .. mod .. ".lua")
+        local chunk, err = loadstring(files[mod], "@" .. dir .. "/" .. mod
+                                                  .. ".lua")
         if not chunk then error(err, 2) end
         setfenv(chunk, env)
         local value = chunk()
@@ -40,27 +52,69 @@ local function sandbox(dir)
     return env
 end
 
--- Loads and checks a directory; returns the policy or nil and why.
-function _M.load(dir)
-    local chunk, err = loadfile(dir .. "/init.lua")
-    if not chunk then return nil, err end
-    setfenv(chunk, sandbox(dir))
-    local ok, policy = pcall(chunk)
-    if not ok then return nil, policy end
-    if type(policy) ~= "table" or type(policy.name) ~= "string"
-            or type(policy.version) ~= "number"
-            or type(policy.hooks) ~= "table" then
+local function check_settings(p)
+    if p.settings == nil and p.schema == nil then return true end
+    if type(p.schema) ~= "table" or type(p.settings) ~= "table" then
+        return nil, "settings and schema go together, both tables"
+    end
+    for k, t in pairs(p.schema) do
+        if not SCHEMA_TYPES[t] then
+            return nil, "schema." .. tostring(k) .. " is not a type name"
+        end
+        if p.settings[k] ~= nil and type(p.settings[k]) ~= t then
+            return nil, "settings." .. tostring(k) .. " must be a " .. t
+        end
+    end
+    for k in pairs(p.settings) do
+        if not p.schema[k] then
+            return nil, "settings." .. tostring(k) .. " is not in the schema"
+        end
+    end
+    return true
+end
+
+-- Compiles one directory; returns its policy table or nil and why.
+function _M.compile(dir, files, api)
+    if type(files) ~= "table" or not files.init then
+        return nil, dir .. "/init.lua is missing"
+    end
+    local env = sandbox(dir, files, api)
+    local ok, p = pcall(env.require, "init")
+    if not ok then return nil, tostring(p) end
+    if type(p) ~= "table" or type(p.name) ~= "string"
+            or type(p.version) ~= "number" or type(p.hooks) ~= "table" then
         return nil, dir .. "/init.lua must return {name, version, hooks}"
     end
-    for name, hook in pairs(policy.hooks) do
-        if not HOOKS[name] then
-            return nil, "unknown hook " .. tostring(name)
+    for name, hook in pairs(p.hooks) do
+        if not KNOWN[name] then
+            return nil, "unknown hook " .. tostring(name) .. " (hooks: "
+                        .. table.concat(_M.HOOKS, ", ") .. ")"
         end
         if type(hook) ~= "function" then
             return nil, "hook " .. name .. " is not a function"
         end
     end
-    return policy
+    local sok, serr = check_settings(p)
+    if not sok then return nil, serr end
+    return p
+end
+
+-- The operator's policy over the default one. Returns {name, version,
+-- hooks, settings} or nil and why.
+function _M.load(dir, files, default_dir, default_files, api)
+    local fallback, err = _M.compile(default_dir, default_files, api)
+    if not fallback then return nil, "the default policy: " .. err end
+    local p = fallback
+    if dir ~= default_dir then
+        p, err = _M.compile(dir, files, api)
+        if not p then return nil, err end
+    end
+    local hooks = {}
+    for _, name in ipairs(_M.HOOKS) do
+        hooks[name] = p.hooks[name] or fallback.hooks[name]
+    end
+    return { name = p.name, version = p.version, hooks = hooks,
+             settings = p.settings, dir = dir }
 end
 
 return _M

@@ -11,6 +11,17 @@ local EXACT = {
     ["/api/v1/ephemeral/configure"] = { POST = "configure" },
     ["/api/v1/ephemeral/reset"] = { POST = "reset" },
     ["/api/v1/ephemeral/queues"] = { GET = "queues" },
+    ["/api/v1/system/ephemeral"] = { GET = "system_status",
+                                     POST = "system_switch" },
+    ["/api/v1/system/policy/reload"] = { POST = "policy_reload" },
+    ["/api/v1/system/metering"] = { GET = "metering" },
+}
+
+-- Routes outside the family: the kill switch does not pause them and no
+-- grant gates them.
+_M.SYSTEM = {
+    system_status = true, system_switch = true, policy_reload = true,
+    metering = true,
 }
 
 local DELETE_PREFIX = "/api/v1/ephemeral/queue/"

@@ -1,6 +1,7 @@
--- Who the request is for. The tenant comes from the request's identity and
--- never from a body: the x-queen-tenant header when QUEEN_TENANCY_HEADER is
--- on, the default tenant otherwise.
+-- Who the request is for, before the policy's authenticate hook has its
+-- say. The tenant comes from the request's identity and never from a body:
+-- the x-queen-tenant header when QUEEN_TENANCY_HEADER is on, the default
+-- tenant otherwise.
 local ffi = require("ffi")
 local core = require("ephd.core")
 
@@ -13,13 +14,18 @@ _M.DEFAULT = "00000000-0000-0000-0000-000000000001"
 local UUID = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-"
              .. "%x%x%x%x%x%x%x%x%x%x%x%x$"
 
+-- Tenants are UUIDs, as in queen's tables.
+function _M.valid(t)
+    return type(t) == "string" and find(t, UUID) ~= nil
+end
+
 -- Returns the tenant id, or nil and why the header is unusable.
 function _M.tenant(req)
     if core.config.tenancy_header == 0 or req.tenant.len == 0 then
         return _M.DEFAULT
     end
     local t = ffi.string(req.tenant.ptr, req.tenant.len)
-    if not find(t, UUID) then
+    if not _M.valid(t) then
         return nil, "x-queen-tenant must be a UUID"
     end
     return t:lower()

@@ -1,14 +1,41 @@
--- The default policy: a self-hosted broker that lets every request through.
--- Copy this directory and point --policy-dir at the copy to change it.
+-- The default policy: a self-hosted broker with neither gate closed. Every
+-- hook here is also the fallback for a policy directory that does not
+-- define it. Copy this directory and point --policy-dir at the copy.
 return {
     name = "default",
     version = 1,
     hooks = {
-        -- authenticate(request) -> nothing to let it through, or a code of
-        -- the refusal taxonomy and a reason to refuse it.
-        -- request: { route, tenant, authorization }.
+        -- paused(request) -> nothing, or retry_after_seconds, reason to
+        -- answer 503 ephemeral_disabled. Runs first, for family routes.
+        paused = function(request)
+            return nil
+        end,
+
+        -- authenticate(request) -> nothing to accept with request.tenant at
+        -- level "admin"; {tenant = uuid, level = level} to accept as that
+        -- identity; or code, reason to refuse (unauthorized, forbidden or a
+        -- code of the taxonomy).
         authenticate = function(request)
             return nil
+        end,
+
+        -- limits(tenant, grant, defaults) -> {rate, burst, max_bytes,
+        -- max_queues, max_parked}; nil fields are no limit (rate: none).
+        -- Asked once per tenant, again after a reload or a grants refresh.
+        limits = function(tenant, grant, defaults)
+            return {
+                rate = grant and grant.max_msgs_per_sec or defaults.rate,
+                burst = defaults.burst,
+                max_bytes = grant and grant.max_bytes,
+                max_queues = grant and grant.max_queues,
+                max_parked = defaults.max_parked,
+            }
+        end,
+
+        -- cost(push) -> tokens this push takes from the tenant's bucket.
+        -- push: {tenant, queue, partition, messages, bytes}.
+        cost = function(push)
+            return push.messages
         end,
     },
 }

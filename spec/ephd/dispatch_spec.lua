@@ -1,33 +1,28 @@
 local cjson = require("cjson")
 local ffi = require("ffi")
 local helper = require("helper")
+local testing = require("ephd.testing")
 
-local function policy_dir(init)
-    local d = os.tmpname()
-    os.remove(d)
-    os.execute("mkdir -p " .. d)
-    local f = io.open(d .. "/init.lua", "w")
-    f:write(init)
-    f:close()
-    return d
-end
+local DEFAULT = helper.root .. "/policies/default"
 
 describe("ephd.dispatch", function()
     local answers, queues_calls, dispatch
 
-    local function setup(init)
+    local function setup(init, config)
         local respond
         respond, answers = helper.responder()
         queues_calls = {}
         helper.core_double({
             ephd_respond = respond,
+            ephd_now_ms = function() return 0ULL end,
             ephd_queues = function(_, t, tl)
                 queues_calls[#queues_calls + 1] = ffi.string(t, tl)
             end,
-        })
+        }, config)
         dispatch = require("ephd.dispatch")
-        assert(dispatch.init(init and policy_dir(init)
-                             or helper.root .. "/policies/default"))
+        local files = init and { init = init } or testing.read(DEFAULT)
+        assert(dispatch.init(init and "/p" or DEFAULT, files, DEFAULT,
+                             testing.read(DEFAULT)))
     end
 
     local function call(method, path, extra)
@@ -55,14 +50,27 @@ describe("ephd.dispatch", function()
                       cjson.decode(answers[2].body).code)
     end)
 
-    it("lets authenticate refuse with a code of the taxonomy", function()
+    it("takes the identity the authenticate hook returns", function()
+        setup('return { name = "id", version = 1, hooks = { authenticate = '
+              .. 'function(r) return { tenant = '
+              .. '"2B1F0C7E-5F0A-4C9E-9A43-1D2E3F4A5B6C", level = '
+              .. '"read-only" } end } }')
+        call("GET", "/api/v1/ephemeral/queues")
+        assert.same({ "2b1f0c7e-5f0a-4c9e-9a43-1d2e3f4a5b6c" }, queues_calls)
+        -- read-only may not push: 403 forbidden, before any shape check.
+        call("POST", "/api/v1/ephemeral/push", { body = "not json" })
+        assert.equals(403, answers[1].status)
+        assert.equals("forbidden", cjson.decode(answers[1].body).code)
+    end)
+
+    it("lets authenticate refuse with 401", function()
         setup('return { name = "deny", version = 1, hooks = { authenticate = '
               .. 'function(r) if r.authorization ~= "Bearer ok" then return '
-              .. '"feature_gated", "no grant for " .. r.route end end } }')
+              .. '"unauthorized", "no token for " .. r.route end end } }')
         call("GET", "/api/v1/ephemeral/queues")
         call("GET", "/api/v1/ephemeral/queues", { authorization = "Bearer ok" })
-        assert.equals(403, answers[1].status)
-        assert.same({ error = "no grant for queues", code = "feature_gated" },
+        assert.equals(401, answers[1].status)
+        assert.same({ error = "no token for queues", code = "unauthorized" },
                     cjson.decode(answers[1].body))
         assert.equals(1, #queues_calls)
     end)
@@ -78,25 +86,35 @@ describe("ephd.dispatch", function()
         assert.equals(503, answers[2].status)
         assert.equals("ephemeral_unavailable",
                       cjson.decode(answers[2].body).code)
-        assert.equals(2, dispatch.hook_failures)
+        assert.equals(2, require("ephd.hooks").failures.authenticate)
         assert.equals(0, #queues_calls)
     end)
 
-    it("refuses a malformed tenant header when tenancy is on", function()
-        local respond
-        respond, answers = helper.responder()
-        helper.core_double({ ephd_respond = respond }, { tenancy_header = 1 })
-        dispatch = require("ephd.dispatch")
-        assert(dispatch.init(helper.root .. "/policies/default"))
+    it("refuses a malformed tenant header as unauthorized", function()
+        setup(nil, { tenancy_header = 1 })
         call("GET", "/api/v1/ephemeral/queues", { tenant = "x" })
-        assert.equals(400, answers[1].status)
+        assert.equals(401, answers[1].status)
     end)
 
-    it("reports a policy directory that does not load", function()
-        helper.core_double({})
-        dispatch = require("ephd.dispatch")
-        local ok, err = dispatch.init("/nonexistent")
+    it("gates tenants without a grant when grants are required", function()
+        setup(nil, { require_grant = 1 })
+        call("GET", "/api/v1/ephemeral/queues")
+        assert.equals(403, answers[1].status)
+        assert.equals("feature_gated", cjson.decode(answers[1].body).code)
+        -- The system routes are not gated.
+        call("GET", "/api/v1/system/ephemeral")
+        assert.equals(200, answers[2].status)
+    end)
+
+    it("keeps the old policy when a reload does not load", function()
+        setup()
+        local ok, err = dispatch.reload("/p", { init = "error('typo')" },
+                                        DEFAULT, testing.read(DEFAULT))
         assert.is_nil(ok)
-        assert.is_string(err)
+        assert.truthy(err:find("typo", 1, true))
+        assert.equals("default", require("ephd.hooks").active.name)
+        assert.is_true((dispatch.reload("/p", { init = 'return { name = "n", '
+            .. 'version = 2, hooks = {} }' }, DEFAULT, testing.read(DEFAULT))))
+        assert.equals("n", require("ephd.hooks").active.name)
     end)
 end)

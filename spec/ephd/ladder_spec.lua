@@ -1,24 +1,134 @@
+-- The refusal order, literally, and for each adjacent pair of rungs a case
+-- where both apply: the outer one must answer.
+local bit = require("bit")
+local cjson = require("cjson")
 local helper = require("helper")
+local testing = require("ephd.testing")
+
+local DEFAULT = helper.root .. "/policies/default"
+
+-- A policy that refuses identities whose credential is "bad".
+local POLICY = 'return { name = "t", version = 1, hooks = { '
+    .. 'authenticate = function(r) if r.authorization == "bad" then '
+    .. 'return "unauthorized", "bad credential" end end } }'
 
 describe("ephd.ladder", function()
-    local ladder, C
+    local ladder, C, answers, grants, killswitch, rate
+
     before_each(function()
-        C = helper.core_double({})
+        local respond
+        respond, answers = helper.responder()
+        C = helper.core_double({
+            ephd_respond = respond,
+            ephd_now_ms = function() return 1000ULL end,
+        }, { rate = 10, burst = 10 })
+        local policy = require("ephd.policy")
+        require("ephd.hooks").active = assert(policy.load("/t",
+            { init = POLICY }, DEFAULT, testing.read(DEFAULT), {}))
         ladder = require("ephd.ladder")
+        grants = require("ephd.grants")
+        killswitch = require("ephd.killswitch")
+        rate = require("ephd.rate")
     end)
 
     it("states the refusal order, outermost first", function()
         local codes = {}
         for i, rung in ipairs(ladder.ORDER) do codes[i] = rung.code end
-        assert.same({ "ephemeral_bad_request", "queue_full",
-                      "ephemeral_unavailable" }, codes)
+        assert.same({
+            "ephemeral_disabled",       -- the kill switch
+            "unauthorized",             -- identity and access level
+            "feature_gated",            -- the grant
+            "ephemeral_bad_request",    -- shape
+            "rate_limited",             -- the tenant's message rate
+            "queue_full",               -- the queue's own bounds
+            "ephemeral_quota_exceeded", -- the tenant's bytes and queues
+            "ephemeral_unavailable",    -- the cell's bytes
+        }, codes)
     end)
 
-    it("picks the outer refusal when both budgets refuse", function()
-        local both = bit.bor(C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_CELL_BYTES)
-        assert.equals("queue_full", (ladder.budget(both)))
+    -- Runs one push-like request whose handler refuses as told.
+    local function run(t)
+        local req, anchor = helper.request({
+            authorization = t.authorization or "" })
+        local committed = false
+        ladder.run({
+            req = req, anchor = anchor, route = "push", family = true,
+            request = { route = "push", authorization = t.authorization or "" },
+            handler = {
+                parse = function(ctx)
+                    ctx.push = { messages = t.messages or 1, bytes = 1 }
+                    return t.shape
+                end,
+                commit = function()
+                    committed = true
+                    return t.bits or 0
+                end,
+            },
+        })
+        local a = answers[#answers]
+        return a and cjson.decode(a.body).code, a, committed
+    end
+
+    local T = "00000000-0000-0000-0000-000000000001"
+    local function drain() assert.is_true(rate.take(T, 10, 10, 10, 1000)) end
+
+    it("lets a request through every rung to its commit", function()
+        local code, _, committed = run({})
+        assert.is_nil(code)
+        assert.is_true(committed)
+    end)
+
+    it("kill switch before identity", function()
+        killswitch.set(true, 9, "maintenance", 0)
+        local code, a = run({ authorization = "bad" })
+        assert.equals("ephemeral_disabled", code)
+        assert.equals("Retry-After: 9\r\n", a.headers)
+        killswitch.set(false)
+    end)
+
+    it("identity before the grant", function()
+        grants.replace({ [T] = { enabled = false } })
+        assert.equals("unauthorized", (run({ authorization = "bad" })))
+        grants.replace({})
+    end)
+
+    it("the grant before shape", function()
+        grants.replace({ [T] = { enabled = false } })
+        assert.equals("feature_gated", (run({ shape = "no queue" })))
+        grants.replace({})
+    end)
+
+    it("shape before the rate", function()
+        drain()
+        assert.equals("ephemeral_bad_request", (run({ shape = "no queue" })))
+        rate.reset()
+    end)
+
+    it("the rate before the queue's bounds", function()
+        drain()
+        local code, a, committed = run({ bits = C.EPHD_REFUSE_QUEUE_FULL })
+        assert.equals("rate_limited", code)
+        assert.equals("Retry-After: 1\r\n", a.headers)
+        assert.is_false(committed)
+        rate.reset()
+    end)
+
+    it("the queue's bounds before the tenant's allowance", function()
+        assert.equals("queue_full", (run({ bits = bit.bor(
+            C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_TENANT_BYTES) })))
+    end)
+
+    it("the tenant's allowance before the cell", function()
+        assert.equals("ephemeral_quota_exceeded", (run({ bits = bit.bor(
+            C.EPHD_REFUSE_TENANT_QUEUES, C.EPHD_REFUSE_CELL_BYTES) })))
         assert.equals("ephemeral_unavailable",
-                      (ladder.budget(C.EPHD_REFUSE_CELL_BYTES)))
+                      (run({ bits = C.EPHD_REFUSE_CELL_BYTES })))
+    end)
+
+    it("gives back the tokens of a push a later rung refused", function()
+        run({ messages = 10, bits = C.EPHD_REFUSE_QUEUE_FULL })
+        assert.is_true(rate.take(T, 10, 10, 10, 1000))
+        rate.reset()
     end)
 
     it("treats bits it has no rung for as a programming error", function()

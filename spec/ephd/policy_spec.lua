@@ -1,59 +1,88 @@
 local helper = require("helper")
 local policy = require("ephd.policy")
+local testing = require("ephd.testing")
 
-local function dir(files)
-    local d = os.tmpname()
-    os.remove(d)
-    assert(os.execute("mkdir -p " .. d) == 0)
-    for name, text in pairs(files) do
-        local f = assert(io.open(d .. "/" .. name, "w"))
-        f:write(text)
-        f:close()
-    end
-    return d
+local DEFAULT = helper.root .. "/policies/default"
+
+local function load(files)
+    return policy.load("/p", files, DEFAULT, testing.read(DEFAULT), {})
 end
 
 describe("ephd.policy", function()
-    it("loads the default policy", function()
-        local p = assert(policy.load(helper.root .. "/policies/default"))
+    it("loads the default policy with every hook but meter", function()
+        local p = assert(load(testing.read(DEFAULT)))
         assert.equals("default", p.name)
-        assert.is_function(p.hooks.authenticate)
+        for _, h in ipairs({ "paused", "authenticate", "limits", "cost" }) do
+            assert.is_function(p.hooks[h], h)
+        end
+        assert.is_nil(p.hooks.meter)
+    end)
+
+    it("takes hooks a policy lacks from the default", function()
+        local p = assert(load({ init = 'return { name = "x", version = 2, '
+            .. 'hooks = { cost = function(p) return 2 * p.messages end } }' }))
+        assert.equals("x", p.name)
+        assert.equals(6, p.hooks.cost({ messages = 3 }))
+        assert.is_nil(p.hooks.authenticate({}))
     end)
 
     it("lets a policy require its own files", function()
-        local p = assert(policy.load(dir({
-            ["init.lua"] = 'local t = require("tokens") return { name = "x", '
-                           .. 'version = 1, hooks = { authenticate = function() '
-                           .. 'return t.code end } }',
-            ["tokens.lua"] = 'return { code = "feature_gated" }',
-        })))
+        local p = assert(load({
+            init = 'local t = require("tokens") return { name = "x", '
+                   .. 'version = 1, hooks = { authenticate = function() '
+                   .. 'return t.code end } }',
+            tokens = 'return { code = "feature_gated" }',
+        }))
         assert.equals("feature_gated", p.hooks.authenticate())
     end)
 
-    it("runs policy code without io, os, ffi or debug", function()
-        for _, lib in ipairs({ "io", "os", "debug", "require('ffi')" }) do
-            local p, err = policy.load(dir({
-                ["init.lua"] = "local x = " .. lib .. ".open return {}",
-            }))
+    it("runs policy code without io, os, ffi, debug or load", function()
+        for _, lib in ipairs({ "io.open", "os.time", "debug.getinfo",
+                               "require('ffi').C", "loadstring('x')",
+                               "dofile('/etc/passwd')" }) do
+            local p, err = load({ init = "local x = " .. lib .. " return {}" })
             assert.is_nil(p, lib)
             assert.is_string(err)
         end
     end)
 
+    it("gives policy code the ephd API", function()
+        local p = assert(policy.load("/p", { init = 'return { name = "x", '
+            .. 'version = 1, hooks = { paused = function() '
+            .. 'return ephd.now() end } }' }, DEFAULT, testing.read(DEFAULT),
+            { now = function() return 42 end }))
+        assert.equals(42, p.hooks.paused())
+    end)
+
     it("refuses a directory whose init.lua is missing or wrong", function()
-        assert.is_nil((policy.load("/nonexistent")))
-        assert.is_nil((policy.load(dir({ ["init.lua"] = "return 1" }))))
-        assert.is_nil((policy.load(dir({ ["init.lua"] = "error('boom')" }))))
-        assert.is_nil((policy.load(dir({
-            ["init.lua"] = 'return { name = "x", version = 1, hooks = { '
-                           .. 'nohook = function() end } }' }))))
-        assert.is_nil((policy.load(dir({
-            ["init.lua"] = 'return { name = "x", version = 1, hooks = { '
-                           .. 'authenticate = 5 } }' }))))
+        for _, files in ipairs({
+            {},
+            { init = "return 1" },
+            { init = "error('boom')" },
+            { init = "this is not lua" },
+            { init = 'return { name = "x", version = 1, hooks = { '
+                     .. 'nohook = function() end } }' },
+            { init = 'return { name = "x", version = 1, hooks = { '
+                     .. 'authenticate = 5 } }' },
+        }) do
+            local p, err = load(files)
+            assert.is_nil(p)
+            assert.is_string(err)
+        end
+    end)
+
+    it("checks settings against the policy's schema", function()
+        local base = 'return { name = "x", version = 1, hooks = {}, '
+        assert.truthy(load({ init = base .. 'settings = { n = 1 }, '
+                             .. 'schema = { n = "number" } }' }))
+        assert.is_nil((load({ init = base .. 'settings = { n = "1" }, '
+                              .. 'schema = { n = "number" } }' })))
+        assert.is_nil((load({ init = base .. 'settings = { m = 1 }, '
+                              .. 'schema = { n = "number" } }' })))
     end)
 
     it("refuses requires outside the directory", function()
-        assert.is_nil((policy.load(dir({
-            ["init.lua"] = 'require("../../etc/passwd") return {}' }))))
+        assert.is_nil((load({ init = 'require("../../etc/passwd") return {}' })))
+        assert.is_nil((load({ init = 'require("missing") return {}' })))
     end)
 end)

@@ -2,7 +2,6 @@
 -- settles each id and answers with one outcome per id.
 local ffi = require("ffi")
 local core = require("ephd.core")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -10,9 +9,11 @@ local ffi_string = ffi.string
 
 local scan = ffi.new("ephd_ack_scan_t")
 
-return function(req, tenant)
-    if C.ephd_ack_scan(req, scan) ~= C.EPHD_OK then
-        return reply.bad_request(req, ffi_string(scan.message))
+local _M = {}
+
+function _M.parse(ctx)
+    if C.ephd_ack_scan(ctx.req, scan) ~= C.EPHD_OK then
+        return ffi_string(scan.message)
     end
     local ok, err = validate.name(ffi_string(scan.queue.ptr, scan.queue.len),
                                   "queue")
@@ -20,6 +21,12 @@ return function(req, tenant)
         ok, err = validate.name(ffi_string(scan.group.ptr, scan.group.len),
                                 "group")
     end
-    if not ok then return reply.bad_request(req, err) end
-    C.ephd_ack_commit(req, tenant, #tenant, scan)
+    if not ok then return err end
 end
+
+function _M.commit(ctx)
+    C.ephd_ack_commit(ctx.req, ctx.tenant, #ctx.tenant, scan)
+    return 0
+end
+
+return _M

@@ -14,28 +14,39 @@ local config = core.config
 local FIELDS = { queue = true, options = true }
 
 local in_force = ffi.new("ephd_options_t")
+local refusals = ffi.new("uint32_t[1]")
 
-return function(req, tenant)
+local _M = {}
+
+function _M.parse(ctx)
+    local req = ctx.req
     local obj, err = body.object(req, FIELDS)
-    if not obj then return reply.bad_request(req, err) end
-    if type(obj.queue) ~= "string" then
-        return reply.bad_request(req, "queue must be a string")
-    end
+    if not obj then return err end
+    if type(obj.queue) ~= "string" then return "queue must be a string" end
     local queue, opts
     queue, err = validate.name(obj.queue, "queue")
-    if queue and obj.options ~= nil and body.kind(req, "options") ~= "{" then
-        queue, err = nil, "options must be an object"
+    if not queue then return err end
+    if obj.options ~= nil and body.kind(req, "options") ~= "{" then
+        return "options must be an object"
     end
-    if queue then
-        opts, err = options.check(obj.options, body.raw(
-            ffi.string(req.body.ptr, req.body.len), "options"))
-    end
-    if not opts then return reply.bad_request(req, err) end
+    opts, err = options.check(obj.options, body.raw(
+        ffi.string(req.body.ptr, req.body.len), "options"))
+    if not opts then return err end
     options.in_force(opts, config, in_force)
-    if C.ephd_configure(req, tenant, #tenant, queue, #queue, in_force)
-            == C.EPHD_E_UNAVAILABLE then
-        return reply.refuse(req, "ephemeral_unavailable",
-                            "no database connection is available for a "
-                            .. "declaration write")
-    end
+    ctx.queue = queue
 end
+
+function _M.commit(ctx)
+    local tenant, queue = ctx.tenant, ctx.queue
+    local rc = C.ephd_configure(ctx.req, tenant, #tenant, queue, #queue,
+                                in_force, ctx.limits.c, refusals)
+    if rc == C.EPHD_E_REFUSED then return refusals[0] end
+    if rc == C.EPHD_E_UNAVAILABLE then
+        reply.refuse(ctx.req, "ephemeral_unavailable",
+                     "no database connection is available for a "
+                     .. "declaration write")
+    end
+    return 0
+end
+
+return _M

@@ -6,14 +6,24 @@ local validate = require("ephd.validate")
 
 local C = core.C
 
-return function(req, tenant, raw)
-    local queue, err = validate.unescape(raw, false)
+local _M = {}
+
+function _M.parse(ctx)
+    local queue, err = validate.unescape(ctx.param, false)
     if queue then queue, err = validate.name(queue, "queue") end
-    if not queue then return reply.bad_request(req, err) end
-    if C.ephd_delete(req, tenant, #tenant, queue, #queue)
-            == C.EPHD_E_UNAVAILABLE then
-        return reply.refuse(req, "ephemeral_unavailable",
-                            "no database connection is available to remove "
-                            .. "the declaration")
-    end
+    ctx.queue = queue
+    return err
 end
+
+function _M.commit(ctx)
+    local tenant, queue = ctx.tenant, ctx.queue
+    if C.ephd_delete(ctx.req, tenant, #tenant, queue, #queue)
+            == C.EPHD_E_UNAVAILABLE then
+        reply.refuse(ctx.req, "ephemeral_unavailable",
+                     "no database connection is available to remove the "
+                     .. "declaration")
+    end
+    return 0
+end
+
+return _M

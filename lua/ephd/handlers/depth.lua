@@ -9,18 +9,32 @@ local C = core.C
 
 local KNOWN = { group = true }
 
-return function(req, tenant, raw)
-    local queue, err = validate.unescape(raw, false)
+local _M = {}
+
+function _M.parse(ctx)
+    local queue, err = validate.unescape(ctx.param, false)
     if queue then queue, err = validate.name(queue, "queue") end
-    if not queue then return reply.bad_request(req, err) end
-    local q
-    q, err = validate.query(ffi.string(req.query.ptr, req.query.len), KNOWN)
-    local group = q and q.group
-    if group then group, err = validate.name(group, "group") end
-    if err then return reply.bad_request(req, err) end
-    if C.ephd_depth(req, tenant, #tenant, queue, #queue, group,
-                    group and #group or 0) == C.EPHD_E_NOT_FOUND then
-        return reply.refuse(req, "ephemeral_queue_not_found",
-                            "no queue " .. queue)
+    if not queue then return err end
+    local q = ctx.req.query
+    local params
+    params, err = validate.query(ffi.string(q.ptr, q.len), KNOWN)
+    if not params then return err end
+    local group = params.group
+    if group then
+        group, err = validate.name(group, "group")
+        if not group then return err end
     end
+    ctx.queue, ctx.group = queue, group
 end
+
+function _M.commit(ctx)
+    local tenant, queue, group = ctx.tenant, ctx.queue, ctx.group
+    if C.ephd_depth(ctx.req, tenant, #tenant, queue, #queue, group,
+                    group and #group or 0) == C.EPHD_E_NOT_FOUND then
+        reply.refuse(ctx.req, "ephemeral_queue_not_found",
+                     "no queue " .. queue)
+    end
+    return 0
+end
+
+return _M

@@ -2,7 +2,6 @@
 -- and answers, or parks the request on the group's gate.
 local ffi = require("ffi")
 local core = require("ephd.core")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -16,10 +15,13 @@ local KNOWN = {
 
 local args = ffi.new("ephd_pop_args_t")
 
-return function(req, tenant)
+local _M = {}
+
+function _M.parse(ctx)
+    local req = ctx.req
     local q, err = validate.query(ffi_string(req.query.ptr, req.query.len),
                                   KNOWN)
-    if not q then return reply.bad_request(req, err) end
+    if not q then return err end
     local queue, partition, group, batch, wait, timeout, auto_ack
     queue, err = validate.name(q.queue, "queue")
     if queue and q.partition then
@@ -41,9 +43,9 @@ return function(req, tenant)
     if not err then
         auto_ack, err = validate.boolean(q.autoAck, "autoAck", false)
     end
-    if err then return reply.bad_request(req, err) end
-
-    args.tenant, args.tenant_len = tenant, #tenant
+    if err then return err end
+    -- The strings stay referenced from ctx while C reads them.
+    ctx.pop = { queue = queue, partition = partition, group = group }
     args.queue, args.queue_len = queue, #queue
     args.partition, args.partition_len = partition, partition and #partition
                                                     or 0
@@ -53,5 +55,16 @@ return function(req, tenant)
                                      tonumber(cfg.max_pop_timeout_ms))
     args.wait = wait and 1 or 0
     args.auto_ack = auto_ack and 1 or 0
-    C.ephd_pop(req, args)
 end
+
+function _M.commit(ctx)
+    local tenant = ctx.tenant
+    args.tenant, args.tenant_len = tenant, #tenant
+    args.limits = ctx.limits.c
+    if C.ephd_pop(ctx.req, args) == C.EPHD_E_REFUSED then
+        return args.refusals
+    end
+    return 0
+end
+
+return _M

@@ -2,7 +2,6 @@
 -- none decoded), Lua checks the names, C commits all or nothing.
 local ffi = require("ffi")
 local core = require("ephd.core")
-local ladder = require("ephd.ladder")
 local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
@@ -12,22 +11,33 @@ local ffi_string = ffi.string
 local scan = ffi.new("ephd_push_scan_t")
 local refusals = ffi.new("uint32_t[1]")
 
-return function(req, tenant)
-    if C.ephd_push_scan(req, scan) ~= C.EPHD_OK then
-        return reply.bad_request(req, ffi_string(scan.message))
+local _M = {}
+
+function _M.parse(ctx)
+    if C.ephd_push_scan(ctx.req, scan) ~= C.EPHD_OK then
+        return ffi_string(scan.message)
     end
-    local ok, err = validate.name(ffi_string(scan.queue.ptr, scan.queue.len),
-                                  "queue")
-    if ok then
-        ok, err = validate.name(
-            ffi_string(scan.partition.ptr, scan.partition.len), "partition")
-    end
-    if not ok then return reply.bad_request(req, err) end
-    local count = scan.count
-    if count > 0 and C.ephd_push_commit(tenant, #tenant, scan, refusals)
-            ~= C.EPHD_OK then
-        local code, message = ladder.budget(refusals[0])
-        return reply.refuse(req, code, message)
-    end
-    reply.json(req, 201, '{"pushed":' .. count .. '}')
+    local queue, err = validate.name(
+        ffi_string(scan.queue.ptr, scan.queue.len), "queue")
+    if not queue then return err end
+    local partition
+    partition, err = validate.name(
+        ffi_string(scan.partition.ptr, scan.partition.len), "partition")
+    if not partition then return err end
+    -- What the rate rung and the policy's cost hook see.
+    ctx.push = { queue = queue, partition = partition, messages = scan.count,
+                 bytes = tonumber(scan.bytes) }
 end
+
+function _M.commit(ctx)
+    local count = scan.count
+    if count > 0 and C.ephd_push_commit(ctx.tenant, #ctx.tenant, scan,
+                                        ctx.limits.c, refusals)
+            ~= C.EPHD_OK then
+        return refusals[0]
+    end
+    reply.json(ctx.req, 201, '{"pushed":' .. count .. '}')
+    return 0
+end
+
+return _M

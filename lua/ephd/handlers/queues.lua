@@ -2,14 +2,22 @@
 -- memory alone.
 local ffi = require("ffi")
 local core = require("ephd.core")
-local reply = require("ephd.reply")
 
 local C = core.C
 
-return function(req, tenant)
-    if req.query.len > 0 then
-        return reply.bad_request(req, "the queue list takes no parameters: "
-                                 .. ffi.string(req.query.ptr, req.query.len))
+local _M = {}
+
+function _M.parse(ctx)
+    local q = ctx.req.query
+    if q.len > 0 then
+        return "the queue list takes no parameters: "
+               .. ffi.string(q.ptr, q.len)
     end
-    C.ephd_queues(req, tenant, #tenant)
 end
+
+function _M.commit(ctx)
+    C.ephd_queues(ctx.req, ctx.tenant, #ctx.tenant)
+    return 0
+end
+
+return _M

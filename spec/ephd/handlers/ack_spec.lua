@@ -2,16 +2,16 @@ local ffi = require("ffi")
 local helper = require("helper")
 
 describe("ephd.handlers.ack", function()
-    local answers, commits, ack, scan_result
+    local commits, ack, scan_result
 
     before_each(function()
-        local respond
-        respond, answers = helper.responder()
-        commits = 0
+        commits = {}
         helper.core_double({
-            ephd_respond = respond,
             ephd_ack_scan = function(_, scan) return scan_result(scan) end,
-            ephd_ack_commit = function() commits = commits + 1 return 0 end,
+            ephd_ack_commit = function(_, t, tl)
+                commits[#commits + 1] = ffi.string(t, tl)
+                return 0
+            end,
         })
         ack = require("ephd.handlers.ack")
     end)
@@ -27,26 +27,27 @@ describe("ephd.handlers.ack", function()
         end
     end
 
-    it("commits a well-formed ack; C writes the results", function()
+    it("commits a well-formed ack for the tenant; C writes the results",
+       function()
         scanned("q", "g")
-        ack(helper.request({}), "t")
-        assert.equals(1, commits)
-        assert.equals(0, #answers)
+        local ctx = helper.ctx({}, "tenant-b")
+        assert.is_nil(ack.parse(ctx))
+        assert.equals(0, ack.commit(ctx))
+        assert.same({ "tenant-b" }, commits)
         assert.truthy(anchor)
     end)
 
-    it("refuses bad names and scanner failures with 400", function()
+    it("refuses bad names and scanner failures", function()
         scanned("q", ("g"):rep(513))
-        ack(helper.request({}), "t")
+        assert.is_string(ack.parse(helper.ctx({})))
         scanned("q\2", nil)
-        ack(helper.request({}), "t")
+        assert.is_string(ack.parse(helper.ctx({})))
         scan_result = function(scan)
             ffi.copy(scan.message, "status is completed, failed or retry")
             return -1
         end
-        ack(helper.request({}), "t")
-        assert.equals(0, commits)
-        assert.equals(3, #answers)
-        for _, a in ipairs(answers) do assert.equals(400, a.status) end
+        assert.equals("status is completed, failed or retry",
+                      ack.parse(helper.ctx({})))
+        assert.same({}, commits)
     end)
 end)

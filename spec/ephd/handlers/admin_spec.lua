@@ -5,24 +5,16 @@ local helper = require("helper")
 
 describe("ephd.handlers admin verbs", function()
     local answers, calls, C
-    local database -- whether the fake store has a connection
+    local database, refusal
 
     before_each(function()
         local respond
         respond, answers = helper.responder()
         calls = {}
         database = true
+        refusal = 0
         C = helper.core_double({
             ephd_respond = respond,
-            -- A path segment decodes %XX and keeps '+' as it is.
-            ephd_url_decode = function(s, n, out, plus_is_space)
-                calls[#calls + 1] = { "decode", ffi.string(s, n),
-                                      plus_is_space }
-                local decoded = ({ ["a%2Fb+c"] = "a/b+c", ["q%0A"] = "q\n" })
-                    [ffi.string(s, n)]
-                ffi.copy(out, decoded, #decoded)
-                return #decoded
-            end,
             ephd_reset = function(t, tl, q, ql)
                 calls[#calls + 1] = { "reset", ffi.string(t, tl),
                                       ffi.string(q, ql) }
@@ -33,21 +25,33 @@ describe("ephd.handlers admin verbs", function()
                                       ffi.string(q, ql) }
                 return database and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
             end,
-            ephd_configure = function(_, t, tl, q, ql, o)
+            ephd_configure = function(_, t, tl, q, ql, o, limits, out)
                 calls[#calls + 1] = {
                     "configure", ffi.string(t, tl), ffi.string(q, ql),
                     max_length = tonumber(o.max_length),
                     drop_oldest = o.drop_oldest,
                     window_count = tonumber(o.window_count),
+                    max_queues = tonumber(limits.max_queues),
                 }
+                if refusal ~= 0 then
+                    out[0] = refusal
+                    return C.EPHD_E_REFUSED
+                end
                 return database and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
             end,
         }, { max_cell_bytes = 1000 })
     end)
 
+    local function run(handler, t, tenant, limits)
+        local ctx = helper.ctx(t, tenant or "t", limits)
+        local err = handler.parse(ctx)
+        if err then return nil, err end
+        return handler.commit(ctx)
+    end
+
     it("reset answers queue and dropped", function()
         local reset = require("ephd.handlers.reset")
-        reset(helper.request({ body = '{"queue":"presence"}' }), "t")
+        assert.equals(0, run(reset, { body = '{"queue":"presence"}' }))
         assert.same({ "reset", "t", "presence" }, calls[1])
         assert.same({ queue = "presence", dropped = 412 },
                     cjson.decode(answers[1].body))
@@ -58,24 +62,22 @@ describe("ephd.handlers admin verbs", function()
         local reset = require("ephd.handlers.reset")
         for _, b in ipairs({ '{}', '{"queue":""}', '{"queue":2}', '{"q":"x"}' })
         do
-            reset(helper.request({ body = b }), "t")
+            assert.is_nil((run(reset, { body = b })))
         end
         assert.equals(0, #calls)
-        for _, a in ipairs(answers) do assert.equals(400, a.status) end
     end)
 
     it("delete hands a decoded, valid name to C, which answers", function()
         local delete = require("ephd.handlers.delete")
-        delete(helper.request({}), "t", "a%2Fb+c")
-        assert.same({ "decode", "a%2Fb+c", 0 }, calls[1])
-        assert.same({ "delete", "t", "a/b+c" }, calls[2])
+        assert.equals(0, run(delete, { param = "a%2Fb+c" }))
+        assert.same({ "delete", "t", "a/b+c" }, calls[1])
         assert.equals(0, #answers)
     end)
 
     it("delete answers 503 when no database connection is there", function()
         local delete = require("ephd.handlers.delete")
         database = false
-        delete(helper.request({}), "t", "q")
+        run(delete, { param = "q" })
         assert.equals(503, answers[1].status)
         assert.equals("ephemeral_unavailable",
                       cjson.decode(answers[1].body).code)
@@ -83,38 +85,45 @@ describe("ephd.handlers admin verbs", function()
 
     it("delete refuses a bad name", function()
         local delete = require("ephd.handlers.delete")
-        delete(helper.request({}), "t", ("q"):rep(513))
-        delete(helper.request({}), "t", "q%0A")
-        assert.equals(400, answers[1].status)
-        assert.equals(400, answers[2].status)
-        assert.same({ { "decode", "q%0A", 0 } }, calls)
+        assert.is_nil((run(delete, { param = ("q"):rep(513) })))
+        assert.is_nil((run(delete, { param = "q%0A" })))
+        assert.is_nil((run(delete, { param = "q%zz" })))
+        assert.equals(0, #calls)
     end)
 
-    it("configure passes the options in force to C", function()
+    it("configure passes the options in force and the limits to C",
+       function()
         local configure = require("ephd.handlers.configure")
-        configure(helper.request({ body = '{"queue":"q","options":{'
+        run(configure, { body = '{"queue":"q","options":{'
             .. '"maxLength":7,"policy":"dropOldest",'
-            .. '"windowBuffer":{"ms":5,"count":9}}}' }), "t")
+            .. '"windowBuffer":{"ms":5,"count":9}}}' }, "t", { max_queues = 4 })
         assert.same({ "configure", "t", "q", max_length = 7, drop_oldest = 1,
-                      window_count = 9 }, calls[1])
+                      window_count = 9, max_queues = 4 }, calls[1])
         assert.equals(0, #answers) -- C answers once the write is done
     end)
 
     it("configure refuses a bad declaration without calling C", function()
         local configure = require("ephd.handlers.configure")
-        configure(helper.request({ body = '{"queue":"q","options":{"x":1}}' }),
-                  "t")
-        configure(helper.request({ body = '{"options":{}}' }), "t")
+        for _, b in ipairs({ '{"queue":"q","options":{"x":1}}',
+                             '{"options":{}}', '{"queue":"q","options":[]}',
+                             '{"queue":"q","options":{"maxLength":1.0}}' }) do
+            assert.is_nil((run(configure, { body = b })), b)
+        end
         assert.equals(0, #calls)
-        assert.equals(400, answers[1].status)
-        assert.equals(400, answers[2].status)
     end)
 
     it("configure answers 503 when no database connection is there",
        function()
         local configure = require("ephd.handlers.configure")
         database = false
-        configure(helper.request({ body = '{"queue":"q"}' }), "t")
+        run(configure, { body = '{"queue":"q"}' })
         assert.equals(503, answers[1].status)
+    end)
+
+    it("configure hands the queue allowance refusal to the ladder",
+       function()
+        local configure = require("ephd.handlers.configure")
+        refusal = C.EPHD_REFUSE_TENANT_QUEUES
+        assert.equals(refusal, run(configure, { body = '{"queue":"q"}' }))
     end)
 end)

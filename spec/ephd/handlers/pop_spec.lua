@@ -2,14 +2,13 @@ local ffi = require("ffi")
 local helper = require("helper")
 
 describe("ephd.handlers.pop", function()
-    local answers, calls, pop
+    local calls, pop, refuse_with
 
     before_each(function()
-        local respond
-        respond, answers = helper.responder()
         calls = {}
-        helper.core_double({
-            ephd_respond = respond,
+        refuse_with = nil
+        local C
+        C = helper.core_double({
             ephd_pop = function(_, a)
                 calls[#calls + 1] = {
                     tenant = ffi.string(a.tenant, a.tenant_len),
@@ -21,44 +20,59 @@ describe("ephd.handlers.pop", function()
                             or nil,
                     batch = a.batch, timeout = tonumber(a.timeout_ms),
                     wait = a.wait, auto_ack = a.auto_ack,
+                    max_parked = tonumber(a.limits.max_parked),
                 }
+                if refuse_with then
+                    a.refusals = refuse_with
+                    return C.EPHD_E_REFUSED
+                end
                 return 0
             end,
         }, { pop_timeout_ms = 30000 })
         pop = require("ephd.handlers.pop")
     end)
 
-    local function run(query)
-        pop(helper.request({ query = query }), "t")
-        return calls[#calls]
+    local function run(query, limits)
+        local ctx = helper.ctx({ query = query }, "t", limits)
+        local err = pop.parse(ctx)
+        if err then return nil, err end
+        return pop.commit(ctx), calls[#calls]
     end
 
     it("applies the defaults", function()
+        local _, c = run("queue=q")
         assert.same({ tenant = "t", queue = "q", batch = 1, timeout = 30000,
-                      wait = 0, auto_ack = 0 }, run("queue=q"))
+                      wait = 0, auto_ack = 0, max_parked = 0 }, c)
     end)
 
-    it("passes partition, group and flags through", function()
-        local c = run("queue=q&partition=p&group=g&batch=5&wait=true"
-                      .. "&timeout=100&autoAck=1")
+    it("passes partition, group, flags and the parked ceiling", function()
+        local _, c = run("queue=q&partition=p&group=g&batch=5&wait=true"
+                         .. "&timeout=100&autoAck=1", { max_parked = 7 })
         assert.same({ tenant = "t", queue = "q", partition = "p", group = "g",
-                      batch = 5, timeout = 100, wait = 1, auto_ack = 1 }, c)
+                      batch = 5, timeout = 100, wait = 1, auto_ack = 1,
+                      max_parked = 7 }, c)
     end)
 
     it("clamps batch to [1, 10000] and timeout to 300000", function()
-        assert.equals(1, run("queue=q&batch=0").batch)
-        assert.equals(10000, run("queue=q&batch=20000").batch)
-        assert.equals(300000, run("queue=q&timeout=999999").timeout)
+        assert.equals(1, select(2, run("queue=q&batch=0")).batch)
+        assert.equals(10000, select(2, run("queue=q&batch=20000")).batch)
+        assert.equals(300000,
+                      select(2, run("queue=q&timeout=999999")).timeout)
     end)
 
-    it("answers 400 and never pops on a bad query", function()
+    it("returns a shape refusal and never pops on a bad query", function()
         for _, q in ipairs({ "", "queue=q&batch=x", "queue=q&wait=2",
                              "queue=q&timeout=-5", "queue=q&nope=1",
                              "queue=q&group=", "partition=p" }) do
-            run(q)
+            local ok, err = run(q)
+            assert.is_nil(ok)
+            assert.is_string(err)
         end
         assert.equals(0, #calls)
-        assert.equals(7, #answers)
-        for _, a in ipairs(answers) do assert.equals(400, a.status) end
+    end)
+
+    it("hands a refusal's bits back to the ladder", function()
+        refuse_with = 16
+        assert.equals(16, (run("queue=q&wait=true")))
     end)
 end)

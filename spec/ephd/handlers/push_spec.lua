@@ -1,18 +1,17 @@
-local cjson = require("cjson")
 local ffi = require("ffi")
 local helper = require("helper")
 
 describe("ephd.handlers.push", function()
     local answers, commits, scan_result, refusal, push
 
-    -- A scan that reports a body with these names and this many messages.
-    local keep = {}
-    local function scanned(queue, partition, count)
+    local keep -- the strings a fake scan points at
+    local function scanned(queue, partition, count, bytes)
         keep = { queue, partition }
         scan_result = function(scan)
             scan.queue.ptr, scan.queue.len = queue, #queue
             scan.partition.ptr, scan.partition.len = partition, #partition
             scan.count = count
+            scan.bytes = bytes or count
             return 0
         end
     end
@@ -26,8 +25,9 @@ describe("ephd.handlers.push", function()
         C = helper.core_double({
             ephd_respond = respond,
             ephd_push_scan = function(_, scan) return scan_result(scan) end,
-            ephd_push_commit = function(tenant, len, scan, out)
-                commits[#commits + 1] = ffi.string(tenant, len)
+            ephd_push_commit = function(tenant, len, scan, limits, out)
+                commits[#commits + 1] = { ffi.string(tenant, len),
+                                          tonumber(limits.max_bytes) }
                 out[0] = refusal
                 return refusal == 0 and 0 or C.EPHD_E_REFUSED
             end,
@@ -35,49 +35,55 @@ describe("ephd.handlers.push", function()
         push = require("ephd.handlers.push")
     end)
 
-    it("commits for the tenant and answers 201 with the count", function()
+    it("parses what the rate rung and the cost hook need", function()
+        scanned("q", "room-7", 3, 120)
+        local ctx = helper.ctx({})
+        assert.is_nil(push.parse(ctx))
+        assert.same({ queue = "q", partition = "room-7", messages = 3,
+                      bytes = 120 }, ctx.push)
+        assert.truthy(keep)
+    end)
+
+    it("commits with the tenant's limits and answers 201", function()
         scanned("q", "Default", 3)
-        push(helper.request({}), "tenant-a")
-        assert.same({ "tenant-a" }, commits)
+        local ctx = helper.ctx({}, "tenant-a", { max_bytes = 99 })
+        push.parse(ctx)
+        assert.equals(0, push.commit(ctx))
+        assert.same({ { "tenant-a", 99 } }, commits)
         assert.same({ status = 201, body = '{"pushed":3}' }, answers[1])
     end)
 
     it("answers 201 pushed 0 for an empty array without committing",
        function()
         scanned("q", "Default", 0)
-        push(helper.request({}), "t")
+        local ctx = helper.ctx({})
+        push.parse(ctx)
+        assert.equals(0, push.commit(ctx))
         assert.same({}, commits)
         assert.equals('{"pushed":0}', answers[1].body)
     end)
 
-    it("answers the scanner's message as a 400", function()
+    it("returns the scanner's message as the shape refusal", function()
         scan_result = function(scan)
             ffi.copy(scan.message, "messages must be an array")
             return -1
         end
-        push(helper.request({}), "t")
-        assert.equals(400, answers[1].status)
-        assert.equals("messages must be an array",
-                      cjson.decode(answers[1].body).error)
-        assert.same({}, commits)
+        assert.equals("messages must be an array", push.parse(helper.ctx({})))
     end)
 
-    it("refuses bad queue and partition names before committing", function()
+    it("refuses bad queue and partition names", function()
         scanned(("q"):rep(513), "Default", 1)
-        push(helper.request({}), "t")
+        assert.truthy(push.parse(helper.ctx({})):find("queue", 1, true))
         scanned("q", "p\1", 1)
-        push(helper.request({}), "t")
-        assert.equals(400, answers[1].status)
-        assert.equals(400, answers[2].status)
-        assert.same({}, commits)
-        assert.truthy(keep)
+        assert.truthy(push.parse(helper.ctx({})):find("partition", 1, true))
     end)
 
-    it("maps a budget refusal through the ladder", function()
+    it("hands the budget bits C reported back to the ladder", function()
         scanned("q", "Default", 1)
-        refusal = 1 -- EPHD_REFUSE_QUEUE_FULL
-        push(helper.request({}), "t")
-        assert.equals(429, answers[1].status)
-        assert.equals("queue_full", cjson.decode(answers[1].body).code)
+        refusal = 9
+        local ctx = helper.ctx({})
+        push.parse(ctx)
+        assert.equals(9, push.commit(ctx))
+        assert.equals(0, #answers)
     end)
 end)

@@ -1,0 +1,25 @@
+-- Grants: the rows of queen.ephemeral_quota, by tenant. A row turned off
+-- gates its tenant always; a missing row gates only when
+-- QUEEN_EPHEMERAL_REQUIRE_GRANT is on. The columns also feed the tenant's
+-- limits (see ephd.limits).
+local _M = {}
+
+local rows = {}
+
+-- Replaces every grant at once (each load is the whole table).
+function _M.replace(new_rows)
+    rows = new_rows
+end
+
+function _M.get(tenant)
+    return rows[tenant]
+end
+
+-- Whether the tenant may not use the class at all.
+function _M.gated(tenant, require_grant)
+    local g = rows[tenant]
+    if g then return not g.enabled end
+    return require_grant
+end
+
+return _M

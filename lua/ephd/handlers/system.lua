@@ -1,0 +1,122 @@
+-- The system routes (admin): the kill switch, policy reload and metering.
+-- They stay reachable while the family is paused, or nobody could unpause.
+local ffi = require("ffi")
+local cjson = require("cjson.safe")
+local core = require("ephd.core")
+local body = require("ephd.body")
+local hooks = require("ephd.hooks")
+local killswitch = require("ephd.killswitch")
+local reply = require("ephd.reply")
+
+local C = core.C
+local config = core.config
+local encode = cjson.encode
+
+local _M = {}
+
+local function no_query(ctx)
+    if ctx.req.query.len > 0 then return "this route takes no parameters" end
+end
+
+local function state_body()
+    local s = killswitch.state()
+    return encode({
+        enabled = not s.paused,
+        retryAfter = s.paused and (s.retry_after
+                                   or tonumber(config.retry_after_s)) or nil,
+        reason = s.reason,
+        since = s.since,
+        policy = { name = hooks.active.name, version = hooks.active.version,
+                   failures = hooks.failures, reloads = hooks.reloads },
+    })
+end
+
+-- GET /api/v1/system/ephemeral
+_M.status = {
+    parse = no_query,
+    commit = function(ctx)
+        reply.json(ctx.req, 200, state_body())
+        return 0
+    end,
+}
+
+local SWITCH_FIELDS = { enabled = true, retryAfter = true, reason = true }
+
+-- POST /api/v1/system/ephemeral {"enabled", "retryAfter"?, "reason"?}
+_M.switch = {
+    parse = function(ctx)
+        local obj, err = body.object(ctx.req, SWITCH_FIELDS)
+        if not obj then return err end
+        if type(obj.enabled) ~= "boolean" then
+            return "enabled must be true or false"
+        end
+        local after = obj.retryAfter
+        if after ~= nil and (type(after) ~= "number" or after < 1
+                             or after ~= math.floor(after)
+                             or after > 86400) then
+            return "retryAfter must be whole seconds from 1 to 86400"
+        end
+        if obj.reason ~= nil and (type(obj.reason) ~= "string"
+                                  or #obj.reason > 512) then
+            return "reason must be a string of at most 512 bytes"
+        end
+        ctx.switch = obj
+    end,
+    commit = function(ctx)
+        local s = ctx.switch
+        killswitch.set(not s.enabled, s.retryAfter, s.reason,
+                       C.ephd_wall_time())
+        io.stderr:write("ephd: the ephemeral surface is ",
+                        s.enabled and "enabled" or "paused", "\n")
+        reply.json(ctx.req, 200, state_body())
+        return 0
+    end,
+}
+
+-- POST /api/v1/system/policy/reload: C reads the files off the loop and
+-- answers once the new policy is in, or refused.
+_M.reload = {
+    parse = no_query,
+    commit = function(ctx)
+        if C.ephd_policy_reload(ctx.req) == C.EPHD_E_UNAVAILABLE then
+            reply.refuse(ctx.req, "ephemeral_unavailable",
+                         "a policy reload is already running")
+        end
+        return 0
+    end,
+}
+
+local pos = ffi.new("size_t[1]")
+local name = ffi.new("ephd_slice_t")
+local stats = ffi.new("ephd_tenant_stats_t")
+
+-- Every tenant's counters, as numbers: for metering and the meter hook.
+function _M.counters()
+    local out = {}
+    pos[0] = 0
+    while C.ephd_tenant_next(pos, name, stats) ~= 0 do
+        out[#out + 1] = {
+            tenant = ffi.string(name.ptr, name.len),
+            pushed = tonumber(stats.pushed),
+            delivered = tonumber(stats.delivered),
+            parked = tonumber(stats.parked),
+            bytes = tonumber(stats.bytes),
+            queues = tonumber(stats.queues),
+        }
+    end
+    table.sort(out, function(a, b) return a.tenant < b.tenant end)
+    return out
+end
+
+-- GET /api/v1/system/metering
+_M.metering = {
+    parse = no_query,
+    commit = function(ctx)
+        local tenants = _M.counters()
+        reply.json(ctx.req, 200, '{"tenants":' .. (#tenants > 0 and
+                   encode(tenants) or "[]") .. '}')
+        return 0
+    end,
+}
+
+return _M

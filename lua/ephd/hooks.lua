@@ -1,0 +1,45 @@
+-- The policy in force and the one way to call its hooks: guarded, counted,
+-- and logged at most once a second per hook, so a broken hook costs a 503
+-- and a counter, never the broker.
+local core = require("ephd.core")
+
+local C = core.C
+local pcall = pcall
+
+local _M = {}
+
+_M.active = nil
+_M.failures = {} -- hook name -> count
+_M.reloads = { ok = 0, refused = 0 }
+
+local last_logged = {}
+
+local function failed(name, err)
+    _M.failures[name] = (_M.failures[name] or 0) + 1
+    local now = tonumber(C.ephd_now_ms())
+    if not last_logged[name] or now - last_logged[name] >= 1000 then
+        last_logged[name] = now
+        io.stderr:write("ephd: policy hook ", name, " failed (",
+                        _M.failures[name], " so far): ", tostring(err), "\n")
+    end
+end
+
+-- Returns true and the hook's results, or false when it raised (logged and
+-- counted). A hook the policy lacks answers true and nothing.
+function _M.call(name, ...)
+    local hook = _M.active.hooks[name]
+    if not hook then return true end
+    local ok, a, b, c = pcall(hook, ...)
+    if not ok then
+        failed(name, a)
+        return false
+    end
+    return true, a, b, c
+end
+
+-- For results that are the wrong shape: counted like a raise.
+function _M.reject(name, why)
+    failed(name, why)
+end
+
+return _M
