@@ -77,13 +77,16 @@ int main(int argc, char **argv) {
   const char *lua_path = built ? EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR
                                                  "/lua/?.lua"
                                : EPHD_DATA_DIR "/lua/?.lua";
-  if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
-    if (argc == 4 && strcmp(argv[2], "check") == 0)
-      return ephd_lua_host_check(lua_path, argv[3], policy_dir);
-    fprintf(stderr, "usage: ephd policy check DIR\n");
-    return 2;
-  }
   ephd_settings_t s;
+  if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
+    if (argc != 4 || strcmp(argv[2], "check") != 0) {
+      fprintf(stderr, "usage: ephd policy check DIR\n");
+      return 2;
+    }
+    /* The broker's Lua reads its settings as it loads: the knobs hold. */
+    if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0) return 2;
+    return ephd_lua_host_check(lua_path, argv[3], policy_dir);
+  }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;
   signal(SIGPIPE, SIG_IGN);

@@ -118,7 +118,7 @@ local function refused_with(state, args)
     if not ok or type(body) ~= "table" then return false end
     state.failure_message = ("expected code %s, got status %s body %s")
         :format(code, tostring(res.status), tostring(res.body))
-    local status = require("ephd.errors").STATUS[code]
+    local status = require("ephd.errors").status(code)
     return body.code == code and type(body.error) == "string"
            and (res.status == status or args[3] == res.status)
 end

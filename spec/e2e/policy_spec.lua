@@ -1,0 +1,180 @@
+-- The operator's policy, live: reloads that keep the old policy when the
+-- new one is broken, reloads that take effect on the next request, and
+-- hooks that fail without taking the broker down.
+local daemon = require("e2e.daemon")
+local helper = require("helper")
+
+local RELOAD = "/api/v1/system/policy/reload"
+
+local function policy_dir(init)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir) == 0)
+    local f = assert(io.open(dir .. "/init.lua", "w"))
+    f:write(init)
+    f:close()
+    return dir
+end
+
+local function write(dir, init)
+    local f = assert(io.open(dir .. "/init.lua", "w"))
+    f:write(init)
+    f:close()
+end
+
+local function rate_policy(rate)
+    return ('return { name = "rates", version = %d, hooks = { limits = '
+            .. 'function() return { rate = %d, burst = %d } end } }')
+        :format(rate, rate, rate)
+end
+
+describe("policy reload", function()
+    it("keeps serving with the old policy when the new one does not load",
+       function()
+        local dir = policy_dir(rate_policy(1000))
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        write(dir, "return { name = 'broken', version = 2, hooks = { "
+                   .. "limits = function( }")
+        local res = d:request("POST", RELOAD)
+        assert.refused_with("ephemeral_bad_request", res)
+        assert.truthy(res.json.error:find("previous one stays", 1, true))
+        assert.truthy(res.json.error:find("init.lua", 1, true))
+        assert.equals(201, d:push("q", { "1" }).status)
+        local s = d:request("GET", "/api/v1/system/ephemeral").json
+        assert.equals("rates", s.policy.name)
+        assert.equals(1, s.policy.reloads.refused)
+    end)
+
+    it("applies a tightened rate on the next request, with no restart",
+       function()
+        local dir = policy_dir(rate_policy(1000))
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("q", { "1", "2", "3" }).status)
+        write(dir, rate_policy(2))
+        local res = d:request("POST", RELOAD)
+        assert.equals(200, res.status)
+        assert.same({ reloaded = true,
+                      policy = { name = "rates", version = 2 } }, res.json)
+        -- The bucket now holds at most the new burst of two: two messages
+        -- pass, a third in the same second does not (under the old policy
+        -- it would have).
+        assert.equals(201, d:push("q", { "1", "2" }).status)
+        local refused = d:push("q", { "3" })
+        assert.refused_with("rate_limited", refused)
+        assert.equals("1", refused.headers["retry-after"])
+    end)
+
+    it("reloads on SIGHUP, reporting a refusal in the log", function()
+        local dir = policy_dir(rate_policy(1000))
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        write(dir, "error('nope')")
+        os.execute("kill -HUP " .. d.pid)
+        local t0 = daemon.now()
+        while not d:read_log():find("reload refused", 1, true)
+              and daemon.now() - t0 < 5 do
+            daemon.sleep(0.05)
+        end
+        assert.truthy(d:read_log():find("nope", 1, true))
+        assert.equals(201, d:push("q", { "1" }).status)
+        write(dir, rate_policy(2))
+        os.execute("kill -HUP " .. d.pid)
+        t0 = daemon.now()
+        while not d:read_log():find("policy reloaded", 1, true)
+              and daemon.now() - t0 < 5 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(201, d:push("q", { "1", "2" }).status)
+        assert.refused_with("rate_limited", d:push("q", { "3" }))
+    end)
+end)
+
+describe("policy faults", function()
+    it("answers 503 for a hook that raises, counts it, serves the rest",
+       function()
+        local dir = policy_dir('return { name = "faulty", version = 1, '
+            .. 'hooks = { cost = function(p) if p.queue == "bad" then '
+            .. 'error("broken hook") end return p.messages end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        for _ = 1, 20 do
+            assert.refused_with("ephemeral_unavailable", d:push("bad", { "1" }))
+        end
+        assert.equals(201, d:push("good", { "1" }).status)
+        local s = d:request("GET", "/api/v1/system/ephemeral").json
+        assert.equals(20, s.policy.failures.cost)
+        -- Logged once per burst, not once per request.
+        local _, lines = d:read_log():gsub("policy hook cost failed", "")
+        assert.is_true(lines >= 1 and lines <= 2, lines .. " lines")
+    end)
+
+    it("answers 503 for a hook that returns garbage", function()
+        local dir = policy_dir('return { name = "garbage", version = 1, '
+            .. 'hooks = { authenticate = function() return 42 end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_unavailable",
+                            d:request("GET", "/api/v1/ephemeral/queues"))
+    end)
+end)
+
+describe("metering", function()
+    it("counts pushes as messages and pops as deliveries, per tenant",
+       function()
+        local d = daemon.start()
+        finally(function() d:stop() end)
+        d:push("m", { "1", "2", "3" })
+        d:pop("queue=m&group=a&batch=10")
+        d:pop("queue=m&group=b&batch=2")
+        local t = d:request("GET", "/api/v1/system/metering").json.tenants[1]
+        assert.equals(3, t.pushed)
+        assert.equals(5, t.delivered)
+        assert.equals(1, t.queues)
+    end)
+
+    it("hands the counters to the meter hook, which the log records",
+       function()
+        local dir = policy_dir('return { name = "billing", version = 1, '
+            .. 'hooks = { meter = function(deltas) local out = {} '
+            .. 'for _, t in ipairs(deltas) do out[#out + 1] = { tenant = '
+            .. 't.tenant, units = t.pushed + t.delivered } end return out '
+            .. 'end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir },
+                                 env = { QUEEN_EPHEMERAL_METER_S = "1" } })
+        finally(function() d:stop() end)
+        d:push("m", { "1", "2" })
+        d:pop("queue=m&batch=10")
+        local t0 = daemon.now()
+        while not d:read_log():find("units=4", 1, true)
+              and daemon.now() - t0 < 3 do
+            daemon.sleep(0.1)
+        end
+        assert.truthy(d:read_log():find(
+            "ephd: meter .*tenant=00000000%-0000%-0000%-0000%-000000000001"))
+        assert.truthy(d:read_log():find("units=4", 1, true))
+    end)
+end)
+
+describe("ephd policy check", function()
+    local function run(dir)
+        local p = io.popen(helper.build .. "/ephd policy check " .. dir
+                           .. " 2>&1; echo rc=$?")
+        local out = p:read("*a")
+        p:close()
+        return out, tonumber(out:match("rc=(%d+)"))
+    end
+
+    it("reports a directory that loads", function()
+        local out, rc = run(helper.root .. "/examples/policies/plan-tiers")
+        assert.equals(0, rc)
+        assert.truthy(out:find("ok (policy plan-tiers version 1)", 1, true))
+    end)
+
+    it("reports what is wrong, without starting a broker", function()
+        local out, rc = run(policy_dir("return { name = 1 }"))
+        assert.equals(1, rc)
+        assert.truthy(out:find("must return {name, version, hooks}", 1, true))
+    end)
+end)

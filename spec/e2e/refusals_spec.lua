@@ -1,0 +1,173 @@
+-- Every refusal of the ladder provoked through real HTTP, with its status,
+-- its code and Retry-After where the contract gives one; and the outer
+-- refusal winning when two apply.
+local daemon = require("e2e.daemon")
+local helper = require("helper")
+
+local T = "cccccccc-cccc-cccc-cccc-cccccccccccc"
+local TH = { ["x-queen-tenant"] = T }
+local SWITCH = "/api/v1/system/ephemeral"
+
+local function grant(tenant, cols)
+    daemon.sql("DELETE FROM queen.ephemeral_quota WHERE tenant_id = '"
+               .. tenant .. "'")
+    daemon.sql("INSERT INTO queen.ephemeral_quota (tenant_id, enabled, "
+               .. "max_bytes, max_queues, max_msgs_per_sec) VALUES ('"
+               .. tenant .. "', " .. (cols.enabled == false and "false"
+                                      or "true") .. ", "
+               .. (cols.max_bytes or "NULL") .. ", "
+               .. (cols.max_queues or "NULL") .. ", "
+               .. (cols.rate or "NULL") .. ")")
+end
+
+describe("refusals", function()
+    after_each(function()
+        daemon.sql("TRUNCATE queen.ephemeral_quota")
+    end)
+
+    it("rate_limited: 429 with an honest Retry-After", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_RATE = "2",
+                                         QUEEN_EPHEMERAL_BURST = "4" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("r", { "1", "2", "3", "4" }).status)
+        local res = d:push("r", { "1", "2", "3", "4" })
+        assert.refused_with("rate_limited", res)
+        -- Four tokens short at two per second: two seconds.
+        assert.equals("2", res.headers["retry-after"])
+        assert.equals(4, d:depth("r").json.pending)
+        daemon.sleep(0.6)
+        assert.equals(201, d:push("r", { "5" }).status)
+    end)
+
+    it("ephemeral_disabled: 503 with Retry-After on every family route",
+       function()
+        local d = daemon.start()
+        finally(function() d:stop() end)
+        d:push("k", { "1" })
+        local res = d:request("POST", SWITCH,
+            '{"enabled":false,"retryAfter":42,"reason":"maintenance"}')
+        assert.equals(200, res.status)
+        assert.is_false(res.json.enabled)
+        for _, r in ipairs({
+            { "POST", "/api/v1/ephemeral/push",
+              '{"queue":"k","messages":[{"payload":1}]}' },
+            { "GET", "/api/v1/ephemeral/pop?queue=k" },
+            { "POST", "/api/v1/ephemeral/ack", '{"queue":"k","acks":[]}' },
+            { "POST", "/api/v1/ephemeral/configure", '{"queue":"k"}' },
+            { "POST", "/api/v1/ephemeral/reset", '{"queue":"k"}' },
+            { "DELETE", "/api/v1/ephemeral/queue/k" },
+            { "GET", "/api/v1/ephemeral/queues" },
+            { "GET", "/api/v1/ephemeral/queues/k/depth" },
+        }) do
+            res = d:request(r[1], r[2], r[3])
+            assert.refused_with("ephemeral_disabled", res)
+            assert.equals("42", res.headers["retry-after"], r[2])
+            assert.equals("maintenance", res.json.error)
+        end
+        -- The switch itself stays reachable, and nothing was lost.
+        assert.is_false(d:request("GET", SWITCH).json.enabled)
+        assert.equals(200, d:request("POST", SWITCH, '{"enabled":true}').status)
+        assert.equals(1, d:depth("k").json.pending)
+    end)
+
+    it("a paused surface never leaks a quota answer", function()
+        local d = daemon.start({ db = true, env = {
+            QUEEN_TENANCY_HEADER = "true" } })
+        finally(function() d:stop() end)
+        grant(T, { max_bytes = 1 })
+        -- Grants load at boot and refresh; restart to read this one now.
+        d:stop()
+        d = daemon.start({ db = true, env = { QUEEN_TENANCY_HEADER = "true" } })
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:push("big", { '"xyz"' }, nil, TH))
+        d:request("POST", SWITCH, '{"enabled":false}', TH)
+        local res = d:push("big", { '"xyz"' }, nil, TH)
+        assert.refused_with("ephemeral_disabled", res)
+        assert.equals("30", res.headers["retry-after"])
+        -- Nor does it say whether an ungranted tenant exists.
+        assert.refused_with("ephemeral_disabled", d:push("q", { "1" }, nil,
+            { ["x-queen-tenant"] = "dddddddd-dddd-dddd-dddd-dddddddddddd" }))
+    end)
+
+    it("feature_gated: 403 without a grant when grants are required",
+       function()
+        grant(T, {})
+        grant("eeeeeeee-eeee-eeee-eeee-eeeeeeeeeeee", { enabled = false })
+        local d = daemon.start({ db = true, env = {
+            QUEEN_TENANCY_HEADER = "true" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("g", { "1" }, nil, TH).status)
+        assert.refused_with("feature_gated", d:push("g", { "1" }, nil,
+            { ["x-queen-tenant"] = "dddddddd-dddd-dddd-dddd-dddddddddddd" }))
+        assert.refused_with("feature_gated", d:request("GET",
+            "/api/v1/ephemeral/queues", nil,
+            { ["x-queen-tenant"] = "eeeeeeee-eeee-eeee-eeee-eeeeeeeeeeee" }))
+    end)
+
+    it("ephemeral_quota_exceeded: the tenant's bytes and queues", function()
+        grant(T, { max_bytes = 10, max_queues = 1 })
+        local d = daemon.start({ db = true, env = {
+            QUEEN_TENANCY_HEADER = "true" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("one", { '"12345678"' }, nil, TH).status)
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:push("one", { '"12345678"' }, nil, TH))
+        -- A second queue, by push, pop or configure, is past the allowance.
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:push("two", { "1" }, nil, TH))
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:pop("queue=two", TH))
+        assert.refused_with("ephemeral_quota_exceeded", d:request("POST",
+            "/api/v1/ephemeral/configure", '{"queue":"two"}', TH))
+        -- The existing queue still works.
+        assert.equals(200, d:pop("queue=one&autoAck=true", TH).status)
+        assert.equals("1", d:request("GET", "/api/v1/ephemeral/queues", nil,
+                                     TH).json.count .. "")
+    end)
+
+    it("rate_limited: 429 past the tenant's parked-pop slots", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_MAX_PARKED = "1" } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        c:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=p&wait=true&timeout=5000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        local res = d:pop("queue=p&wait=true&timeout=5000")
+        assert.refused_with("rate_limited", res)
+        assert.equals("1", res.headers["retry-after"])
+        -- A pop that finds nothing but does not wait needs no slot.
+        assert.equals(200, d:pop("queue=p").status)
+        c:close()
+    end)
+
+    it("unauthorized and forbidden from the bearer-tokens example",
+       function()
+        local d = daemon.start({ args = { "--policy-dir "
+            .. helper.root .. "/examples/policies/bearer-tokens" } })
+        finally(function() d:stop() end)
+        local function as(token)
+            return token and { Authorization = "Bearer " .. token } or nil
+        end
+        assert.refused_with("unauthorized",
+                            d:push("b", { "1" }, nil, as(nil)), 401)
+        assert.refused_with("unauthorized",
+                            d:push("b", { "1" }, nil, as("wrong")), 401)
+        assert.equals(201, d:push("b", { "1" }, nil,
+                                  as("producer-token")).status)
+        -- write-only may push but not pop; read-only may only read.
+        assert.refused_with("forbidden", d:pop("queue=b", as("producer-token")),
+                            403)
+        assert.refused_with("forbidden", d:push("b", { "1" }, nil,
+                                                as("dashboard-token")), 403)
+        assert.equals(1, d:request("GET", "/api/v1/ephemeral/queues/b/depth",
+                                   nil, as("dashboard-token")).json.pending)
+        -- The system routes want admin.
+        assert.refused_with("forbidden", d:request("POST", SWITCH,
+            '{"enabled":false}', as("other-tenant-token")), 403)
+        assert.equals(200, d:request("GET", SWITCH, nil,
+                                     as("admin-token")).status)
+        -- The token's tenant is the tenant: another token sees nothing.
+        assert.equals(0, d:request("GET", "/api/v1/ephemeral/queues", nil,
+                                   as("other-tenant-token")).json.count)
+    end)
+end)

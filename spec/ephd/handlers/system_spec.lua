@@ -1,0 +1,77 @@
+local cjson = require("cjson")
+local ffi = require("ffi")
+local helper = require("helper")
+
+describe("ephd.handlers.system", function()
+    local system, answers, reloads
+
+    before_each(function()
+        local respond
+        respond, answers = helper.responder()
+        reloads = 0
+        local C
+        C = helper.core_double({
+            ephd_respond = respond,
+            ephd_wall_time = function() return 1000 end,
+            ephd_policy_reload = function()
+                reloads = reloads + 1
+                return reloads == 1 and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
+            end,
+            ephd_tenant_next = function(pos, name, stats)
+                if pos[0] > 0 then return 0 end
+                pos[0] = 1
+                name.ptr, name.len = "t1", 2
+                stats.pushed, stats.delivered = 5, 7
+                return 1
+            end,
+        })
+        require("ephd.hooks").active = { name = "p", version = 3, hooks = {} }
+        require("ephd.killswitch").set(false)
+        system = require("ephd.handlers.system")
+    end)
+
+    local function run(h, t)
+        local ctx = helper.ctx(t)
+        local err = h.parse(ctx)
+        if err then return nil, err end
+        return h.commit(ctx)
+    end
+
+    it("pauses and unpauses the surface", function()
+        run(system.switch, { body = '{"enabled":false,"retryAfter":9}' })
+        local s = cjson.decode(answers[1].body)
+        assert.is_false(s.enabled)
+        assert.equals(9, s.retryAfter)
+        assert.is_true(require("ephd.killswitch").state().paused)
+        run(system.status, {})
+        assert.is_false(cjson.decode(answers[2].body).enabled)
+        run(system.switch, { body = '{"enabled":true}' })
+        assert.is_true(cjson.decode(answers[3].body).enabled)
+    end)
+
+    it("refuses a switch body of the wrong shape", function()
+        for _, b in ipairs({ '{}', '{"enabled":"no"}',
+                             '{"enabled":false,"retryAfter":0}',
+                             '{"enabled":false,"retryAfter":1.5}',
+                             '{"enabled":false,"why":"x"}' }) do
+            assert.is_nil((run(system.switch, { body = b })), b)
+        end
+    end)
+
+    it("starts one reload at a time", function()
+        run(system.reload, {})
+        run(system.reload, {})
+        assert.equals(2, reloads)
+        assert.equals(1, #answers)
+        assert.equals(503, answers[1].status)
+    end)
+
+    it("lists every tenant's counters", function()
+        run(system.metering, {})
+        local t = cjson.decode(answers[1].body).tenants[1]
+        assert.equals("t1", t.tenant)
+        assert.equals(5, t.pushed)
+        assert.equals(7, t.delivered)
+        assert.truthy(ffi)
+    end)
+end)

@@ -1,0 +1,27 @@
+local helper = require("helper")
+
+describe("ephd.hooks", function()
+    local hooks
+    before_each(function()
+        helper.core_double({ ephd_now_ms = function() return 0ULL end })
+        hooks = require("ephd.hooks")
+        hooks.active = { hooks = {
+            fine = function(a, b) return a + b, "x" end,
+            broken = function() error("boom") end,
+        } }
+    end)
+
+    it("returns a hook's results", function()
+        assert.same({ true, 3, "x" }, { hooks.call("fine", 1, 2) })
+    end)
+
+    it("answers true and nothing for a hook the policy lacks", function()
+        assert.same({ true }, { hooks.call("absent") })
+    end)
+
+    it("contains and counts a hook that raises", function()
+        assert.is_false((hooks.call("broken")))
+        assert.is_false((hooks.call("broken")))
+        assert.equals(2, hooks.failures.broken)
+    end)
+end)
