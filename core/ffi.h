@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 3 };
+enum { EPHD_FFI_ABI_VERSION = 4 };
 
 enum {
   EPHD_OK = 0,
@@ -144,6 +144,10 @@ typedef struct {
 } ephd_pop_args_t;
 
 int ephd_ffi_abi_version(void);
+/* Where the request being dispatched is: Lua reads the slot's address once
+ * and the request from it per call, because converting a lightuserdata
+ * argument (ffi.cast) is not compiled by LuaJIT. */
+const ephd_request_t *const *ephd_request_slot(void);
 const ephd_config_t *ephd_config(void);
 
 /* Writes a whole response for req; Lua uses it for errors and small bodies.

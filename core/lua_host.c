@@ -21,6 +21,9 @@ static int traceback_ref = LUA_NOREF;
 static int dispatch_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
+static const ephd_request_t *current;
+
+const ephd_request_t *const *ephd_request_slot(void) { return &current; }
 static uv_timer_t meter_timer;
 
 /* --- policy files -------------------------------------------------------
@@ -79,8 +82,8 @@ static int read_dir(const char *path, dir_t *d) {
     struct stat st;
     if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
     if (st.st_size > MAX_POLICY_FILE) {
-      snprintf(d->error, sizeof(d->error), "%s is larger than %d bytes", full,
-               MAX_POLICY_FILE);
+      snprintf(d->error, sizeof(d->error), "%.200s is larger than %d bytes",
+               full, MAX_POLICY_FILE);
       break;
     }
     FILE *f = fopen(full, "rb");
@@ -107,8 +110,8 @@ static void push_files(lua_State *l, const dir_t *d) {
   }
 }
 
-/* Calls ephd.dispatch[fn](policy_dir, files, default_dir, default_files);
- * returns 0 and leaves the policy's name and version in *name/*version, or
+/* Calls ephd.dispatch[fn] with (policy_dir, files, default_dir, files);
+ * returns 0 and leaves the policy's name and version in name and version, or
  * -1 with the reason in err. */
 static int call_load(lua_State *l, const char *fn, const char *pdir,
                      const dir_t *pfiles, const char *ddir, const dir_t *dfiles,
@@ -224,8 +227,10 @@ void ephd_lua_host_dispatch(const ephd_request_t *req) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
   lua_getfield(L, -1, "dispatch");
   lua_remove(L, -2);
-  lua_pushlightuserdata(L, (void *)req);
-  if (lua_pcall(L, 1, 0, -3) != 0) {
+  current = req;
+  int rc = lua_pcall(L, 0, 0, -2);
+  current = NULL;
+  if (rc != 0) {
     /* A Lua fault is the cell's problem, not the client's: the HTTP layer
      * answers 503 when nothing was written. Logged once per second at most,
      * so a broken handler cannot flood the log. */

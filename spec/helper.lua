@@ -61,10 +61,12 @@ function helper.core_double(fns, config)
     local cfg = {}
     for k, v in pairs(helper.DEFAULT_CONFIG) do cfg[k] = v end
     for k, v in pairs(config or {}) do cfg[k] = v end
+    helper.slot = ffi.new("const ephd_request_t *[1]")
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 3,
+        ABI_VERSION = 4,
         request_t = ffi.typeof("const ephd_request_t *"),
+        request_slot = helper.slot,
         config = ffi.new("ephd_config_t", cfg),
     }
     return C

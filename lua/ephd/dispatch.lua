@@ -13,8 +13,8 @@ local reply = require("ephd.reply")
 local router = require("ephd.router")
 
 local C = core.C
-local cast, ffi_string = ffi.cast, ffi.string
-local request_t = core.request_t
+local ffi_string = ffi.string
+local request_slot = core.request_slot
 
 local system = require("ephd.handlers.system")
 local HANDLERS = {
@@ -142,8 +142,8 @@ function _M.meter()
     end
 end
 
-function _M.dispatch(ud)
-    local req = cast(request_t, ud)
+function _M.dispatch()
+    local req = request_slot[0]
     local path = ffi_string(req.path.ptr, req.path.len)
     local method = ffi_string(req.method.ptr, req.method.len)
     local route, param, message, allow = router.route(method, path)

@@ -29,7 +29,8 @@ describe("ephd.dispatch", function()
         local t = { method = method, path = path }
         for k, v in pairs(extra or {}) do t[k] = v end
         local req, anchor = helper.request(t)
-        dispatch.dispatch(req)
+        helper.slot[0] = req
+        dispatch.dispatch()
         return anchor
     end
 
