@@ -56,6 +56,8 @@ static const knob_t knobs[] = {
      AT(lua.retry_after_s), "Retry-After while the surface is paused"},
     {"QUEEN_EPHEMERAL_METER_S", "60", 1, 86400, K_U64, AT(meter_s),
      "how often the policy's meter hook sees the counters"},
+    {"QUEEN_EPHEMERAL_POLICY_BUDGET_MS", "100", 10, 60000, K_U64,
+     AT(policy_budget_ms), "longest a policy hook may run before it fails"},
     {"QUEEN_TENANCY_HEADER", "false", 0, 1, K_BOOL, AT(lua.tenancy_header),
      "take the tenant from the x-queen-tenant header"},
     {"QUEEN_EPHEMERAL_REQUIRE_GRANT", "(QUEEN_TENANCY_HEADER)", 0, 1, K_BOOL,

@@ -21,6 +21,7 @@ typedef struct {
   uint64_t implicit_idle_s;
   uint64_t refresh_s;
   uint64_t meter_s;
+  uint64_t policy_budget_ms;
   ephd_config_t lua; /* the part Lua reads through ephd_config() */
 } ephd_settings_t;
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 4 };
+enum { EPHD_FFI_ABI_VERSION = 5 };
 
 enum {
   EPHD_OK = 0,
@@ -218,6 +218,12 @@ int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
  * seconds (policies such as quiet hours). */
 uint64_t ephd_now_ms(void);
 double ephd_wall_time(void);
+
+/* Brackets every call into policy code: a hook still running when its time
+ * budget is spent is interrupted (policy code runs interpreted, so the
+ * interrupt, a debug hook, is seen) and fails like a raising hook. */
+void ephd_policy_enter(void);
+void ephd_policy_leave(void);
 
 /* Re-reads the policy directories off the loop and swaps the policy in if
  * it loads; req (parked meanwhile) is answered with the outcome. */

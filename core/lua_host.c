@@ -11,6 +11,7 @@
 
 #include "http.h"
 #include "json.h"
+#include "watchdog.h"
 
 #define MAX_POLICY_FILE (1 << 20)
 #define MAX_POLICY_FILES 256
@@ -194,11 +195,15 @@ static void on_meter(uv_timer_t *t) {
 }
 
 int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
-                        const char *ddir, uint64_t meter_ms, char *err,
-                        size_t errlen) {
+                        const char *ddir, uint64_t meter_ms, uint64_t budget_ms,
+                        char *err, size_t errlen) {
   loop = lp;
   L = new_state(lua_path, err, errlen);
   if (L == NULL) return -1;
+  if (ephd_watchdog_start(L, budget_ms) != 0) {
+    snprintf(err, errlen, "cannot start the policy watchdog");
+    return -1;
+  }
   policy_dir = strdup(pdir);
   default_dir = strdup(ddir);
   static dir_t pfiles, dfiles;
@@ -342,6 +347,7 @@ void ephd_lua_host_reload(void) {
 }
 
 void ephd_lua_host_close(void) {
+  ephd_watchdog_stop();
   if (L) lua_close(L);
   L = NULL;
   if (policy_dir) uv_close((uv_handle_t *)&meter_timer, NULL);

@@ -99,7 +99,8 @@ int main(int argc, char **argv) {
 
   char err[512];
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
-                          s.meter_s * 1000, err, sizeof(err)) != 0) {
+                          s.meter_s * 1000, s.policy_budget_ms, err,
+                          sizeof(err)) != 0) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }

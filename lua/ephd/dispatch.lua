@@ -47,8 +47,13 @@ local API = {
     end,
 }
 
+-- Loading runs the policy's top level, which is policy code too.
 local function load(dir, files, default_dir, default_files)
-    local p, err = policy.load(dir, files, default_dir, default_files, API)
+    C.ephd_policy_enter()
+    local ok, p, err = pcall(policy.load, dir, files, default_dir,
+                             default_files, API)
+    C.ephd_policy_leave()
+    if not ok then return nil, p end
     if not p then return nil, err end
     return p
 end

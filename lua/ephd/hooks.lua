@@ -24,12 +24,21 @@ local function failed(name, err)
     end
 end
 
--- Returns true and the hook's results, or false when it raised (logged and
--- counted). A hook the policy lacks answers true and nothing.
+-- Returns true and the hook's results, or false when it raised or ran past
+-- its time budget (logged and counted). A hook the policy lacks answers
+-- true and nothing.
 function _M.call(name, ...)
-    local hook = _M.active.hooks[name]
+    local active = _M.active
+    local hook = active.hooks[name]
     if not hook then return true end
-    local ok, a, b, c = pcall(hook, ...)
+    local ok, a, b, c
+    if active.guarded[name] then
+        C.ephd_policy_enter()
+        ok, a, b, c = pcall(hook, ...)
+        C.ephd_policy_leave()
+    else
+        ok, a, b, c = pcall(hook, ...)
+    end
     if not ok then
         failed(name, a)
         return false

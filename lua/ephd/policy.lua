@@ -4,6 +4,8 @@
 -- other by name. A hook the operator's policy does not define is taken from
 -- policies/default. Loading is all or nothing: the caller swaps the result
 -- in only if this returns one.
+local jit = require("jit")
+
 local _M = {}
 
 -- The hook API, versioned for policy authors (docs/policy.md).
@@ -27,7 +29,7 @@ local function copy(t)
     return c
 end
 
-local function sandbox(dir, files, api)
+local function sandbox(dir, files, api, interpreted)
     local env = {}
     for _, name in ipairs(SAFE) do env[name] = _G[name] end
     for _, name in ipairs(SAFE_LIBS) do env[name] = copy(require(name)) end
@@ -44,6 +46,10 @@ local function sandbox(dir, files, api)
         local chunk, err = loadstring(files[mod], "@" .. dir .. "/" .. mod
                                                   .. ".lua")
         if not chunk then error(err, 2) end
+        -- An operator's code runs interpreted, with everything it defines:
+        -- only then does a debug hook (the watchdog's interrupt) reach a
+        -- hook that never returns. The broker's own default stays compiled.
+        if interpreted then jit.off(chunk, true) end
         setfenv(chunk, env)
         local value = chunk()
         loaded[mod] = value == nil and true or value
@@ -74,11 +80,11 @@ local function check_settings(p)
 end
 
 -- Compiles one directory; returns its policy table or nil and why.
-function _M.compile(dir, files, api)
+function _M.compile(dir, files, api, interpreted)
     if type(files) ~= "table" or not files.init then
         return nil, dir .. "/init.lua is missing"
     end
-    local env = sandbox(dir, files, api)
+    local env = sandbox(dir, files, api, interpreted)
     local ok, p = pcall(env.require, "init")
     if not ok then return nil, tostring(p) end
     if type(p) ~= "table" or type(p.name) ~= "string"
@@ -100,21 +106,24 @@ function _M.compile(dir, files, api)
 end
 
 -- The operator's policy over the default one. Returns {name, version,
--- hooks, settings} or nil and why.
+-- hooks, guarded, settings}: guarded names the hooks that are the
+-- operator's (interpreted, and watched by the time budget); the others
+-- are the broker's shipped default. Or nil and why.
 function _M.load(dir, files, default_dir, default_files, api)
-    local fallback, err = _M.compile(default_dir, default_files, api)
+    local fallback, err = _M.compile(default_dir, default_files, api, false)
     if not fallback then return nil, "the default policy: " .. err end
     local p = fallback
     if dir ~= default_dir then
-        p, err = _M.compile(dir, files, api)
+        p, err = _M.compile(dir, files, api, true)
         if not p then return nil, err end
     end
-    local hooks = {}
+    local hooks, guarded = {}, {}
     for _, name in ipairs(_M.HOOKS) do
         hooks[name] = p.hooks[name] or fallback.hooks[name]
+        guarded[name] = p ~= fallback and p.hooks[name] ~= nil
     end
     return { name = p.name, version = p.version, hooks = hooks,
-             settings = p.settings, dir = dir }
+             guarded = guarded, settings = p.settings, dir = dir }
 end
 
 return _M

@@ -110,6 +110,40 @@ describe("policy faults", function()
         assert.is_true(lines >= 1 and lines <= 2, lines .. " lines")
     end)
 
+    it("interrupts a hook that never returns, answers 503, serves the rest",
+       function()
+        local dir = policy_dir('return { name = "stuck", version = 1, '
+            .. 'hooks = { authenticate = function(r) if r.route == "queues" '
+            .. 'then while true do end end end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir },
+            env = { QUEEN_EPHEMERAL_POLICY_BUDGET_MS = "50" } })
+        finally(function() d:stop() end)
+        for _ = 1, 3 do
+            local t0 = daemon.now()
+            local res = d:request("GET", "/api/v1/ephemeral/queues")
+            local took = daemon.now() - t0
+            assert.refused_with("ephemeral_unavailable", res)
+            assert.is_true(took < 1, "took " .. took)
+        end
+        -- The loop was never blocked for long: other routes are served.
+        assert.equals(201, d:push("q", { "1" }).status)
+        local s = d:request("GET", "/api/v1/system/ephemeral").json
+        assert.equals(3, s.policy.failures.authenticate - 0)
+        assert.truthy(d:read_log():find("time budget", 1, true))
+    end)
+
+    it("refuses a reload whose top level never returns", function()
+        local dir = policy_dir('return { name = "ok", version = 1, hooks = {} }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir },
+            env = { QUEEN_EPHEMERAL_POLICY_BUDGET_MS = "50" } })
+        finally(function() d:stop() end)
+        write(dir, 'while true do end')
+        local res = d:request("POST", RELOAD)
+        assert.refused_with("ephemeral_bad_request", res)
+        assert.truthy(res.json.error:find("time budget", 1, true))
+        assert.equals(201, d:push("q", { "1" }).status)
+    end)
+
     it("answers 503 for a hook that returns garbage", function()
         local dir = policy_dir('return { name = "garbage", version = 1, '
             .. 'hooks = { authenticate = function() return 42 end } }')

@@ -1,14 +1,19 @@
 local helper = require("helper")
 
 describe("ephd.hooks", function()
-    local hooks
+    local hooks, brackets
     before_each(function()
-        helper.core_double({ ephd_now_ms = function() return 0ULL end })
+        brackets = {}
+        helper.core_double({
+            ephd_now_ms = function() return 0ULL end,
+            ephd_policy_enter = function() brackets[#brackets + 1] = "in" end,
+            ephd_policy_leave = function() brackets[#brackets + 1] = "out" end,
+        })
         hooks = require("ephd.hooks")
         hooks.active = { hooks = {
             fine = function(a, b) return a + b, "x" end,
             broken = function() error("boom") end,
-        } }
+        }, guarded = { broken = true } }
     end)
 
     it("returns a hook's results", function()
@@ -23,5 +28,13 @@ describe("ephd.hooks", function()
         assert.is_false((hooks.call("broken")))
         assert.is_false((hooks.call("broken")))
         assert.equals(2, hooks.failures.broken)
+    end)
+
+    it("runs the operator's hooks inside the watchdog's brackets only",
+       function()
+        hooks.call("fine", 1, 2)
+        assert.same({}, brackets)
+        hooks.call("broken")
+        assert.same({ "in", "out" }, brackets)
     end)
 end)

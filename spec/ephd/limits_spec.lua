@@ -15,7 +15,7 @@ describe("ephd.limits", function()
             return { rate = grant and grant.max_msgs_per_sec or d.rate,
                      burst = d.burst, max_parked = d.max_parked,
                      max_bytes = 100 }
-        end } }
+        end }, guarded = {} }
     end)
 
     it("asks the policy once per tenant, in the form C takes", function()

@@ -24,6 +24,33 @@ describe("ephd.policy", function()
         assert.equals("x", p.name)
         assert.equals(6, p.hooks.cost({ messages = 3 }))
         assert.is_nil(p.hooks.authenticate({}))
+        -- Only the operator's hooks are watched; the default's are ours.
+        assert.is_true(p.guarded.cost)
+        assert.is_false(p.guarded.authenticate)
+    end)
+
+    it("compiles the operator's code with the JIT off, the broker's on",
+       function()
+        -- A hook with a hot loop: compiled code starts a trace in it,
+        -- interpreted code never does.
+        local files = { init = 'return { name = "x", version = 1, hooks = { '
+            .. 'cost = function(p) local s = 0 for i = 1, 500 do s = s + i '
+            .. 'end return s end } }' }
+        local function traces(p)
+            local n = 0
+            local function on(what, _, func)
+                local src = require("jit.util").funcinfo(func).source
+                if what == "start" and src == "@/p/init.lua" then n = n + 1 end
+            end
+            jit.flush()
+            jit.attach(on, "trace")
+            for _ = 1, 200 do p.hooks.cost({}) end
+            jit.attach(on)
+            return n
+        end
+        assert.equals(0, traces(assert(load(files))))
+        assert.is_true(traces(assert(policy.compile("/p", files, {}, false)))
+                       > 0)
     end)
 
     it("lets a policy require its own files", function()

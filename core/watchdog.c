@@ -1,0 +1,89 @@
+#include "watchdog.h"
+
+#include <lauxlib.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <uv.h>
+
+#include "ffi.h"
+
+#define TICK_MS 10
+#define INTERRUPT SIGUSR2
+
+static lua_State *state;
+static uint64_t budget_ns;
+static _Atomic uint64_t deadline; /* 0: not inside policy code */
+static _Atomic int running;
+static _Atomic uint64_t interrupts;
+static pthread_t loop_thread, thread;
+
+void ephd_policy_enter(void) {
+  atomic_store_explicit(&deadline, uv_hrtime() + budget_ns,
+                        memory_order_relaxed);
+}
+
+void ephd_policy_leave(void) {
+  atomic_store_explicit(&deadline, 0, memory_order_relaxed);
+}
+
+uint64_t ephd_watchdog_interrupts(void) { return atomic_load(&interrupts); }
+
+/* Runs inside the policy code that overran: clear the hook and raise, so
+ * the guarded call in ephd.hooks catches it. */
+static void overrun(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  luaL_error(L, "the policy hook ran past its time budget");
+}
+
+/* On the loop thread, asynchronously: setting a hook is what lua_sethook is
+ * safe to do from a signal handler (luajit.c stops code on SIGINT so). */
+static void on_interrupt(int sig) {
+  (void)sig;
+  if (atomic_load_explicit(&deadline, memory_order_relaxed) == 0) return;
+  lua_sethook(state, overrun, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static void *watch(void *arg) {
+  (void)arg;
+  uint64_t signalled_for = 0;
+  while (atomic_load(&running)) {
+    uv_sleep(TICK_MS);
+    uint64_t d = atomic_load_explicit(&deadline, memory_order_relaxed);
+    if (d && uv_hrtime() > d && d != signalled_for) {
+      signalled_for = d;
+      atomic_fetch_add(&interrupts, 1);
+      pthread_kill(loop_thread, INTERRUPT);
+    }
+  }
+  return NULL;
+}
+
+int ephd_watchdog_start(lua_State *L, uint64_t budget_ms) {
+  state = L;
+  budget_ns = budget_ms * 1000000;
+  loop_thread = pthread_self();
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_interrupt;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(INTERRUPT, &sa, NULL) != 0) return -1;
+  /* Only the loop thread takes the interrupt. */
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, INTERRUPT);
+  pthread_sigmask(SIG_BLOCK, &block, NULL);
+  atomic_store(&running, 1);
+  int rc = pthread_create(&thread, NULL, watch, NULL);
+  pthread_sigmask(SIG_UNBLOCK, &block, NULL);
+  return rc == 0 ? 0 : -1;
+}
+
+void ephd_watchdog_stop(void) {
+  if (!atomic_load(&running)) return;
+  atomic_store(&running, 0);
+  pthread_join(thread, NULL);
+}
