@@ -19,8 +19,13 @@ struct ephd_conn {
   uv_tcp_t tcp;
   ephd_waiter_t waiter;
   llhttp_t parser;
-  ephd_buf_t in;      /* starts at the current message: earlier ones are gone */
-  size_t parsed;      /* bytes of in already given to llhttp */
+  /* What is being parsed: the shared read buffer, or `in` when a request
+   * spans reads. Spans are offsets from base. */
+  const char *base;
+  size_t end;         /* bytes at base */
+  size_t parsed;      /* bytes of base already given to llhttp */
+  size_t msg_start;   /* where the message in progress (or unparsed) begins */
+  ephd_buf_t in;      /* a partial request's bytes, kept across reads */
   ephd_buf_t out;     /* answers waiting to be written */
   ephd_buf_t wbuf;    /* the answers a uv_write has in flight */
   ephd_buf_t chunked; /* a chunked body, reassembled */
@@ -58,8 +63,10 @@ static int listening;
 static ephd_http_limits_t limits;
 static ephd_http_dispatch_cb dispatch;
 static llhttp_settings_t settings;
+static char shared_in[65536];
 static ephd_conn_t *conns;
-static size_t nconns;
+static size_t nconns, conns_peak;
+static void (*crowd_left)(void);
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
 
@@ -69,6 +76,17 @@ static void process(ephd_conn_t *c);
 static void flush(ephd_conn_t *c);
 static void conn_close(ephd_conn_t *c);
 static void on_resume(uv_idle_t *h);
+
+/* The connection's one timer serves three deadlines in turn, and the gate
+ * uses it while a pop is parked: a connection is only ever in one of these
+ * states. A slow client costs its socket until the deadline, no more. */
+static void on_idle_timeout(uv_timer_t *t);
+static void on_request_timeout(uv_timer_t *t);
+
+static void arm(ephd_conn_t *c, uv_timer_cb cb, uint64_t ms) {
+  if (c->closed) return;
+  uv_timer_start(&c->waiter.timer, cb, ms, 0);
+}
 
 static const char *reason_phrase(int status) {
   switch (status) {
@@ -86,6 +104,8 @@ static const char *reason_phrase(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
     case 413:
       return "Payload Too Large";
     case 429:
@@ -191,6 +211,8 @@ ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w) {
 
 size_t ephd_http_connections(void) { return nconns; }
 
+void ephd_http_on_crowd_left(void (*cb)(void)) { crowd_left = cb; }
+
 /* --- parsing ----------------------------------------------------------- */
 
 static ephd_conn_t *of(llhttp_t *p) { return p->data; }
@@ -206,7 +228,7 @@ static int too_big_headers(ephd_conn_t *c, llhttp_t *p, size_t len) {
 static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
                    int fresh) {
   if (fresh) {
-    s->off = (size_t)(at - c->in.base);
+    s->off = (size_t)(at - c->base);
     s->len = 0;
   }
   s->len += len;
@@ -214,6 +236,7 @@ static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
 
 static int on_message_begin(llhttp_t *p) {
   ephd_conn_t *c = of(p);
+  arm(c, on_request_timeout, limits.header_timeout_ms);
   span_t none = {0, 0};
   c->url = c->field = c->value = c->tenant = c->auth = c->body = none;
   c->refuse = 0;
@@ -247,15 +270,14 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 
 static int field_is(ephd_conn_t *c, const char *name) {
   size_t n = strlen(name);
-  return c->field.len == n &&
-         strncasecmp(c->in.base + c->field.off, name, n) == 0;
+  return c->field.len == n && strncasecmp(c->base + c->field.off, name, n) == 0;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   if (c->hstate != H_VALUE) c->value.len = 0; /* an empty value */
-  while (c->value.len && (c->in.base[c->value.off + c->value.len - 1] == ' ' ||
-                          c->in.base[c->value.off + c->value.len - 1] == '\t'))
+  while (c->value.len && (c->base[c->value.off + c->value.len - 1] == ' ' ||
+                          c->base[c->value.off + c->value.len - 1] == '\t'))
     c->value.len--;
   /* The first of a repeated identity header wins; a proxy that appends one
    * cannot override what the first hop set. */
@@ -264,7 +286,7 @@ static int on_header_value_complete(llhttp_t *p) {
   else if (field_is(c, "authorization") && c->auth.len == 0)
     c->auth = c->value;
   else if (field_is(c, "expect") && c->value.len == 12 &&
-           strncasecmp(c->in.base + c->value.off, "100-continue", 12) == 0)
+           strncasecmp(c->base + c->value.off, "100-continue", 12) == 0)
     c->expect_continue = 1;
   c->hstate = H_NONE;
   return 0;
@@ -272,6 +294,7 @@ static int on_header_value_complete(llhttp_t *p) {
 
 static int on_headers_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
+  arm(c, on_request_timeout, limits.body_timeout_ms);
   c->body_chunked = (p->flags & F_CHUNKED) != 0;
   if ((p->flags & F_CONTENT_LENGTH) &&
       p->content_length > limits.max_body_bytes) {
@@ -301,7 +324,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len) {
 }
 
 static ephd_slice_t slice(ephd_conn_t *c, span_t s) {
-  ephd_slice_t out = {s.len ? c->in.base + s.off : "", s.len};
+  ephd_slice_t out = {s.len ? c->base + s.off : "", s.len};
   return out;
 }
 
@@ -328,6 +351,7 @@ static int on_message_complete(llhttp_t *p) {
   c->keep_alive = llhttp_should_keep_alive(p);
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;
+  uv_timer_stop(&c->waiter.timer);
   dispatch(r);
   if (!c->answered) {
     /* The Lua host answers its own failures; this only guards the wire. */
@@ -355,28 +379,65 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
   }
 }
 
+/* After parsing, the bytes from msg_start on (a request cut by the end of a
+ * read, or unparsed behind a parked one) move to the connection's own
+ * buffer, sized to them; everything before is answered and forgotten. */
+static void keep_leftover(ephd_conn_t *c) {
+  size_t from = c->msg_start, keep = c->end - from;
+  if (c->base == shared_in) {
+    c->in.len = 0;
+    if (keep) ephd_buf_append(&c->in, shared_in + from, keep);
+  } else {
+    ephd_buf_consume(&c->in, from);
+  }
+  span_t *spans[] = {&c->url,    &c->field, &c->value,
+                     &c->tenant, &c->auth,  &c->body};
+  for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++)
+    if (spans[i]->off >= from) spans[i]->off -= from;
+  c->parsed -= from;
+  c->msg_start = 0;
+  c->base = c->in.base;
+  c->end = c->in.len;
+  if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
+}
+
 static void process(ephd_conn_t *c) {
-  while (!c->parked && !c->closing && c->parsed < c->in.len) {
-    const char *data = c->in.base + c->parsed;
+  while (!c->parked && !c->closing && c->parsed < c->end) {
     llhttp_errno_t err =
-        llhttp_execute(&c->parser, data, c->in.len - c->parsed);
+        llhttp_execute(&c->parser, c->base + c->parsed, c->end - c->parsed);
     if (err == HPE_OK) {
-      c->parsed = c->in.len;
+      c->parsed = c->end;
       break;
     }
     if (err == HPE_PAUSED) {
       /* A request is complete and answered or parked: nothing refers to its
-       * bytes any more, so the next message starts the buffer. */
-      size_t end = (size_t)(llhttp_get_error_pos(&c->parser) - c->in.base);
+       * bytes any more, so the next message starts here. */
+      size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->base);
       llhttp_resume(&c->parser);
-      ephd_buf_consume(&c->in, end);
-      c->parsed = 0;
+      c->parsed = c->msg_start = pos;
       continue;
     }
     protocol_error(c, err);
     break;
   }
-  if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
+  keep_leftover(c);
+  /* Between requests (nothing partial, nothing parked) the idle clock runs;
+   * a partial request keeps the header or body deadline it armed. */
+  if (!c->parked && !c->closing && c->in.len == 0)
+    arm(c, on_idle_timeout, limits.idle_timeout_ms);
+}
+
+static ephd_conn_t *timer_conn(uv_timer_t *t) {
+  return ephd_http_waiter_conn((ephd_waiter_t *)t->data);
+}
+
+static void on_idle_timeout(uv_timer_t *t) { conn_close(timer_conn(t)); }
+
+static void on_request_timeout(uv_timer_t *t) {
+  ephd_conn_t *c = timer_conn(t);
+  c->keep_alive = 0;
+  c->http10 = 0;
+  respond_error(c, 408, "the request was not received in time");
 }
 
 /* --- I/O ------------------------------------------------------------- */
@@ -389,6 +450,13 @@ static void on_handle_closed(uv_handle_t *h) {
   ephd_buf_free(&c->wbuf);
   ephd_buf_free(&c->chunked);
   free(c);
+  /* When a crowd of connections (10,000 parked pops whose clients left,
+   * say) has halved, the broker gets a chance to give memory back. Rare:
+   * once per halving. */
+  if (conns_peak >= 1024 && nconns * 2 < conns_peak) {
+    conns_peak = nconns;
+    if (crowd_left) crowd_left();
+  }
 }
 
 static void conn_close(ephd_conn_t *c) {
@@ -411,11 +479,19 @@ static void conn_close(ephd_conn_t *c) {
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
+/* Every read lands in one shared buffer unless the connection holds a
+ * partial request, which the new bytes must follow: an idle or parked
+ * connection owns no read buffer at all. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   ephd_conn_t *c = h->data;
   (void)suggested;
-  buf->base = ephd_buf_reserve(&c->in, 65536);
-  buf->len = 65536;
+  if (c->in.len == 0) {
+    buf->base = shared_in;
+    buf->len = sizeof(shared_in);
+  } else {
+    buf->base = ephd_buf_reserve(&c->in, 16384);
+    buf->len = c->in.cap - c->in.len;
+  }
 }
 
 static void start_reading(ephd_conn_t *c);
@@ -472,7 +548,6 @@ static void flush(ephd_conn_t *c) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   ephd_conn_t *c = s->data;
-  (void)buf;
   if (nread < 0) {
     /* EOF or error: a parked poll or a half-sent request is simply dropped. */
     if (c->out.len || c->writing) {
@@ -485,10 +560,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     }
     return;
   }
-  c->in.len += (size_t)nread;
+  if (buf->base == shared_in) {
+    c->base = shared_in;
+    c->end = (size_t)nread;
+    c->parsed = c->msg_start = 0;
+  } else {
+    c->in.len += (size_t)nread;
+    c->base = c->in.base;
+    c->end = c->in.len;
+  }
   process(c);
   flush(c);
-  if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
 }
 
 static void start_reading(ephd_conn_t *c) {
@@ -503,6 +585,8 @@ static void on_resume(uv_idle_t *h) {
     ephd_conn_t *c = resume_head;
     resume_head = c->resume_next;
     c->resume_queued = 0;
+    c->base = c->in.base;
+    c->end = c->in.len;
     process(c);
     flush(c);
   }
@@ -525,12 +609,13 @@ static void on_connection(uv_stream_t *server, int status) {
   c->next = conns;
   if (conns) conns->prev = c;
   conns = c;
-  nconns++;
+  if (++nconns > conns_peak) conns_peak = nconns;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     conn_close(c);
     return;
   }
   uv_tcp_nodelay(&c->tcp, 1);
+  arm(c, on_idle_timeout, limits.idle_timeout_ms);
   start_reading(c);
 }
 

@@ -6,6 +6,7 @@
 #define EPHD_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "buf.h"
@@ -19,6 +20,9 @@ typedef void (*ephd_http_dispatch_cb)(const ephd_request_t *req);
 typedef struct {
   size_t max_body_bytes;
   size_t max_header_bytes;
+  uint64_t idle_timeout_ms;   /* no request in progress */
+  uint64_t header_timeout_ms; /* a request's first byte to its headers */
+  uint64_t body_timeout_ms;   /* its headers to its last body byte */
 } ephd_http_limits_t;
 
 int ephd_http_start(uv_loop_t *loop, const char *host, int port,
@@ -45,5 +49,8 @@ ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w);
 void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot);
 void ephd_http_unhold(ephd_conn_t *c);
 size_t ephd_http_connections(void);
+/* Called when the number of connections has halved from a peak of at least
+ * 1024 since the last call: the moment to give memory back. */
+void ephd_http_on_crowd_left(void (*cb)(void));
 
 #endif

@@ -346,6 +346,8 @@ void ephd_lua_host_reload(void) {
     fprintf(stderr, "ephd: a policy reload is already running\n");
 }
 
+void ephd_lua_host_collect(void) { lua_gc(L, LUA_GCCOLLECT, 0); }
+
 void ephd_lua_host_close(void) {
   ephd_watchdog_stop();
   if (L) lua_close(L);

@@ -22,6 +22,8 @@ void ephd_lua_host_apply_declarations(void);
 void ephd_lua_host_apply_grants(void);
 /* SIGHUP: reload, logging the outcome. */
 void ephd_lua_host_reload(void);
+/* A full garbage collection: after a crowd left, before trimming the heap. */
+void ephd_lua_host_collect(void);
 void ephd_lua_host_close(void);
 
 /* `ephd policy check DIR`: loads DIR the way the broker would and prints

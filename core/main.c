@@ -1,4 +1,5 @@
 /* ephd: flags and knobs, the boot order, signals and a clean stop. */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,13 @@ static void on_signal(uv_signal_t *s, int signum) {
    * read them does not hold the stop past the deadline. */
   uv_timer_start(&stop_deadline, on_deadline, 500, 0);
   uv_unref((uv_handle_t *)&stop_deadline);
+}
+
+/* glibc keeps freed heap for reuse, and Lua garbage not yet collected pins
+ * pages between freed connections: collect, then hand free pages back. */
+static void give_memory_back(void) {
+  ephd_lua_host_collect();
+  malloc_trim(0);
 }
 
 /* A binary run from its build tree uses the source tree's Lua and policies;
@@ -109,12 +117,19 @@ int main(int argc, char **argv) {
                    ephd_lua_host_apply_declarations,
                    ephd_lua_host_apply_grants);
   ephd_store_boot(5000);
-  ephd_http_limits_t limits = {s.max_body_bytes, s.max_header_bytes};
+  ephd_http_limits_t limits = {
+      .max_body_bytes = s.max_body_bytes,
+      .max_header_bytes = s.max_header_bytes,
+      .idle_timeout_ms = s.idle_timeout_s * 1000,
+      .header_timeout_ms = s.header_timeout_ms,
+      .body_timeout_ms = s.body_timeout_ms,
+  };
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }
+  ephd_http_on_crowd_left(give_memory_back);
   ephd_config_log(&s, stderr);
   fprintf(stderr, "ephd: listening on %s:%d epoch=%08x\n", s.listen_host,
           s.listen_port, engine.epoch);
