@@ -67,6 +67,15 @@ static char shared_in[65536];
 static ephd_conn_t *conns;
 static size_t nconns, conns_peak;
 static void (*crowd_left)(void);
+static uv_timer_t release_timer;
+
+/* A crowd that leaves closes over some milliseconds: give memory back once,
+ * when it has gone, not at each step. */
+static void on_release(uv_timer_t *t) {
+  (void)t;
+  conns_peak = nconns;
+  if (crowd_left) crowd_left();
+}
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
 
@@ -451,12 +460,10 @@ static void on_handle_closed(uv_handle_t *h) {
   ephd_buf_free(&c->chunked);
   free(c);
   /* When a crowd of connections (10,000 parked pops whose clients left,
-   * say) has halved, the broker gets a chance to give memory back. Rare:
-   * once per halving. */
-  if (conns_peak >= 1024 && nconns * 2 < conns_peak) {
-    conns_peak = nconns;
-    if (crowd_left) crowd_left();
-  }
+   * say) has more than halved, the broker gets a chance to give memory back
+   * (100 ms after the last of it leaves). */
+  if (conns_peak >= 1024 && nconns * 2 < conns_peak && listening)
+    uv_timer_start(&release_timer, on_release, 100, 0);
 }
 
 static void conn_close(ephd_conn_t *c) {
@@ -635,6 +642,8 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
   uv_idle_init(loop, &resume_idle);
+  uv_timer_init(loop, &release_timer);
+  uv_unref((uv_handle_t *)&release_timer);
   struct sockaddr_storage addr;
   int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
   if (rc < 0) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr);
@@ -649,6 +658,7 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
     snprintf(err, errlen, "--listen %s:%d: %s", host, port, uv_strerror(rc));
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
+    uv_close((uv_handle_t *)&release_timer, NULL);
     return rc;
   }
   listening = 1;
@@ -659,6 +669,7 @@ void ephd_http_stop(void) {
   if (listening) {
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
+    uv_close((uv_handle_t *)&release_timer, NULL);
     listening = 0;
   }
   ephd_conn_t *c = conns;

@@ -49,8 +49,9 @@ ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w);
 void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot);
 void ephd_http_unhold(ephd_conn_t *c);
 size_t ephd_http_connections(void);
-/* Called when the number of connections has halved from a peak of at least
- * 1024 since the last call: the moment to give memory back. */
+/* Called once the number of connections has more than halved from a peak
+ * of at least 1024 (100 ms after the last close): the moment to give memory
+ * back. */
 void ephd_http_on_crowd_left(void (*cb)(void));
 
 #endif
