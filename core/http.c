@@ -220,6 +220,17 @@ ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w) {
 
 size_t ephd_http_connections(void) { return nconns; }
 
+int ephd_http_port(void) {
+  struct sockaddr_storage addr;
+  int len = sizeof(addr);
+  if (!listening ||
+      uv_tcp_getsockname(&listener, (struct sockaddr *)&addr, &len) != 0)
+    return -1;
+  if (addr.ss_family == AF_INET6)
+    return ntohs(((struct sockaddr_in6 *)&addr)->sin6_port);
+  return ntohs(((struct sockaddr_in *)&addr)->sin_port);
+}
+
 void ephd_http_on_crowd_left(void (*cb)(void)) { crowd_left = cb; }
 
 /* --- parsing ----------------------------------------------------------- */

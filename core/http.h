@@ -49,6 +49,8 @@ ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w);
 void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot);
 void ephd_http_unhold(ephd_conn_t *c);
 size_t ephd_http_connections(void);
+/* The port the listener is bound to (the chosen one when started on 0). */
+int ephd_http_port(void);
 /* Called once the number of connections has more than halved from a peak
  * of at least 1024 (100 ms after the last close): the moment to give memory
  * back. */

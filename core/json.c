@@ -160,7 +160,9 @@ int ephd_json_field(const char *json, size_t len, const char *name,
       r = -1;
       break;
     }
-    if (key.len == name_len && memcmp(key.base, name, name_len) == 0) {
+    /* An empty key has no buffer: memcmp must not see its NULL. */
+    if (key.len == name_len &&
+        (name_len == 0 || memcmp(key.base, name, name_len) == 0)) {
       value->ptr = v;
       value->len = (size_t)(p - v);
       found = 1;

@@ -106,6 +106,20 @@ TEST_IMPL(json_write_escapes) {
   return 0;
 }
 
+TEST_IMPL(json_field_finds_members) {
+  ephd_slice_t v;
+  const char *j = "{\"\":1, \"a\" : [1,2] ,\"b\":{}}";
+  ASSERT_EQ(ephd_json_field(j, strlen(j), "a", &v), 1);
+  ASSERT_MEM_EQ(v.ptr, v.len, "[1,2]");
+  /* An empty key (found by fuzzing: memcmp saw its NULL buffer). */
+  ASSERT_EQ(ephd_json_field(j, strlen(j), "", &v), 1);
+  ASSERT_MEM_EQ(v.ptr, v.len, "1");
+  ASSERT_EQ(ephd_json_field(j, strlen(j), "c", &v), 0);
+  ASSERT_EQ(ephd_json_field("[1]", 3, "a", &v), -1);
+  ASSERT_EQ(ephd_json_field("{\"a\":", 5, "a", &v), -1);
+  return 0;
+}
+
 TEST_IMPL(id_round_trip) {
   ephd_buf_t b;
   ephd_buf_init(&b);

@@ -1,0 +1,96 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+#include "http.h"
+#include "lua_host.h"
+#include "store.h"
+#include "verbs.h"
+
+static uv_loop_t *loop;
+static ephd_engine_t engine;
+static ephd_settings_t settings;
+static int port;
+
+void ephd_fuzz_boot(void) {
+  if (loop) return;
+  /* Short waits and quick collection keep a long run's state small; no rate
+   * limit, so every input reaches the code behind it. */
+  setenv("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S", "1", 1);
+  setenv("QUEEN_EPHEMERAL_RATE", "0", 1);
+  setenv("QUEEN_EPHEMERAL_HEADER_TIMEOUT_MS", "100", 1);
+  char *argv[] = {"fuzz", NULL};
+  if (ephd_config_load(&settings, 1, argv, EPHD_SOURCE_DIR "/policies/default",
+                       EPHD_SOURCE_DIR "/lua/?.lua;" EPHD_BINARY_DIR
+                                       "/lua/?.lua") != 0)
+    abort();
+  loop = uv_default_loop();
+  ephd_engine_init(&engine, loop, 1, &settings.lua.defaults,
+                   settings.lua.max_cell_bytes, 1000);
+  ephd_verbs_init(&engine, loop);
+  char err[512];
+  if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
+                          settings.policy_dir, 60000, 100, err,
+                          sizeof(err)) != 0) {
+    fprintf(stderr, "fuzz: %s\n", err);
+    abort();
+  }
+  ephd_store_start(loop, &engine, NULL, 30000, ephd_lua_host_apply_declarations,
+                   ephd_lua_host_apply_grants);
+  ephd_http_limits_t limits = {1 << 20, 16384, 60000, 100, 100};
+  if (ephd_http_start(loop, "127.0.0.1", 0, &limits, ephd_lua_host_dispatch,
+                      err, sizeof(err)) != 0) {
+    fprintf(stderr, "fuzz: %s\n", err);
+    abort();
+  }
+  port = ephd_http_port();
+}
+
+/* Runs the loop without blocking and drains what the broker wrote; returns
+ * 0 once the connection is closed by the broker. */
+static int pump(int fd) {
+  uv_run(loop, UV_RUN_NOWAIT);
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) continue;
+    if (n == 0) return 0;
+    return errno == EAGAIN ? 1 : 0;
+  }
+}
+
+void ephd_fuzz_exchange(const uint8_t *bytes, size_t len, uint8_t seed) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) abort();
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  uint32_t rng = seed * 2654435761u + 1;
+  size_t off = 0;
+  int open = 1;
+  while (off < len && open) {
+    rng = rng * 1103515245u + 12345u;
+    size_t piece = 1 + (rng >> 16) % 512;
+    if (piece > len - off) piece = len - off;
+    ssize_t w = write(fd, bytes + off, piece);
+    if (w > 0) off += (size_t)w;
+    open = pump(fd);
+  }
+  for (int idle = 0; idle < 3 && open; idle++) open = pump(fd);
+  close(fd);
+  for (int i = 0; i < 3; i++) uv_run(loop, UV_RUN_NOWAIT);
+}
