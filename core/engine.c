@@ -200,9 +200,10 @@ void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms) {
   while ((q = e->idle.head) && budget-- &&
          q->active_ms + e->idle_ms <= now_ms) {
     ephd_engine_expire(e, q, now_ms);
-    if (q->depth == 0 && !parked(q))
+    if (q->depth == 0 && !parked(q)) {
       ephd_engine_delete(e, q);
-    else
+      e->collected++;
+    } else
       ephd_engine_touch(e, q, now_ms);
   }
 }
@@ -296,6 +297,7 @@ void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
            now_ms - ephd_ring_at(r, r->head)->enqueued_ms >= ttl_ms) {
       evict_head(e, q, r);
       q->drops_ttl++;
+      q->tenant->drops_ttl++;
     }
   }
 }
@@ -344,6 +346,7 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                       const ephd_push_plan_t *plan, uint64_t now_ms) {
   for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
   q->drops_bounds += plan->evict;
+  q->tenant->drops_bounds += plan->evict;
   uint64_t d = ephd_ring_depth(r), b = r->bytes;
   for (uint32_t i = 0; i < n; i++)
     ephd_ring_append(r, now_ms, base + payloads[i].off, payloads[i].len);
@@ -448,6 +451,7 @@ static ephd_outcome_t fail_delivery(ephd_engine_t *e, ephd_lease_t *l) {
   if (attempts >= limit) {
     ephd_ring_at(r, pos)->holds--;
     q->drops_retry++;
+    q->tenant->drops_retry++;
     reclaim(e, q, r);
     return EPHD_OUTCOME_ACKED;
   }

@@ -65,6 +65,7 @@ typedef struct ephd_tenant {
   uint64_t parked;
   uint64_t pushed;
   uint64_t delivered;
+  uint64_t drops_bounds, drops_ttl, drops_retry;
 } ephd_tenant_t;
 
 typedef enum {
@@ -93,6 +94,7 @@ typedef struct {
   uint64_t idle_ms;     /* implicit queues empty this long are collected */
   uv_loop_t *loop;
   uv_timer_t housekeeping;
+  uint64_t collected; /* implicit queues collected, ever */
 } ephd_engine_t;
 
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 5 };
+enum { EPHD_FFI_ABI_VERSION = 6 };
 
 enum {
   EPHD_OK = 0,
@@ -89,6 +89,10 @@ typedef struct {
   uint64_t parked;
   uint64_t pushed;    /* messages, item by item */
   uint64_t delivered; /* deliveries, redeliveries included */
+  /* Drops by cause, kept when the queue that dropped is collected. */
+  uint64_t dropped_bounds;
+  uint64_t dropped_ttl;
+  uint64_t dropped_retry;
 } ephd_tenant_stats_t;
 
 /* One stored grant (queen.ephemeral_quota); -1 is SQL NULL. */

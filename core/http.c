@@ -65,17 +65,8 @@ static ephd_http_dispatch_cb dispatch;
 static llhttp_settings_t settings;
 static char shared_in[65536];
 static ephd_conn_t *conns;
-static size_t nconns, conns_peak;
-static void (*crowd_left)(void);
-static uv_timer_t release_timer;
-
-/* A crowd that leaves closes over some milliseconds: give memory back once,
- * when it has gone, not at each step. */
-static void on_release(uv_timer_t *t) {
-  (void)t;
-  conns_peak = nconns;
-  if (crowd_left) crowd_left();
-}
+static size_t nconns;
+static uint64_t activity; /* requests dispatched and connections closed */
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
 
@@ -231,7 +222,7 @@ int ephd_http_port(void) {
   return ntohs(((struct sockaddr_in *)&addr)->sin_port);
 }
 
-void ephd_http_on_crowd_left(void (*cb)(void)) { crowd_left = cb; }
+uint64_t ephd_http_activity(void) { return activity; }
 
 /* --- parsing ----------------------------------------------------------- */
 
@@ -372,6 +363,7 @@ static int on_message_complete(llhttp_t *p) {
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;
   uv_timer_stop(&c->waiter.timer);
+  activity++;
   dispatch(r);
   if (!c->answered) {
     /* The Lua host answers its own failures; this only guards the wire. */
@@ -470,11 +462,7 @@ static void on_handle_closed(uv_handle_t *h) {
   ephd_buf_free(&c->wbuf);
   ephd_buf_free(&c->chunked);
   free(c);
-  /* When a crowd of connections (10,000 parked pops whose clients left,
-   * say) has more than halved, the broker gets a chance to give memory back
-   * (100 ms after the last of it leaves). */
-  if (conns_peak >= 1024 && nconns * 2 < conns_peak && listening)
-    uv_timer_start(&release_timer, on_release, 100, 0);
+  activity++;
 }
 
 static void conn_close(ephd_conn_t *c) {
@@ -627,7 +615,7 @@ static void on_connection(uv_stream_t *server, int status) {
   c->next = conns;
   if (conns) conns->prev = c;
   conns = c;
-  if (++nconns > conns_peak) conns_peak = nconns;
+  nconns++;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     conn_close(c);
     return;
@@ -653,8 +641,6 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
   uv_idle_init(loop, &resume_idle);
-  uv_timer_init(loop, &release_timer);
-  uv_unref((uv_handle_t *)&release_timer);
   struct sockaddr_storage addr;
   int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
   if (rc < 0) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr);
@@ -669,7 +655,6 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
     snprintf(err, errlen, "--listen %s:%d: %s", host, port, uv_strerror(rc));
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
-    uv_close((uv_handle_t *)&release_timer, NULL);
     return rc;
   }
   listening = 1;
@@ -680,7 +665,6 @@ void ephd_http_stop(void) {
   if (listening) {
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
-    uv_close((uv_handle_t *)&release_timer, NULL);
     listening = 0;
   }
   ephd_conn_t *c = conns;

@@ -51,9 +51,8 @@ void ephd_http_unhold(ephd_conn_t *c);
 size_t ephd_http_connections(void);
 /* The port the listener is bound to (the chosen one when started on 0). */
 int ephd_http_port(void);
-/* Called once the number of connections has more than halved from a peak
- * of at least 1024 (100 ms after the last close): the moment to give memory
- * back. */
-void ephd_http_on_crowd_left(void (*cb)(void));
+/* Requests dispatched plus connections closed, ever: how main tells a busy
+ * spell from a quiet one. */
+uint64_t ephd_http_activity(void);
 
 #endif

@@ -47,10 +47,21 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 /* glibc keeps freed heap for reuse, and Lua garbage not yet collected pins
- * pages between freed connections: collect, then hand free pages back. */
-static void give_memory_back(void) {
-  ephd_lua_host_collect();
-  malloc_trim(0);
+ * pages between freed blocks: after a busy spell (requests, closes,
+ * collected queues) is followed by a whole quiet second, collect, then hand
+ * free pages back. Nothing while busy; once per quiet spell. */
+static uv_timer_t quiet_timer;
+static uint64_t activity_seen, activity_released;
+
+static void on_quiet_check(uv_timer_t *t) {
+  ephd_engine_t *engine = t->data;
+  uint64_t now = ephd_http_activity() + engine->collected;
+  if (now == activity_seen && now != activity_released) {
+    ephd_lua_host_collect();
+    malloc_trim(0);
+    activity_released = now;
+  }
+  activity_seen = now;
 }
 
 /* A binary run from its build tree uses the source tree's Lua and policies;
@@ -129,7 +140,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }
-  ephd_http_on_crowd_left(give_memory_back);
+  uv_timer_init(loop, &quiet_timer);
+  quiet_timer.data = &engine;
+  uv_timer_start(&quiet_timer, on_quiet_check, 1000, 1000);
+  uv_unref((uv_handle_t *)&quiet_timer);
   ephd_config_log(&s, stderr);
   fprintf(stderr, "ephd: listening on %s:%d epoch=%08x\n", s.listen_host,
           s.listen_port, engine.epoch);

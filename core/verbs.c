@@ -519,6 +519,9 @@ static void fill_stats(const ephd_tenant_t *t, ephd_tenant_stats_t *out) {
   out->parked = t->parked;
   out->pushed = t->pushed;
   out->delivered = t->delivered;
+  out->dropped_bounds = t->drops_bounds;
+  out->dropped_ttl = t->drops_ttl;
+  out->dropped_retry = t->drops_retry;
 }
 
 int ephd_tenant_stats(const char *tenant, size_t tenant_len,

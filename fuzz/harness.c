@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ static int port;
 
 void ephd_fuzz_boot(void) {
   if (loop) return;
+  /* As the daemon's main() does: a peer that closed is an EPIPE to handle,
+   * not a signal that ends the process (for the broker's writes and ours). */
+  signal(SIGPIPE, SIG_IGN);
   /* Short waits and quick collection keep a long run's state small; no rate
    * limit, so every input reaches the code behind it. */
   setenv("QUEEN_EPHEMERAL_IMPLICIT_IDLE_S", "1", 1);

@@ -96,6 +96,7 @@ TEST_IMPL(engine_push_drop_oldest) {
   ASSERT_EQ(push(q, "p", 6, 3, 0), 0);
   ASSERT_EQ(q->depth, 5);
   ASSERT_EQ(q->drops_bounds, 3);
+  ASSERT_EQ(q->tenant->drops_bounds, 3); /* kept past the queue's life */
   ASSERT_EQ(pop(q, "slow", 1, 0, &out), 1);
   ASSERT(memmem(out.base, out.len, "\"payload\":4}", 12) != NULL);
   ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
@@ -135,6 +136,7 @@ TEST_IMPL(engine_ttl_head_drop) {
   ephd_engine_expire(&e, q, 3000);
   ASSERT_EQ(q->depth, 1);
   ASSERT_EQ(q->drops_ttl, 2);
+  ASSERT_EQ(q->tenant->drops_ttl, 2);
   ASSERT_EQ(e.cell_bytes, 1);
   return stop();
 }
@@ -157,6 +159,7 @@ TEST_IMPL(engine_retry_limit_drops) {
     ASSERT_EQ(o, attempt < 2 ? EPHD_OUTCOME_REDELIVERED : EPHD_OUTCOME_ACKED);
   }
   ASSERT_EQ(q->drops_retry, 1);
+  ASSERT_EQ(q->tenant->drops_retry, 1);
   ASSERT_EQ(pop(q, "g", 1, 0, &out), 0);
   ASSERT_EQ(q->depth, 0); /* the only group is done with it: reclaimed */
   ephd_buf_free(&out);

@@ -43,7 +43,10 @@ local API = {
                  queues = tonumber(stats.queues),
                  parked = tonumber(stats.parked),
                  pushed = tonumber(stats.pushed),
-                 delivered = tonumber(stats.delivered) }
+                 delivered = tonumber(stats.delivered),
+                 drops = { bounds = tonumber(stats.dropped_bounds),
+                           ttl = tonumber(stats.dropped_ttl),
+                           retry = tonumber(stats.dropped_retry) } }
     end,
 }
 

@@ -166,6 +166,7 @@ describe("metering", function()
         assert.equals(3, t.pushed)
         assert.equals(5, t.delivered)
         assert.equals(1, t.queues)
+        assert.same({ bounds = 0, ttl = 0, retry = 0 }, t.drops)
     end)
 
     it("hands the counters to the meter hook, which the log records",

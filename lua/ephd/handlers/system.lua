@@ -102,6 +102,9 @@ function _M.counters()
             parked = tonumber(stats.parked),
             bytes = tonumber(stats.bytes),
             queues = tonumber(stats.queues),
+            drops = { bounds = tonumber(stats.dropped_bounds),
+                      ttl = tonumber(stats.dropped_ttl),
+                      retry = tonumber(stats.dropped_retry) },
         }
     end
     table.sort(out, function(a, b) return a.tenant < b.tenant end)

@@ -1,0 +1,249 @@
+-- A bounded mixed workload with accounting (run by bench/soak). Pushes
+-- unique integer payloads to many queues; four groups consume them with a
+-- mix of ack, fail, retry and leases left to expire; PostgreSQL restarts in
+-- the middle. Then it drains and proves conservation: for every group,
+-- every message pushed was acked at least once or dropped for a retry, the
+-- broker's retry drops match the client's books, nothing arrived that was
+-- never pushed, and the broker's memory is back near its baseline.
+local socket = require("socket")
+local cjson = require("cjson")
+
+local PORT = tonumber(arg[1])
+local PID = arg[2]
+local SECONDS = tonumber(arg[3] or 60)
+local PG = arg[4] -- scripts/pg.sh data directory, restarted mid-run
+local ROOT = arg[5] or "."
+local QUEUES = tonumber(os.getenv("SOAK_QUEUES") or 1000)
+local GROUPS = { "g1", "g2", "g3", "g4" }
+local RETRY_LIMIT = 3
+
+math.randomseed(tonumber(os.getenv("SOAK_SEED") or 42))
+
+local function rss()
+    local f = io.open("/proc/" .. PID .. "/status")
+    local t = f:read("*a")
+    f:close()
+    return tonumber(t:match("VmRSS:%s+(%d+)"))
+end
+
+-- One keep-alive connection, plain HTTP/1.1.
+local conn = assert(socket.connect("127.0.0.1", PORT))
+conn:setoption("tcp-nodelay", true)
+conn:settimeout(30)
+
+local function request(method, path, body)
+    local head = method .. " " .. path .. " HTTP/1.1\r\nHost: soak\r\n"
+    if body then head = head .. "Content-Length: " .. #body .. "\r\n" end
+    assert(conn:send(head .. "\r\n" .. (body or "")))
+    local status = tonumber(assert(conn:receive("*l")):match(" (%d%d%d) "))
+    local len = 0
+    while true do
+        local h = assert(conn:receive("*l"))
+        if h == "" then break end
+        local n = h:match("^[Cc]ontent%-[Ll]ength:%s*(%d+)")
+        if n then len = tonumber(n) end
+    end
+    local text = len > 0 and assert(conn:receive(len)) or ""
+    return status, text ~= "" and cjson.decode(text) or nil
+end
+
+-- The books.
+local pushed = {}       -- queue -> list of payload ids
+local pushed_set = {}   -- id -> queue
+local acked = {}        -- queue -> group -> id -> true
+local dropped = {}      -- queue -> group -> id -> true (retry, as expected)
+local phantom, next_id = 0, 1
+local counts = { pushed = 0, delivered = 0, acked = 0, failed = 0,
+                 retried = 0, expired = 0, retry_drops = 0,
+                 configure_503 = 0, configure_201 = 0 }
+
+local function qname(i) return "soak-" .. i end
+for i = 1, QUEUES do
+    pushed[qname(i)] = {}
+    acked[qname(i)], dropped[qname(i)] = {}, {}
+    for _, g in ipairs(GROUPS) do
+        acked[qname(i)][g], dropped[qname(i)][g] = {}, {}
+    end
+end
+
+-- Register every group before the first push: a group sees what is still
+-- in memory when it arrives, and the books expect it to see everything.
+for i = 1, QUEUES do
+    for _, g in ipairs(GROUPS) do
+        request("GET", "/api/v1/ephemeral/pop?queue=" .. qname(i)
+                       .. "&group=" .. g .. "&batch=1")
+    end
+end
+
+local function push_some()
+    local q = qname(math.random(QUEUES))
+    local n = math.random(1, 20)
+    local msgs, ids = {}, {}
+    for k = 1, n do
+        ids[k] = next_id
+        msgs[k] = '{"payload":' .. next_id .. '}'
+        next_id = next_id + 1
+    end
+    local status = request("POST", "/api/v1/ephemeral/push",
+        '{"queue":"' .. q .. '","messages":[' .. table.concat(msgs, ",")
+        .. ']}')
+    assert(status == 201, "push answered " .. tostring(status))
+    for _, id in ipairs(ids) do
+        local list = pushed[q]
+        list[#list + 1] = id
+        pushed_set[id] = q
+    end
+    counts.pushed = counts.pushed + n
+end
+
+-- Pops a batch for one (queue, group) and settles each delivery.
+local function consume(q, g, all_ack)
+    local status, res = request("GET", "/api/v1/ephemeral/pop?queue=" .. q
+                                       .. "&group=" .. g .. "&batch=50")
+    assert(status == 200, "pop answered " .. tostring(status))
+    local acks = {}
+    for _, m in ipairs(res.messages) do
+        counts.delivered = counts.delivered + 1
+        local id = m.payload
+        if pushed_set[id] ~= q then phantom = phantom + 1 end
+        local last = m.attempts == RETRY_LIMIT - 1
+        local r = all_ack and 0 or math.random()
+        if r < 0.80 then
+            acks[#acks + 1] = { id = m.id, status = "completed" }
+            acked[q][g][id] = true
+            counts.acked = counts.acked + 1
+        elseif r < 0.90 or r < 0.95 then
+            local st = r < 0.90 and "failed" or "retry"
+            acks[#acks + 1] = { id = m.id, status = st }
+            counts[st == "failed" and "failed" or "retried"] =
+                counts[st == "failed" and "failed" or "retried"] + 1
+            if last then dropped[q][g][id] = true end
+        else
+            -- Left to expire: redelivered after the lease, or dropped if it
+            -- was the last allowed delivery.
+            counts.expired = counts.expired + 1
+            if last then dropped[q][g][id] = true end
+        end
+    end
+    if #acks > 0 then
+        local st, body = request("POST", "/api/v1/ephemeral/ack",
+            cjson.encode({ queue = q, group = g, acks = acks }))
+        assert(st == 200, "ack answered " .. tostring(st))
+        for i, r in ipairs(body.results) do
+            -- A lease can expire between pop and ack (a slow turn): then
+            -- the message was redelivered and this ack settled nothing.
+            if r.outcome == "unknown" and acks[i].status == "completed" then
+                local id = res.messages[i] and res.messages[i].payload
+                if id then acked[q][g][id] = nil end
+            end
+        end
+    end
+    return #res.messages
+end
+
+local baseline = rss()
+local t0 = socket.gettime()
+local restarted = false
+while socket.gettime() - t0 < SECONDS do
+    for _ = 1, 3 do push_some() end
+    for _ = 1, 4 do
+        consume(qname(math.random(QUEUES)), GROUPS[math.random(#GROUPS)])
+    end
+    if not restarted and socket.gettime() - t0 > SECONDS / 2 and PG then
+        -- PostgreSQL goes away and comes back; the hot path must not care.
+        os.execute(ROOT .. "/scripts/pg.sh stop " .. PG)
+        for k = 1, 20 do
+            push_some()
+            local st = request("POST", "/api/v1/ephemeral/configure",
+                '{"queue":"soak-declared-' .. k .. '"}')
+            if st == 503 then counts.configure_503 = counts.configure_503 + 1 end
+        end
+        os.execute(ROOT .. "/scripts/pg.sh start " .. PG .. " >/dev/null")
+        restarted = true
+    end
+end
+-- Heal: configure works again without a broker restart.
+local healed_at = socket.gettime()
+while socket.gettime() - healed_at < 15 do
+    if request("POST", "/api/v1/ephemeral/configure",
+               '{"queue":"soak-declared"}') == 201 then
+        counts.configure_201 = counts.configure_201 + 1
+        break
+    end
+    socket.sleep(0.2)
+end
+request("DELETE", "/api/v1/ephemeral/queue/soak-declared")
+for k = 1, 20 do request("DELETE", "/api/v1/ephemeral/queue/soak-declared-" .. k) end
+
+-- Drain: ack everything until no group of any queue has anything pending
+-- (leases out on messages left to expire come back after a second).
+local drain_start = socket.gettime()
+while true do
+    local busy = 0
+    for i = 1, QUEUES do
+        for _, g in ipairs(GROUPS) do
+            while consume(qname(i), g, true) > 0 do busy = busy + 1 end
+        end
+    end
+    local pending = 0
+    for i = 1, QUEUES do
+        -- A queue drained and collected (its idle time is 1 s) is a 404.
+        local st, depth = request("GET", "/api/v1/ephemeral/queues/"
+                                         .. qname(i) .. "/depth")
+        if st == 200 then
+            for _, g in ipairs(depth.groups) do pending = pending + g.pending end
+        end
+    end
+    if pending == 0 then break end
+    assert(socket.gettime() - drain_start < 120, "drain did not finish")
+    socket.sleep(0.5)
+end
+
+-- The broker's own count of drops by cause: the tenant's, which outlives
+-- queues collected after their drain.
+local meter_status, meter = request("GET", "/api/v1/system/metering")
+assert(meter_status == 200, "metering answered " .. tostring(meter_status))
+local drops = meter.tenants[1].drops
+local broker_retry = drops.retry
+
+-- Conservation, per group.
+local lost, both, expected_drops = 0, 0, 0
+for q, ids in pairs(pushed) do
+    for _, g in ipairs(GROUPS) do
+        for _, id in ipairs(ids) do
+            local a, d = acked[q][g][id], dropped[q][g][id]
+            if d then expected_drops = expected_drops + 1 end
+            if not a and not d then lost = lost + 1 end
+            if a and d then both = both + 1 end
+        end
+    end
+end
+
+-- Memory: empty queues are collected after their idle time (1 s here),
+-- and the broker gives memory back after a quiet second.
+socket.sleep(4)
+local after = rss()
+
+local report = {
+    seconds = SECONDS, queues = QUEUES, groups = #GROUPS,
+    pushed = counts.pushed, delivered = counts.delivered,
+    acked = counts.acked, failed = counts.failed, retried = counts.retried,
+    expired = counts.expired,
+    drops = drops,
+    client_expected_retry_drops = expected_drops,
+    lost = lost, acked_and_dropped = both, phantom = phantom,
+    pg_restart = { configure_503 = counts.configure_503,
+                   healed = counts.configure_201 > 0 },
+    rss_kib = { baseline = baseline, after = after },
+}
+print(cjson.encode(report))
+local ok = lost == 0 and phantom == 0 and both == 0
+           and broker_retry == expected_drops
+           and drops.bounds == 0 and drops.ttl == 0
+           and (not PG or (counts.configure_503 > 0 and counts.configure_201 > 0))
+           and after <= baseline * 1.1 + 1024
+if not ok then
+    io.stderr:write("soak: conservation or memory check FAILED\n")
+    os.exit(1)
+end
+io.stderr:write("soak: ok\n")
