@@ -8,6 +8,7 @@ local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 local ladder = require("ephd.ladder")
 local limits = require("ephd.limits")
+local metering = require("ephd.metering")
 local policy = require("ephd.policy")
 local reply = require("ephd.reply")
 local router = require("ephd.router")
@@ -31,23 +32,9 @@ end
 local _M = {}
 
 -- What policy code may read: clocks and a tenant's counters.
-local stats = ffi.new("ephd_tenant_stats_t")
 local API = {
     now = function() return C.ephd_wall_time() end,
-    counters = function(tenant)
-        if type(tenant) ~= "string"
-                or C.ephd_tenant_stats(tenant, #tenant, stats) ~= 0 then
-            return nil
-        end
-        return { bytes = tonumber(stats.bytes),
-                 queues = tonumber(stats.queues),
-                 parked = tonumber(stats.parked),
-                 pushed = tonumber(stats.pushed),
-                 delivered = tonumber(stats.delivered),
-                 drops = { bounds = tonumber(stats.dropped_bounds),
-                           ttl = tonumber(stats.dropped_ttl),
-                           retry = tonumber(stats.dropped_retry) } }
-    end,
+    counters = metering.of,
 }
 
 -- Loading runs the policy's top level, which is policy code too.
@@ -133,7 +120,7 @@ end
 function _M.meter()
     if not hooks.active.hooks.meter then return end
     local deltas = {}
-    for _, t in ipairs(system.counters()) do
+    for _, t in ipairs(metering.all()) do
         local before = last[t.tenant] or { pushed = 0, delivered = 0 }
         deltas[#deltas + 1] = {
             tenant = t.tenant,

@@ -1,11 +1,11 @@
 -- The system routes (admin): the kill switch, policy reload and metering.
 -- They stay reachable while the family is paused, or nobody could unpause.
-local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local core = require("ephd.core")
 local body = require("ephd.body")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
+local metering = require("ephd.metering")
 local reply = require("ephd.reply")
 
 local C = core.C
@@ -86,36 +86,11 @@ _M.reload = {
     end,
 }
 
-local pos = ffi.new("size_t[1]")
-local name = ffi.new("ephd_slice_t")
-local stats = ffi.new("ephd_tenant_stats_t")
-
--- Every tenant's counters, as numbers: for metering and the meter hook.
-function _M.counters()
-    local out = {}
-    pos[0] = 0
-    while C.ephd_tenant_next(pos, name, stats) ~= 0 do
-        out[#out + 1] = {
-            tenant = ffi.string(name.ptr, name.len),
-            pushed = tonumber(stats.pushed),
-            delivered = tonumber(stats.delivered),
-            parked = tonumber(stats.parked),
-            bytes = tonumber(stats.bytes),
-            queues = tonumber(stats.queues),
-            drops = { bounds = tonumber(stats.dropped_bounds),
-                      ttl = tonumber(stats.dropped_ttl),
-                      retry = tonumber(stats.dropped_retry) },
-        }
-    end
-    table.sort(out, function(a, b) return a.tenant < b.tenant end)
-    return out
-end
-
 -- GET /api/v1/system/metering
 _M.metering = {
     parse = no_query,
     commit = function(ctx)
-        local tenants = _M.counters()
+        local tenants = metering.all()
         reply.json(ctx.req, 200, '{"tenants":' .. (#tenants > 0 and
                    encode(tenants) or "[]") .. '}')
         return 0
