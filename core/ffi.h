@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 6 };
+enum { EPHD_FFI_ABI_VERSION = 7 };
 
 enum {
   EPHD_OK = 0,
@@ -201,6 +201,15 @@ int ephd_configure(const ephd_request_t *req, const char *tenant,
                    const ephd_tenant_limits_t *limits, uint32_t *refusals);
 int ephd_delete(const ephd_request_t *req, const char *tenant,
                 size_t tenant_len, const char *queue, size_t queue_len);
+
+/* The declaration store's state, for readiness: no database configured,
+ * connected, or configured and unreachable right now. */
+enum {
+  EPHD_DATABASE_NONE = 0,
+  EPHD_DATABASE_CONNECTED = 1,
+  EPHD_DATABASE_UNAVAILABLE = 2
+};
+int ephd_database_state(void);
 
 /* Loading declarations: while Lua's apply_declarations runs, the rows of
  * the load are readable here, and each valid one is applied with

@@ -206,6 +206,12 @@ int ephd_store_boot(uint64_t timeout_ms) {
   return boot_loaded;
 }
 
+int ephd_database_state(void) {
+  if (db_url == NULL) return EPHD_DATABASE_NONE;
+  return ephd_pg_connected() ? EPHD_DATABASE_CONNECTED
+                             : EPHD_DATABASE_UNAVAILABLE;
+}
+
 void ephd_store_stop(void) {
   if (db_url == NULL) return;
   uv_close((uv_handle_t *)&refresh_timer, NULL);

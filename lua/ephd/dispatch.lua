@@ -18,6 +18,7 @@ local ffi_string = ffi.string
 local request_slot = core.request_slot
 
 local system = require("ephd.handlers.system")
+local probes = require("ephd.handlers.probes")
 local HANDLERS = {
     system_status = system.status,
     system_switch = system.switch,
@@ -146,6 +147,7 @@ function _M.dispatch()
         return reply.refuse(req, "ephemeral_bad_request", message, param,
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
+    if router.PROBES[route] then return probes[route](req) end
     local authorization = req.authorization
     return ladder.run({
         req = req,

@@ -15,7 +15,13 @@ local EXACT = {
                                      POST = "system_switch" },
     ["/api/v1/system/policy/reload"] = { POST = "policy_reload" },
     ["/api/v1/system/metering"] = { GET = "metering" },
+    ["/health"] = { GET = "health" },
+    ["/ready"] = { GET = "ready" },
 }
+
+-- Probes answer before the ladder: a load balancer asks without
+-- credentials, and a paused surface is still alive.
+_M.PROBES = { health = true, ready = true }
 
 -- Routes outside the family: the kill switch does not pause them and no
 -- grant gates them.

@@ -80,3 +80,22 @@ describe("the daemon", function()
         d:stop()
     end)
 end)
+
+describe("the probes", function()
+    it("answer health and readiness without credentials or a ladder",
+       function()
+        local d = daemon.start({ args = { "--policy-dir " .. helper.root
+            .. "/examples/policies/bearer-tokens" } })
+        finally(function() d:stop() end)
+        -- Everything else wants a bearer token here.
+        assert.equals(401, d:request("GET", "/api/v1/ephemeral/queues").status)
+        local res = d:request("GET", "/health")
+        assert.equals(200, res.status)
+        assert.equals("ok", res.json.status)
+        res = d:request("GET", "/ready")
+        assert.equals(200, res.status)
+        assert.same({ ready = true,
+                      policy = { name = "bearer-tokens", version = 1 },
+                      database = "none" }, res.json)
+    end)
+end)

@@ -35,6 +35,9 @@ describe("with the database stopped mid-run", function()
             end
         end
         assert.is_true(refused > 0)
+        local ready = d:request("GET", "/ready")
+        assert.equals(200, ready.status) -- the hot path still serves
+        assert.equals("unavailable", ready.json.database)
         assert.refused_with("ephemeral_unavailable",
                             d:request("DELETE", "/api/v1/ephemeral/queue/x"))
         daemon.pg_start()
@@ -50,6 +53,7 @@ describe("with the database stopped mid-run", function()
             daemon.sleep(0.1)
         end
         assert.is_true(healed, "configure did not heal")
+        assert.equals("connected", d:request("GET", "/ready").json.database)
         assert.truthy(d:read_log():find("database connection restored", 1,
                                         true))
         d:stop()
