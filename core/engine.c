@@ -486,6 +486,7 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   ephd_ring_at(r, l->pos)->holds--;
   free_lease(e, l, 0);
   reclaim(e, q, r);
+  e->acked++;
   return EPHD_OUTCOME_ACKED;
 }
 

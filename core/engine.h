@@ -95,6 +95,7 @@ typedef struct {
   uv_loop_t *loop;
   uv_timer_t housekeeping;
   uint64_t collected; /* implicit queues collected, ever */
+  uint64_t acked;     /* leases settled completed, ever */
 } ephd_engine_t;
 
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 7 };
+enum { EPHD_FFI_ABI_VERSION = 8 };
 
 enum {
   EPHD_OK = 0,
@@ -241,6 +241,13 @@ void ephd_policy_leave(void);
 /* Re-reads the policy directories off the loop and swaps the policy in if
  * it loads; req (parked meanwhile) is answered with the outcome. */
 int ephd_policy_reload(const ephd_request_t *req);
+
+/* Metrics: Lua names the routes once (1..23) and tags each request with
+ * its route; C counts every answer, and writes GET /metrics with the text
+ * Lua adds for what only it knows (policy hooks and reloads). */
+void ephd_metrics_route(int idx, const char *name);
+void ephd_request_route(const ephd_request_t *req, int idx);
+void ephd_metrics(const ephd_request_t *req, const char *extra, size_t len);
 
 /* The two status reads: C writes the body (the queue list can be long). */
 void ephd_queues(const ephd_request_t *req, const char *tenant,

@@ -7,6 +7,7 @@
 
 #include "json.h"
 #include "llhttp.h"
+#include "metrics.h"
 #include "verbs.h"
 
 typedef struct {
@@ -47,7 +48,10 @@ struct ephd_conn {
   int resume_queued;
   int refuse;              /* 413 or 431 when a limit stopped the parser */
   ephd_conn_t **hold_slot; /* who to tell if we close while held */
-  size_t len_field;        /* where the Content-Length digits go in out */
+  int route;        /* the metrics' route of the request being answered */
+  int status;       /* of the answer being written */
+  uint64_t started; /* when the request's last byte was read */
+  size_t len_field; /* where the Content-Length digits go in out */
   size_t body_start;
   struct {
     ephd_request_t pub;
@@ -122,13 +126,21 @@ static const char *reason_phrase(int status) {
 }
 
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
+  return ephd_http_begin_as(c, status, extra, "application/json");
+}
+
+ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
+                               const char *content_type) {
   ephd_buf_t *o = &c->out;
   c->answered = 1;
+  c->status = status;
   ephd_buf_appends(o, "HTTP/1.1 ");
   ephd_buf_append_u64(o, (uint64_t)status);
   ephd_buf_append(o, " ", 1);
   ephd_buf_appends(o, reason_phrase(status));
-  ephd_buf_appends(o, "\r\nContent-Type: application/json\r\nContent-Length: ");
+  ephd_buf_appends(o, "\r\nContent-Type: ");
+  ephd_buf_appends(o, content_type);
+  ephd_buf_appends(o, "\r\nContent-Length: ");
   /* The length is written once the body is: digits padded with leading
    * spaces (optional whitespace in HTTP), so the body is built in place. */
   c->len_field = o->len;
@@ -146,6 +158,7 @@ ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
 }
 
 void ephd_http_end(ephd_conn_t *c) {
+  ephd_metrics_observe(c->route, c->status, uv_hrtime() - c->started);
   size_t n = c->out.len - c->body_start;
   char *digits = c->out.base + c->len_field;
   for (int i = LEN_DIGITS - 1; i >= 0; i--) {
@@ -181,6 +194,10 @@ static void respond_error(ephd_conn_t *c, int status, const char *error) {
   ephd_json_write_string(o, error, strlen(error));
   ephd_buf_appends(o, ",\"code\":\"ephemeral_bad_request\"}");
   ephd_http_end(c);
+}
+
+void ephd_request_route(const ephd_request_t *req, int idx) {
+  ephd_http_conn(req)->route = idx;
 }
 
 ephd_conn_t *ephd_http_conn(const ephd_request_t *req) {
@@ -362,6 +379,8 @@ static int on_message_complete(llhttp_t *p) {
   c->keep_alive = llhttp_should_keep_alive(p);
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;
+  c->route = 0;
+  c->started = uv_hrtime();
   uv_timer_stop(&c->waiter.timer);
   activity++;
   dispatch(r);

@@ -38,6 +38,9 @@ ephd_conn_t *ephd_http_conn(const ephd_request_t *req);
 /* Starts a response on c and returns the buffer its body is appended to;
  * ephd_http_end fills in its Content-Length and sends it. */
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra);
+/* The same with another Content-Type (the metrics' text). */
+ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
+                               const char *content_type);
 void ephd_http_end(ephd_conn_t *c);
 /* Marks the current request as parked and hands out the connection's waiter;
  * the connection reads nothing further until it is answered. */

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "http.h"
 #include "lua_host.h"
+#include "metrics.h"
 #include "store.h"
 #include "verbs.h"
 
@@ -115,6 +116,7 @@ int main(int argc, char **argv) {
   ephd_engine_init(&engine, loop, draw_epoch(), &s.lua.defaults,
                    s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
   ephd_verbs_init(&engine, loop);
+  ephd_metrics_init(&engine);
 
   char err[512];
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,

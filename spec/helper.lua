@@ -45,7 +45,9 @@ local PURE = { ephd_url_decode = true, ephd_json_field = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
 local NOOP = { ephd_policy_enter = function() end,
-               ephd_policy_leave = function() end }
+               ephd_policy_leave = function() end,
+               ephd_metrics_route = function() end,
+               ephd_request_route = function() end }
 
 -- Installs a fresh ephd.core whose C resolves enum constants and the pure
 -- helpers for real and other functions from `fns`; a function the spec did
@@ -69,7 +71,7 @@ function helper.core_double(fns, config)
     helper.slot = ffi.new("const ephd_request_t *[1]")
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 7,
+        ABI_VERSION = 8,
         request_t = ffi.typeof("const ephd_request_t *"),
         request_slot = helper.slot,
         config = ffi.new("ephd_config_t", cfg),

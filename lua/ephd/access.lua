@@ -16,6 +16,7 @@ _M.ROUTES = {
     system_switch = "admin",
     policy_reload = "admin",
     metering = "admin",
+    metrics = "admin",
 }
 
 local GRANTS = {

@@ -24,6 +24,7 @@ local HANDLERS = {
     system_switch = system.switch,
     policy_reload = system.reload,
     metering = system.metering,
+    metrics = system.metrics,
 }
 for _, name in ipairs({ "push", "pop", "ack", "configure", "reset", "delete",
                         "queues", "depth" }) do
@@ -51,6 +52,7 @@ end
 
 -- Returns true, name, version or nil, why.
 function _M.init(dir, files, default_dir, default_files)
+    for i, name in ipairs(router.NAMES) do C.ephd_metrics_route(i, name) end
     local p, err = load(dir, files, default_dir, default_files)
     if not p then return nil, err end
     hooks.active = p
@@ -147,6 +149,7 @@ function _M.dispatch()
         return reply.refuse(req, "ephemeral_bad_request", message, param,
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
+    C.ephd_request_route(req, router.ID[route])
     if router.PROBES[route] then return probes[route](req) end
     local authorization = req.authorization
     return ladder.run({

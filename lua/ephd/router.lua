@@ -17,7 +17,18 @@ local EXACT = {
     ["/api/v1/system/metering"] = { GET = "metering" },
     ["/health"] = { GET = "health" },
     ["/ready"] = { GET = "ready" },
+    ["/metrics"] = { GET = "metrics" },
 }
+
+-- Every route, numbered for the metrics' labels (0 is "none": what the
+-- HTTP layer answers itself, 404s and 405s).
+_M.NAMES = {
+    "push", "pop", "ack", "configure", "reset", "delete", "queues", "depth",
+    "system_status", "system_switch", "policy_reload", "metering", "metrics",
+    "health", "ready",
+}
+_M.ID = {}
+for i, name in ipairs(_M.NAMES) do _M.ID[name] = i end
 
 -- Probes answer before the ladder: a load balancer asks without
 -- credentials, and a paused surface is still alive.
@@ -27,7 +38,7 @@ _M.PROBES = { health = true, ready = true }
 -- grant gates them.
 _M.SYSTEM = {
     system_status = true, system_switch = true, policy_reload = true,
-    metering = true,
+    metering = true, metrics = true,
 }
 
 local DELETE_PREFIX = "/api/v1/ephemeral/queue/"

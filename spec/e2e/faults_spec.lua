@@ -93,6 +93,7 @@ describe("the hot path", function()
         for _ = 1, 50 do
             c:request("GET", "/api/v1/ephemeral/queues")
             c:request("GET", "/api/v1/ephemeral/queues/hot/depth")
+            c:request("GET", "/metrics")
         end
         c:close()
         local ours = daemon.sql(

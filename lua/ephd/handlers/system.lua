@@ -86,6 +86,39 @@ _M.reload = {
     end,
 }
 
+-- GET /metrics: C writes the broker's families; these are the ones only
+-- Lua knows.
+local policy = require("ephd.policy")
+
+local function policy_families()
+    local lines = {
+        "# HELP queen_ephemeral_policy_hook_failures_total Policy hook calls "
+        .. "that raised, returned garbage or overran their budget.",
+        "# TYPE queen_ephemeral_policy_hook_failures_total counter",
+    }
+    for _, hook in ipairs(policy.HOOKS) do
+        lines[#lines + 1] = ('queen_ephemeral_policy_hook_failures_total'
+            .. '{hook="%s"} %d'):format(hook, hooks.failures[hook] or 0)
+    end
+    lines[#lines + 1] = "# HELP queen_ephemeral_policy_reloads_total "
+                        .. "Policy reloads, by outcome."
+    lines[#lines + 1] = "# TYPE queen_ephemeral_policy_reloads_total counter"
+    lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total{outcome="ok"} '
+                         .. '%d'):format(hooks.reloads.ok)
+    lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total'
+                         .. '{outcome="refused"} %d'):format(hooks.reloads.refused)
+    return table.concat(lines, "\n") .. "\n"
+end
+
+_M.metrics = {
+    parse = no_query,
+    commit = function(ctx)
+        local extra = policy_families()
+        C.ephd_metrics(ctx.req, extra, #extra)
+        return 0
+    end,
+}
+
 -- GET /api/v1/system/metering
 _M.metering = {
     parse = no_query,

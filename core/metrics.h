@@ -1,0 +1,21 @@
+/* The counters behind GET /metrics that only C sees (requests by route and
+ * status, latency by route, the engine's totals), and the Prometheus text
+ * they are written as. Counting is a few array increments per answer;
+ * writing costs nothing proportional to the number of queues. */
+#ifndef EPHD_METRICS_H
+#define EPHD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "engine.h"
+
+#define EPHD_METRICS_ROUTES 24
+
+void ephd_metrics_init(const ephd_engine_t *engine);
+/* One answer: its route (0: none, the HTTP layer's own), status, and the
+ * nanoseconds from the request's last byte to its answer. */
+void ephd_metrics_observe(int route, int status, uint64_t ns);
+
+#endif
