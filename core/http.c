@@ -188,12 +188,20 @@ void ephd_respond(const ephd_request_t *req, int status,
   ephd_http_end(c);
 }
 
-static void respond_error(ephd_conn_t *c, int status, const char *error) {
+void ephd_http_refuse(ephd_conn_t *c, int status, const char *code,
+                      const char *message) {
   ephd_buf_t *o = ephd_http_begin(c, status, NULL);
   ephd_buf_appends(o, "{\"error\":");
-  ephd_json_write_string(o, error, strlen(error));
-  ephd_buf_appends(o, ",\"code\":\"ephemeral_bad_request\"}");
+  ephd_json_write_string(o, message, strlen(message));
+  ephd_buf_appends(o, ",\"code\":\"");
+  ephd_buf_appends(o, code);
+  ephd_buf_appends(o, "\"}");
   ephd_http_end(c);
+}
+
+/* The HTTP layer's own refusals carry the family's shape code. */
+static void respond_error(ephd_conn_t *c, int status, const char *error) {
+  ephd_http_refuse(c, status, "ephemeral_bad_request", error);
 }
 
 void ephd_request_route(const ephd_request_t *req, int idx) {

@@ -42,6 +42,9 @@ ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra);
 ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
                                const char *content_type);
 void ephd_http_end(ephd_conn_t *c);
+/* A whole {"error", "code"} answer: code from the closed taxonomy. */
+void ephd_http_refuse(ephd_conn_t *c, int status, const char *code,
+                      const char *message);
 /* Marks the current request as parked and hands out the connection's waiter;
  * the connection reads nothing further until it is answered. */
 ephd_waiter_t *ephd_http_park(ephd_conn_t *c);

@@ -275,25 +275,21 @@ static void reload_work(uv_work_t *w) {
 
 static void answer_reload(ephd_conn_t *c, int ok, const char *name,
                           double version, const char *why) {
-  ephd_buf_t *out = ephd_http_begin(c, ok ? 200 : 400, NULL);
-  if (ok) {
-    char v[32];
-    snprintf(v, sizeof(v), "%g", version);
-    ephd_buf_appends(out, "{\"reloaded\":true,\"policy\":{\"name\":");
-    ephd_json_write_string(out, name, strlen(name));
-    ephd_buf_appends(out, ",\"version\":");
-    ephd_buf_appends(out, v);
-    ephd_buf_appends(out, "}}");
-  } else {
+  if (!ok) {
     char msg[600];
     snprintf(msg, sizeof(msg),
-             "the policy did not load, the previous one "
-             "stays: %s",
-             why);
-    ephd_buf_appends(out, "{\"error\":");
-    ephd_json_write_string(out, msg, strlen(msg));
-    ephd_buf_appends(out, ",\"code\":\"ephemeral_bad_request\"}");
+             "the policy did not load, the previous one stays: %s", why);
+    ephd_http_refuse(c, 400, "ephemeral_bad_request", msg);
+    return;
   }
+  char v[32];
+  snprintf(v, sizeof(v), "%g", version);
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"reloaded\":true,\"policy\":{\"name\":");
+  ephd_json_write_string(out, name, strlen(name));
+  ephd_buf_appends(out, ",\"version\":");
+  ephd_buf_appends(out, v);
+  ephd_buf_appends(out, "}}");
   ephd_http_end(c);
 }
 

@@ -253,19 +253,14 @@ static void write_free(write_t *w) {
   free(w);
 }
 
+/* PostgreSQL's messages end in a newline; the answer's should not. */
 static void answer_error(ephd_conn_t *c, int status, const char *code,
                          const char *what, const char *err) {
-  ephd_buf_t *out = ephd_http_begin(c, status, NULL);
   char msg[320];
   snprintf(msg, sizeof(msg), "%s: %s", what, err ? err : "unknown error");
   size_t n = strlen(msg);
   while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
-  ephd_buf_appends(out, "{\"error\":");
-  ephd_json_write_string(out, msg, n);
-  ephd_buf_appends(out, ",\"code\":\"");
-  ephd_buf_appends(out, code);
-  ephd_buf_appends(out, "\"}");
-  ephd_http_end(c);
+  ephd_http_refuse(c, status, code, msg);
 }
 
 static void on_configured(void *data, PGresult *res, const char *err) {
