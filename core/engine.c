@@ -274,6 +274,19 @@ int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
   return 0;
 }
 
+int ephd_queue_full_of_partitions(const ephd_engine_t *e,
+                                  const ephd_queue_t *q) {
+  return e->max_partitions && q->nrings >= e->max_partitions;
+}
+
+/* Queue mode's shared cursor is not a named group and is never refused. */
+int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q) {
+  uint32_t named = 0;
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    if (q->groups[i].len) named++;
+  return e->max_groups && named >= e->max_groups;
+}
+
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
   uint32_t idx;
   if (ephd_queue_group_find(q, name, len, &idx)) return idx;
@@ -330,6 +343,8 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
       }
     }
   }
+  if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
+    plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
   if (q == NULL && limits && limits->max_queues &&
       (t ? t->queues.count : 0) >= limits->max_queues)
     plan->refusals |= EPHD_REFUSE_TENANT_QUEUES;

@@ -95,7 +95,12 @@ typedef struct {
   uv_loop_t *loop;
   uv_timer_t housekeeping;
   uint64_t collected; /* implicit queues collected, ever */
-  uint64_t acked;     /* leases settled completed, ever */
+  /* Caps on what a queue remembers: every partition and group name is kept
+   * (a ring per partition, a cursor per group in each), so unbounded names
+   * would be unbounded memory. 0: no cap. */
+  uint32_t max_partitions;
+  uint32_t max_groups;
+  uint64_t acked; /* leases settled completed, ever */
 } ephd_engine_t;
 
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
@@ -118,6 +123,10 @@ ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len);
 int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
                           uint32_t *idx);
+/* Whether naming a new partition or a new group would pass the caps. */
+int ephd_queue_full_of_partitions(const ephd_engine_t *e,
+                                  const ephd_queue_t *q);
+int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q);
 
 /* Drops messages older than ttl from the heads of q's rings. */
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);

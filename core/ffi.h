@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 8 };
+enum { EPHD_FFI_ABI_VERSION = 9 };
 
 enum {
   EPHD_OK = 0,
@@ -28,7 +28,8 @@ enum {
   EPHD_REFUSE_CELL_BYTES = 2,
   EPHD_REFUSE_TENANT_BYTES = 4,
   EPHD_REFUSE_TENANT_QUEUES = 8,
-  EPHD_REFUSE_PARKED = 16
+  EPHD_REFUSE_PARKED = 16,
+  EPHD_REFUSE_QUEUE_PARTS = 32 /* partitions or groups past a queue's cap */
 };
 
 typedef struct {

@@ -115,6 +115,8 @@ int main(int argc, char **argv) {
   ephd_engine_t engine;
   ephd_engine_init(&engine, loop, draw_epoch(), &s.lua.defaults,
                    s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
+  engine.max_partitions = (uint32_t)s.max_partitions;
+  engine.max_groups = (uint32_t)s.max_groups;
   ephd_verbs_init(&engine, loop);
   ephd_metrics_init(&engine);
 

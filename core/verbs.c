@@ -249,10 +249,19 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   if (q == NULL)
     q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,
                                a->queue_len);
-  ephd_ring_t *r = NULL;
-  if (a->partition) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
-  uint32_t g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
-                        : ephd_queue_group_open(q, "", 0);
+  uint32_t g;
+  ephd_ring_t *r =
+      a->partition ? ephd_queue_ring(q, a->partition, a->partition_len) : NULL;
+  if ((a->partition && r == NULL && ephd_queue_full_of_partitions(engine, q)) ||
+      (a->group && !ephd_queue_group_find(q, a->group, a->group_len, &g) &&
+       ephd_queue_full_of_groups(engine, q))) {
+    a->refusals = EPHD_REFUSE_QUEUE_PARTS;
+    return EPHD_E_REFUSED;
+  }
+  if (a->partition && r == NULL)
+    r = ephd_queue_ring_open(q, a->partition, a->partition_len);
+  g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
+               : ephd_queue_group_open(q, "", 0);
   ephd_conn_t *c = ephd_http_conn(req);
   uint64_t now = now_ms();
   ephd_engine_touch(engine, q, now);

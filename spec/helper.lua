@@ -71,7 +71,7 @@ function helper.core_double(fns, config)
     helper.slot = ffi.new("const ephd_request_t *[1]")
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 8,
+        ABI_VERSION = 9,
         request_t = ffi.typeof("const ephd_request_t *"),
         request_slot = helper.slot,
         config = ffi.new("ephd_config_t", cfg),

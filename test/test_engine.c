@@ -277,3 +277,24 @@ TEST_IMPL(engine_tenant_counts_deliveries) {
   ephd_buf_free(&out);
   return stop();
 }
+
+TEST_IMPL(engine_caps_partitions_and_groups) {
+  start(1000, 100, 0, 1 << 20);
+  e.max_partitions = 2;
+  e.max_groups = 1;
+  ephd_queue_t *q = queue();
+  ASSERT_EQ(push(q, "p1", 1, 1, 0), 0);
+  ASSERT_EQ(push(q, "p2", 1, 1, 0), 0);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q->tenant, q, NULL, 1, 1, &limits, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_QUEUE_PARTS); /* a third partition */
+  ephd_engine_plan_push(&e, q->tenant, q, ephd_queue_ring(q, "p1", 2), 1, 1,
+                        &limits, &plan);
+  ASSERT_EQ(plan.refusals, 0); /* an existing one is fine */
+  ASSERT(!ephd_queue_full_of_groups(&e, q));
+  ephd_queue_group_open(q, "", 0); /* queue mode is not a named group */
+  ASSERT(!ephd_queue_full_of_groups(&e, q));
+  ephd_queue_group_open(q, "g", 1);
+  ASSERT(ephd_queue_full_of_groups(&e, q));
+  return stop();
+}

@@ -130,8 +130,10 @@ _M.ORDER = {
       message = "the queue is at maxBytes or maxLength and its policy "
                 .. "is reject" },
     { code = "ephemeral_quota_exceeded",
-      bit = bor(C.EPHD_REFUSE_TENANT_BYTES, C.EPHD_REFUSE_TENANT_QUEUES),
-      message = "the tenant is at its ephemeral byte or queue allowance" },
+      bit = bor(C.EPHD_REFUSE_TENANT_BYTES, C.EPHD_REFUSE_TENANT_QUEUES,
+                C.EPHD_REFUSE_QUEUE_PARTS),
+      message = "at an ephemeral allowance: the tenant's bytes or queues, "
+                .. "or the queue's partitions or groups" },
     { code = "ephemeral_unavailable", bit = C.EPHD_REFUSE_CELL_BYTES,
       message = "the broker is at QUEEN_EPHEMERAL_MAX_BYTES" },
 }

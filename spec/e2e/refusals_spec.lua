@@ -125,6 +125,29 @@ describe("refusals", function()
                                      TH).json.count .. "")
     end)
 
+    it("ephemeral_quota_exceeded: a queue's partitions and groups", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_MAX_PARTITIONS = "2",
+                                         QUEEN_EPHEMERAL_MAX_GROUPS = "2" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("caps", { "1" }, "p1").status)
+        assert.equals(201, d:push("caps", { "1" }, "p2").status)
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:push("caps", { "1" }, "p3"))
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:pop("queue=caps&partition=p3"))
+        assert.equals(201, d:push("caps", { "2" }, "p1").status)
+        assert.equals(200, d:pop("queue=caps&group=a").status)
+        assert.equals(200, d:pop("queue=caps&group=b").status)
+        assert.refused_with("ephemeral_quota_exceeded",
+                            d:pop("queue=caps&group=c"))
+        -- Queue mode is not a named group, and known groups still pop.
+        assert.equals(200, d:pop("queue=caps").status)
+        assert.equals(200, d:pop("queue=caps&group=a").status)
+        -- Nothing refused was created.
+        assert.equals(2, d:depth("caps").json.partitionsPending)
+        assert.equals(2, #d:depth("caps").json.groups)
+    end)
+
     it("rate_limited: 429 past the tenant's parked-pop slots", function()
         local d = daemon.start({ env = { QUEEN_EPHEMERAL_MAX_PARKED = "1" } })
         finally(function() d:stop() end)
