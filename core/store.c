@@ -246,6 +246,17 @@ static write_t *write_new(const ephd_request_t *req, const char *tenant,
   return w;
 }
 
+/* The held request's connection, out of the hold, or NULL if its client
+ * has gone: the one way a write's outcome reaches its answer. */
+static ephd_conn_t *release(write_t *w) {
+  ephd_conn_t *c = w->conn;
+  if (c) {
+    w->conn = NULL;
+    ephd_http_unhold(c);
+  }
+  return c;
+}
+
 static void write_free(write_t *w) {
   if (w->conn) ephd_http_unhold(w->conn);
   free(w->tenant);
@@ -265,14 +276,11 @@ static void answer_error(ephd_conn_t *c, int status, const char *code,
 
 static void on_configured(void *data, PGresult *res, const char *err) {
   write_t *w = data;
-  if (res) {
+  if (res)
     ephd_engine_declare(engine, w->tenant, w->tenant_len, w->queue,
                         w->queue_len, &w->opts, generation);
-  }
-  ephd_conn_t *c = w->conn;
+  ephd_conn_t *c = release(w);
   if (c && res) {
-    w->conn = NULL;
-    ephd_http_unhold(c);
     ephd_buf_t *out = ephd_http_begin(c, 201, NULL);
     ephd_buf_appends(out, "{\"queue\":");
     ephd_json_write_string(out, w->queue, w->queue_len);
@@ -281,8 +289,6 @@ static void on_configured(void *data, PGresult *res, const char *err) {
     ephd_buf_append(out, "}", 1);
     ephd_http_end(c);
   } else if (c) {
-    w->conn = NULL;
-    ephd_http_unhold(c);
     answer_error(c, 500, "ephemeral_configure_failed",
                  "the declaration could not be written", err);
   }
@@ -335,20 +341,17 @@ static int forget(const char *tenant, size_t tenant_len, const char *queue,
 
 static void on_deleted(void *data, PGresult *res, const char *err) {
   write_t *w = data;
-  ephd_conn_t *c = w->conn;
   if (res) {
     int declared = PQntuples(res) > 0;
     int existed = forget(w->tenant, w->tenant_len, w->queue, w->queue_len);
-    if (c) {
-      w->conn = NULL;
-      ephd_http_unhold(c);
+    ephd_conn_t *c = release(w);
+    if (c)
       answer_delete(c, w->queue, w->queue_len, existed || declared, declared);
-    }
-  } else if (c) {
-    w->conn = NULL;
-    ephd_http_unhold(c);
-    answer_error(c, 500, "ephemeral_delete_failed",
-                 "the declaration could not be removed", err);
+  } else {
+    ephd_conn_t *c = release(w);
+    if (c)
+      answer_error(c, 500, "ephemeral_delete_failed",
+                   "the declaration could not be removed", err);
   }
   write_free(w);
 }

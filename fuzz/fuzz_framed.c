@@ -7,13 +7,6 @@
 
 #include "harness.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  ephd_fuzz_boot();
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 8192) return 0;
   char *req = malloc(size + 512);

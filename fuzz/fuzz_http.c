@@ -3,13 +3,6 @@
  * writes. */
 #include "harness.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
-  ephd_fuzz_boot();
-  return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   ephd_fuzz_exchange(data + 1, size - 1, data[0]);

@@ -24,6 +24,14 @@ static ephd_engine_t engine;
 static ephd_settings_t settings;
 static int port;
 
+/* libFuzzer calls this once, before the first input. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  ephd_fuzz_boot();
+  return 0;
+}
+
 void ephd_fuzz_boot(void) {
   if (loop) return;
   /* As the daemon's main() does: a peer that closed is an EPIPE to handle,

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Boots the broker; the harness's LLVMFuzzerInitialize calls it. */
 void ephd_fuzz_boot(void);
 /* Sends bytes over a fresh connection, written in pieces whose sizes come
  * from seed (so a request torn across packets is fuzzed too), runs the loop
