@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 static ephd_settings_t *current;
 
 const ephd_config_t *ephd_config(void) { return &current->lua; }
@@ -203,24 +205,30 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
   return 0;
 }
 
-void ephd_config_log(const ephd_settings_t *s, FILE *out) {
-  fprintf(out, "ephd: setting listen=%s:%d\n", s->listen_host, s->listen_port);
-  fprintf(out, "ephd: setting policy_dir=%s\n", s->policy_dir);
-  fprintf(out, "ephd: setting lua_dir=%s\n", s->lua_dir);
+/* The boot block: one event per effective setting, so what a broker ran
+ * with is in its own log. */
+void ephd_config_log(const ephd_settings_t *s) {
+  char v[320];
+  snprintf(v, sizeof(v), "%s:%d", s->listen_host, s->listen_port);
+  ephd_log("info", "setting", "name", "listen", "value", v, NULL);
+  ephd_log("info", "setting", "name", "policy_dir", "value", s->policy_dir,
+           NULL);
+  ephd_log("info", "setting", "name", "lua_path", "value", s->lua_dir, NULL);
   /* The URL may carry a password: say only whether there is one. */
-  fprintf(out, "ephd: setting database=%s\n",
-          s->database_url ? "configured" : "none");
+  ephd_log("info", "setting", "name", "database", "value",
+           s->database_url ? "configured" : "none", NULL);
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
     const knob_t *k = &knobs[i];
     const char *at = (const char *)s + k->offset;
     if (k->kind == K_BOOL) {
       int b;
       memcpy(&b, at, sizeof(b));
-      fprintf(out, "ephd: setting %s=%s\n", k->name, b ? "true" : "false");
+      snprintf(v, sizeof(v), "%s", b ? "true" : "false");
     } else {
       uint64_t u;
       memcpy(&u, at, sizeof(u));
-      fprintf(out, "ephd: setting %s=%llu\n", k->name, (unsigned long long)u);
+      snprintf(v, sizeof(v), "%llu", (unsigned long long)u);
     }
+    ephd_log("info", "setting", "name", k->name, "value", v, NULL);
   }
 }

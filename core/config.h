@@ -35,6 +35,6 @@ typedef struct {
 int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
                      const char *default_policy_dir,
                      const char *default_lua_dir);
-void ephd_config_log(const ephd_settings_t *s, FILE *out);
+void ephd_config_log(const ephd_settings_t *s);
 
 #endif

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 9 };
+enum { EPHD_FFI_ABI_VERSION = 10 };
 
 enum {
   EPHD_OK = 0,
@@ -238,6 +238,10 @@ double ephd_wall_time(void);
  * interrupt, a debug hook, is seen) and fails like a raising hook. */
 void ephd_policy_enter(void);
 void ephd_policy_leave(void);
+
+/* One logfmt line: Lua formats its fields (ephd.log), C adds ts, level
+ * and event, so every line of the log has one shape. */
+void ephd_log_fields(const char *level, const char *event, const char *fields);
 
 /* Re-reads the policy directories off the loop and swaps the policy in if
  * it loads; req (parked meanwhile) is answered with the outcome. */

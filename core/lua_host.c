@@ -11,6 +11,7 @@
 
 #include "http.h"
 #include "json.h"
+#include "log.h"
 #include "watchdog.h"
 
 #define MAX_POLICY_FILE (1 << 20)
@@ -183,7 +184,8 @@ static void call_simple(const char *fn) {
   lua_getfield(L, -1, fn);
   lua_remove(L, -2);
   if (lua_pcall(L, 0, 0, -2) != 0) {
-    fprintf(stderr, "ephd: %s failed: %s\n", fn, lua_tostring(L, -1));
+    ephd_log("error", "lua_failed", "call", fn, "error", lua_tostring(L, -1),
+             NULL);
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
@@ -220,7 +222,10 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
     snprintf(err, errlen, "policy %s: %s", pdir, why);
     return -1;
   }
-  fprintf(stderr, "ephd: policy %s version %g from %s\n", name, version, pdir);
+  char v[32];
+  snprintf(v, sizeof(v), "%g", version);
+  ephd_log("info", "policy_loaded", "name", name, "version", v, "dir", pdir,
+           NULL);
   uv_timer_init(loop, &meter_timer);
   uv_timer_start(&meter_timer, on_meter, meter_ms, meter_ms);
   uv_unref((uv_handle_t *)&meter_timer);
@@ -242,8 +247,10 @@ void ephd_lua_host_dispatch(const ephd_request_t *req) {
     failures++;
     uint64_t now = uv_hrtime() / 1000000;
     if (now - last_logged_ms >= 1000) {
-      fprintf(stderr, "ephd: lua dispatch failed (%llu so far): %s\n",
-              (unsigned long long)failures, lua_tostring(L, -1));
+      char n[24];
+      snprintf(n, sizeof(n), "%llu", (unsigned long long)failures);
+      ephd_log("error", "dispatch_failed", "count", n, "error",
+               lua_tostring(L, -1), NULL);
       last_logged_ms = now;
     }
     lua_pop(L, 1);
@@ -303,11 +310,13 @@ static void after_reload(uv_work_t *w, int status) {
                                    name, sizeof(name), &version)
                        : -1;
   if (status != 0) snprintf(why, sizeof(why), "%s", uv_strerror(status));
+  char v[32];
+  snprintf(v, sizeof(v), "%g", version);
   if (rc == 0)
-    fprintf(stderr, "ephd: policy reloaded: %s version %g\n", name, version);
+    ephd_log("info", "policy_reloaded", "name", name, "version", v, NULL);
   else
-    fprintf(stderr, "ephd: policy reload refused, keeping the old one: %s\n",
-            why);
+    ephd_log("warn", "policy_reload_refused", "reason", why, "msg",
+             "keeping the old policy", NULL);
   if (r->conn) {
     ephd_conn_t *c = r->conn;
     ephd_http_unhold(c);
@@ -338,8 +347,7 @@ int ephd_policy_reload(const ephd_request_t *req) {
 }
 
 void ephd_lua_host_reload(void) {
-  if (start_reload(NULL) != 0)
-    fprintf(stderr, "ephd: a policy reload is already running\n");
+  if (start_reload(NULL) != 0) ephd_log("warn", "policy_reload_busy", NULL);
 }
 
 void ephd_lua_host_collect(void) { lua_gc(L, LUA_GCCOLLECT, 0); }

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "engine.h"
 #include "http.h"
+#include "log.h"
 #include "lua_host.h"
 #include "metrics.h"
 #include "store.h"
@@ -37,7 +38,9 @@ static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
   if (stopping) return;
   stopping = 1;
-  fprintf(stderr, "ephd: stopping on signal %d\n", signum);
+  char sig[16];
+  snprintf(sig, sizeof(sig), "%d", signum);
+  ephd_log("info", "stopping", "signal", sig, NULL);
   ephd_http_stop();
   /* The database connection would keep the loop alive. */
   ephd_store_stop();
@@ -124,7 +127,7 @@ int main(int argc, char **argv) {
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
                           s.meter_s * 1000, s.policy_budget_ms, err,
                           sizeof(err)) != 0) {
-    fprintf(stderr, "ephd: %s\n", err);
+    ephd_log("error", "boot_failed", "reason", err, NULL);
     return 2;
   }
   /* Declarations are in memory before the first request can see a queue. */
@@ -141,16 +144,18 @@ int main(int argc, char **argv) {
   };
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
-    fprintf(stderr, "ephd: %s\n", err);
+    ephd_log("error", "boot_failed", "reason", err, NULL);
     return 2;
   }
   uv_timer_init(loop, &quiet_timer);
   quiet_timer.data = &engine;
   uv_timer_start(&quiet_timer, on_quiet_check, 1000, 1000);
   uv_unref((uv_handle_t *)&quiet_timer);
-  ephd_config_log(&s, stderr);
-  fprintf(stderr, "ephd: listening on %s:%d epoch=%08x\n", s.listen_host,
-          s.listen_port, engine.epoch);
+  ephd_config_log(&s);
+  char addr[300], epoch[16];
+  snprintf(addr, sizeof(addr), "%s:%d", s.listen_host, s.listen_port);
+  snprintf(epoch, sizeof(epoch), "%08x", engine.epoch);
+  ephd_log("info", "listening", "addr", addr, "epoch", epoch, NULL);
 
   uv_signal_init(loop, &sigterm);
   uv_signal_init(loop, &sigint);
@@ -172,6 +177,6 @@ int main(int argc, char **argv) {
   uv_walk(loop, close_walk, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   uv_loop_close(loop);
-  fprintf(stderr, "ephd: stopped\n");
+  ephd_log("info", "stopped", NULL);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "ffi.h"
 #include "http.h"
 #include "json.h"
+#include "log.h"
 #include "pg.h"
 
 static uv_loop_t *loop;
@@ -104,7 +105,7 @@ static void on_loaded(void *data, PGresult *res, const char *err) {
   (void)data;
   if (res == NULL) {
     loading = 0;
-    fprintf(stderr, "ephd: loading declarations failed: %s\n", err);
+    ephd_log("error", "declarations_load_failed", "reason", err, NULL);
     return;
   }
   generation++;
@@ -112,14 +113,16 @@ static void on_loaded(void *data, PGresult *res, const char *err) {
   apply_declarations();
   rows = NULL;
   ephd_engine_sweep_declarations(engine, generation);
-  fprintf(stderr, "ephd: loaded %d declarations\n", PQntuples(res));
+  char n[24];
+  snprintf(n, sizeof(n), "%d", PQntuples(res));
+  ephd_log("info", "declarations_loaded", "count", n, NULL);
 }
 
 static void on_grants(void *data, PGresult *res, const char *err) {
   (void)data;
   loading = 0;
   if (res == NULL) {
-    fprintf(stderr, "ephd: loading grants failed: %s\n", err);
+    ephd_log("error", "grants_load_failed", "reason", err, NULL);
     return;
   }
   rows = res;
@@ -139,14 +142,14 @@ static void load(void) {
 static void on_schema(void *data, PGresult *res, const char *err) {
   (void)data;
   if (res == NULL) {
-    fprintf(stderr, "ephd: creating the tables failed: %s\n", err);
+    ephd_log("error", "schema_failed", "reason", err, NULL);
     return;
   }
   load();
 }
 
 static void on_connected(void) {
-  if (down_logged) fprintf(stderr, "ephd: database connection restored\n");
+  if (down_logged) ephd_log("info", "database_restored", NULL);
   down_logged = 0;
   ephd_pg_query(SCHEMA_SQL, 0, NULL, NULL, on_schema, NULL);
 }
@@ -155,10 +158,8 @@ static void on_connected(void) {
 static void on_lost(const char *why) {
   loading = 0;
   if (!down_logged) {
-    fprintf(stderr,
-            "ephd: database unavailable (%s); push, pop and ack go on, "
-            "declarations wait for it\n",
-            why);
+    ephd_log("warn", "database_unavailable", "reason", why, "msg",
+             "push, pop and ack go on; declarations wait for it", NULL);
     down_logged = 1;
   }
   settle_boot(0);
@@ -200,9 +201,8 @@ int ephd_store_boot(uint64_t timeout_ms) {
   uv_close((uv_handle_t *)&deadline, NULL);
   uv_run(loop, UV_RUN_NOWAIT); /* let the close complete */
   if (db_url && !boot_loaded)
-    fprintf(stderr,
-            "ephd: no declarations loaded at boot; serving implicit queues "
-            "and retrying the database\n");
+    ephd_log("warn", "boot_without_declarations", "msg",
+             "serving implicit queues and retrying the database", NULL);
   return boot_loaded;
 }
 

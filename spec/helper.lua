@@ -41,7 +41,8 @@ local function engine()
     return engine_lib
 end
 
-local PURE = { ephd_url_decode = true, ephd_json_field = true }
+local PURE = { ephd_url_decode = true, ephd_json_field = true,
+               ephd_log_fields = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
 local NOOP = { ephd_policy_enter = function() end,
@@ -71,7 +72,7 @@ function helper.core_double(fns, config)
     helper.slot = ffi.new("const ephd_request_t *[1]")
     package.loaded["ephd.core"] = {
         C = C,
-        ABI_VERSION = 9,
+        ABI_VERSION = 10,
         request_t = ffi.typeof("const ephd_request_t *"),
         request_slot = helper.slot,
         config = ffi.new("ephd_config_t", cfg),

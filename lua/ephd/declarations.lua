@@ -5,6 +5,7 @@
 local ffi = require("ffi")
 local cjson = require("cjson.safe")
 local core = require("ephd.core")
+local log = require("ephd.log")
 local options = require("ephd.options")
 
 local C = core.C
@@ -35,8 +36,8 @@ function _M.apply()
         end
     end
     if #bad > 0 then
-        io.stderr:write("ephd: skipped ", #bad, " stored declarations: ",
-                        table.concat(bad, "; "), "\n")
+        log.warn("declarations_skipped", { count = #bad,
+                                           rows = table.concat(bad, "; ") })
     end
     return applied, bad
 end

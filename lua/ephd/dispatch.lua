@@ -8,6 +8,7 @@ local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 local ladder = require("ephd.ladder")
 local limits = require("ephd.limits")
+local log = require("ephd.log")
 local metering = require("ephd.metering")
 local policy = require("ephd.policy")
 local reply = require("ephd.reply")
@@ -108,18 +109,6 @@ end
 -- logfmt line, for a billing pipeline that reads the log.
 local last = {}
 
-local function logfmt(record)
-    local parts = { "ephd: meter" }
-    for k, v in pairs(record) do
-        if type(k) == "string" and (type(v) == "number"
-                                    or type(v) == "string"
-                                    or type(v) == "boolean") then
-            parts[#parts + 1] = k .. "=" .. tostring(v):gsub("[%s\"]", "_")
-        end
-    end
-    return table.concat(parts, " ")
-end
-
 function _M.meter()
     if not hooks.active.hooks.meter then return end
     local deltas = {}
@@ -136,7 +125,7 @@ function _M.meter()
     local ok, records = hooks.call("meter", deltas)
     if not ok or type(records) ~= "table" then return end
     for _, r in ipairs(records) do
-        if type(r) == "table" then io.stderr:write(logfmt(r), "\n") end
+        if type(r) == "table" then log.info("meter", r) end
     end
 end
 

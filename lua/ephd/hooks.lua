@@ -19,8 +19,8 @@ local function failed(name, err)
     local now = tonumber(C.ephd_now_ms())
     if not last_logged[name] or now - last_logged[name] >= 1000 then
         last_logged[name] = now
-        io.stderr:write("ephd: policy hook ", name, " failed (",
-                        _M.failures[name], " so far): ", tostring(err), "\n")
+        require("ephd.log").warn("policy_hook_failed", {
+            hook = name, count = _M.failures[name], error = tostring(err) })
     end
 end
 

@@ -120,7 +120,7 @@ function _M:stop()
     local log = self:read_log()
     os.remove(self.log)
     if log:find("Sanitizer", 1, true) or log:find("runtime error", 1, true)
-            or not log:find("ephd: stopped\n", 1, true) then
+            or not log:find(" event=stopped\n", 1, true) then
         error("ephd did not stop cleanly:\n" .. log)
     end
     return took

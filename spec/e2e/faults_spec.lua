@@ -54,8 +54,7 @@ describe("with the database stopped mid-run", function()
         end
         assert.is_true(healed, "configure did not heal")
         assert.equals("connected", d:request("GET", "/ready").json.database)
-        assert.truthy(d:read_log():find("database connection restored", 1,
-                                        true))
+        assert.truthy(d:read_log():find("event=database_restored", 1, true))
         d:stop()
     end)
 end)

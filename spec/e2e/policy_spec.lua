@@ -73,7 +73,7 @@ describe("policy reload", function()
         write(dir, "error('nope')")
         os.execute("kill -HUP " .. d.pid)
         local t0 = daemon.now()
-        while not d:read_log():find("reload refused", 1, true)
+        while not d:read_log():find("event=policy_reload_refused", 1, true)
               and daemon.now() - t0 < 5 do
             daemon.sleep(0.05)
         end
@@ -82,7 +82,7 @@ describe("policy reload", function()
         write(dir, rate_policy(2))
         os.execute("kill -HUP " .. d.pid)
         t0 = daemon.now()
-        while not d:read_log():find("policy reloaded", 1, true)
+        while not d:read_log():find("event=policy_reloaded", 1, true)
               and daemon.now() - t0 < 5 do
             daemon.sleep(0.05)
         end
@@ -106,7 +106,8 @@ describe("policy faults", function()
         local s = d:request("GET", "/api/v1/system/ephemeral").json
         assert.equals(20, s.policy.failures.cost)
         -- Logged once per burst, not once per request.
-        local _, lines = d:read_log():gsub("policy hook cost failed", "")
+        local _, lines = d:read_log():gsub("event=policy_hook_failed [^\n]*"
+                                           .. "hook=cost", "")
         assert.is_true(lines >= 1 and lines <= 2, lines .. " lines")
     end)
 
@@ -187,7 +188,7 @@ describe("metering", function()
             daemon.sleep(0.1)
         end
         assert.truthy(d:read_log():find(
-            "ephd: meter .*tenant=00000000%-0000%-0000%-0000%-000000000001"))
+            "event=meter [^\n]*tenant=00000000%-0000%-0000%-0000%-000000000001"))
         assert.truthy(d:read_log():find("units=4", 1, true))
     end)
 end)

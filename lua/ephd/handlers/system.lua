@@ -5,6 +5,7 @@ local core = require("ephd.core")
 local body = require("ephd.body")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
+local log = require("ephd.log")
 local metering = require("ephd.metering")
 local reply = require("ephd.reply")
 
@@ -66,8 +67,8 @@ _M.switch = {
         local s = ctx.switch
         killswitch.set(not s.enabled, s.retryAfter, s.reason,
                        C.ephd_wall_time())
-        io.stderr:write("ephd: the ephemeral surface is ",
-                        s.enabled and "enabled" or "paused", "\n")
+        log.info("surface_switched", { enabled = s.enabled,
+                                       reason = s.reason })
         reply.json(ctx.req, 200, state_body())
         return 0
     end,

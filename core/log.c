@@ -1,0 +1,88 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "ffi.h"
+
+static void stamp(ephd_buf_t *b, const char *level, const char *event) {
+  uv_timeval64_t tv;
+  uv_gettimeofday(&tv);
+  time_t secs = (time_t)tv.tv_sec;
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  char ts[64];
+  snprintf(ts, sizeof(ts), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+           tm.tm_sec, (int)(tv.tv_usec / 1000));
+  ephd_buf_appends(b, ts);
+  ephd_buf_appends(b, " level=");
+  ephd_buf_appends(b, level);
+  ephd_buf_appends(b, " event=");
+  ephd_buf_appends(b, event);
+}
+
+/* Bare when it can be, quoted (with \" \\ \n) when it has a space, an
+ * '=', a quote, a control character, or nothing at all. */
+static void value(ephd_buf_t *b, const char *v) {
+  int bare = *v != 0;
+  for (const char *p = v; *p && bare; p++)
+    if (*p <= ' ' || *p == '=' || *p == '"' || *p == '\\') bare = 0;
+  if (bare) {
+    ephd_buf_appends(b, v);
+    return;
+  }
+  ephd_buf_append(b, "\"", 1);
+  for (const char *p = v; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      ephd_buf_append(b, "\\", 1);
+      ephd_buf_append(b, p, 1);
+    } else if (*p == '\n') {
+      ephd_buf_appends(b, "\\n");
+    } else if ((unsigned char)*p < ' ') {
+      ephd_buf_append(b, " ", 1);
+    } else {
+      ephd_buf_append(b, p, 1);
+    }
+  }
+  ephd_buf_append(b, "\"", 1);
+}
+
+static void emit(ephd_buf_t *b) {
+  ephd_buf_append(b, "\n", 1);
+  fwrite(b->base, 1, b->len, stderr);
+  ephd_buf_free(b);
+}
+
+void ephd_log(const char *level, const char *event, ...) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  stamp(&b, level, event);
+  va_list ap;
+  va_start(ap, event);
+  const char *k;
+  while ((k = va_arg(ap, const char *))) {
+    const char *v = va_arg(ap, const char *);
+    ephd_buf_append(&b, " ", 1);
+    ephd_buf_appends(&b, k);
+    ephd_buf_append(&b, "=", 1);
+    value(&b, v ? v : "");
+  }
+  va_end(ap);
+  emit(&b);
+}
+
+void ephd_log_fields(const char *level, const char *event, const char *fields) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  stamp(&b, level, event);
+  if (fields && *fields) {
+    ephd_buf_append(&b, " ", 1);
+    ephd_buf_appends(&b, fields);
+  }
+  emit(&b);
+}
