@@ -279,12 +279,16 @@ int ephd_queue_full_of_partitions(const ephd_engine_t *e,
   return e->max_partitions && q->nrings >= e->max_partitions;
 }
 
+uint32_t ephd_queue_named_groups(const ephd_queue_t *q) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    if (q->groups[i].len) n++;
+  return n;
+}
+
 /* Queue mode's shared cursor is not a named group and is never refused. */
 int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q) {
-  uint32_t named = 0;
-  for (uint32_t i = 0; i < q->ngroups; i++)
-    if (q->groups[i].len) named++;
-  return e->max_groups && named >= e->max_groups;
+  return e->max_groups && ephd_queue_named_groups(q) >= e->max_groups;
 }
 
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {

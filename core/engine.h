@@ -127,6 +127,8 @@ int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
 int ephd_queue_full_of_partitions(const ephd_engine_t *e,
                                   const ephd_queue_t *q);
 int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q);
+/* Named groups only: queue mode's shared cursor is not one. */
+uint32_t ephd_queue_named_groups(const ephd_queue_t *q);
 
 /* Drops messages older than ttl from the heads of q's rings. */
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);

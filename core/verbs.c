@@ -601,14 +601,6 @@ static void write_options(ephd_buf_t *out, const ephd_options_t *o) {
   }
 }
 
-/* Groups are listed by name; queue mode's shared cursor is not a group. */
-static uint32_t named_groups(const ephd_queue_t *q) {
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < q->ngroups; i++)
-    if (q->groups[i].len) n++;
-  return n;
-}
-
 void ephd_queues(const ephd_request_t *req, const char *tenant,
                  size_t tenant_len) {
   ephd_conn_t *c = ephd_http_conn(req);
@@ -633,7 +625,7 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
       ephd_buf_appends(out, ",\"partitions\":");
       ephd_buf_append_u64(out, q->nrings);
       ephd_buf_appends(out, ",\"groups\":");
-      ephd_buf_append_u64(out, named_groups(q));
+      ephd_buf_append_u64(out, ephd_queue_named_groups(q));
       ephd_buf_appends(out, ",\"drops\":");
       write_drops(out, q);
       ephd_buf_appends(out, ",\"options\":");

@@ -30,10 +30,6 @@ _M.ACCESS = {
     forbidden = 403,
 }
 
-function _M.is_code(code)
-    return _M.STATUS[code] ~= nil
-end
-
 function _M.status(code)
     return _M.STATUS[code] or _M.ACCESS[code]
 end

@@ -26,7 +26,7 @@ describe("ephd.errors", function()
 
     it("refuses to build a body with a code outside the taxonomy", function()
         assert.has_error(function() errors.body("teapot", "x") end)
-        assert.is_false(errors.is_code("teapot"))
+        assert.is_nil(errors.status("teapot"))
     end)
 
     it("answers with the code's status unless the caller overrides it",
