@@ -14,6 +14,9 @@ static uv_loop_t *loop;
 /* Scratch reused by every request: the loop is single-threaded and a scan is
  * consumed by the commit of the same dispatch. */
 static ephd_buf_t queue_name, second_name, ids;
+/* A body's decoded member keys and ack values; given back after a scan only
+ * when one was large, so a small push allocates nothing here. */
+static ephd_buf_t scratch_key, scratch_val;
 static ephd_span_t *spans;
 static uint32_t spans_cap;
 static const char *scanned_body;
@@ -34,6 +37,8 @@ void ephd_verbs_close(void) {
   ephd_buf_free(&queue_name);
   ephd_buf_free(&second_name);
   ephd_buf_free(&ids);
+  ephd_buf_free(&scratch_key);
+  ephd_buf_free(&scratch_val);
   ephd_buf_free(&body);
   free(spans);
   free(acks);
@@ -43,6 +48,13 @@ void ephd_verbs_close(void) {
 }
 
 static uint64_t now_ms(void) { return uv_now(loop); }
+
+static void scratch_reset(void) { scratch_key.len = scratch_val.len = 0; }
+
+static void scratch_release(void) {
+  if (scratch_key.cap > 4096) ephd_buf_free(&scratch_key);
+  if (scratch_val.cap > 4096) ephd_buf_free(&scratch_val);
+}
 
 static int fail(char *message, const char *text) {
   snprintf(message, 200, "%s", text);
@@ -130,33 +142,32 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
   scanned_body = NULL;
   const char *base = req->body.ptr, *end = base + req->body.len;
   const char *p = ephd_json_ws(base, end);
-  ephd_buf_t key;
-  ephd_buf_init(&key);
+  scratch_reset();
   int rc = EPHD_E_BAD_REQUEST, first = 1, r, has_messages = 0;
   if (p >= end || *p != '{') {
     fail(s->message, "the body must be a JSON object");
     goto done;
   }
   p++;
-  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
-    if (key_is(&key, "queue") && !s->has_queue) {
+  while ((r = ephd_json_member(&p, end, &scratch_key, &first)) == 1) {
+    if (key_is(&scratch_key, "queue") && !s->has_queue) {
       p = name_value(p, end, &queue_name, &s->queue);
       s->has_queue = 1;
       if (p == NULL) {
         fail(s->message, "queue must be a string");
         goto done;
       }
-    } else if (key_is(&key, "partition") && !s->has_partition) {
+    } else if (key_is(&scratch_key, "partition") && !s->has_partition) {
       p = name_value(p, end, &second_name, &s->partition);
       s->has_partition = 1;
       if (p == NULL) {
         fail(s->message, "partition must be a string");
         goto done;
       }
-    } else if (key_is(&key, "messages") && !has_messages) {
+    } else if (key_is(&scratch_key, "messages") && !has_messages) {
       has_messages = 1;
       s->message[0] = 0;
-      p = scan_messages(p, end, base, s, &key);
+      p = scan_messages(p, end, base, s, &scratch_key);
       if (p == NULL) {
         if (!s->message[0])
           fail(s->message, "messages must be an array of {payload}");
@@ -166,7 +177,8 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
       snprintf(s->message, 200,
                "unknown or repeated field \"%.*s\": a push has queue, "
                "partition and messages",
-               (int)(key.len > 64 ? 64 : key.len), key.base ? key.base : "");
+               (int)(scratch_key.len > 64 ? 64 : scratch_key.len),
+               scratch_key.base ? scratch_key.base : "");
       goto done;
     }
   }
@@ -185,7 +197,7 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
-  ephd_buf_free(&key);
+  scratch_release();
   return rc;
 }
 
@@ -424,23 +436,21 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
   scanned_body = NULL;
   const char *base = req->body.ptr, *end = base + req->body.len;
   const char *p = ephd_json_ws(base, end);
-  ephd_buf_t key, val;
-  ephd_buf_init(&key);
-  ephd_buf_init(&val);
+  scratch_reset();
   int rc = EPHD_E_BAD_REQUEST, first = 1, r, has_acks = 0;
   if (p >= end || *p != '{') {
     fail(s->message, "the body must be a JSON object");
     goto done;
   }
   p++;
-  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
-    if (key_is(&key, "queue") && !s->has_queue) {
+  while ((r = ephd_json_member(&p, end, &scratch_key, &first)) == 1) {
+    if (key_is(&scratch_key, "queue") && !s->has_queue) {
       s->has_queue = 1;
       if (!(p = name_value(p, end, &queue_name, &s->queue))) {
         fail(s->message, "queue must be a string");
         goto done;
       }
-    } else if (key_is(&key, "group") && !s->has_group) {
+    } else if (key_is(&scratch_key, "group") && !s->has_group) {
       s->has_group = 1;
       if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
         s->has_group = 0; /* "group": null is queue mode, as when absent */
@@ -451,10 +461,10 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
         fail(s->message, "group must be a string");
         goto done;
       }
-    } else if (key_is(&key, "acks") && !has_acks) {
+    } else if (key_is(&scratch_key, "acks") && !has_acks) {
       has_acks = 1;
       s->message[0] = 0;
-      if (!(p = scan_acks(p, end, s, &key, &val))) {
+      if (!(p = scan_acks(p, end, s, &scratch_key, &scratch_val))) {
         if (!s->message[0]) fail(s->message, "acks must be an array");
         goto done;
       }
@@ -462,7 +472,8 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
       snprintf(s->message, 200,
                "unknown or repeated field \"%.*s\": an ack has queue, group "
                "and acks",
-               (int)(key.len > 64 ? 64 : key.len), key.base ? key.base : "");
+               (int)(scratch_key.len > 64 ? 64 : scratch_key.len),
+               scratch_key.base ? scratch_key.base : "");
       goto done;
     }
   }
@@ -481,8 +492,7 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
-  ephd_buf_free(&key);
-  ephd_buf_free(&val);
+  scratch_release();
   return rc;
 }
 
