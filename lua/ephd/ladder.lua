@@ -102,7 +102,6 @@ local function within_rate(ctx)
     local push = ctx.push
     if not push then return end
     local l = ctx.limits
-    push.tenant = ctx.tenant
     local ok, cost = hooks.call("cost", push)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     if type(cost) ~= "number" or cost < 0 then

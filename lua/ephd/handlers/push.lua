@@ -25,8 +25,8 @@ function _M.parse(ctx)
         ffi_string(scan.partition.ptr, scan.partition.len), "partition")
     if not partition then return err end
     -- What the rate rung and the policy's cost hook see.
-    ctx.push = { queue = queue, partition = partition, messages = scan.count,
-                 bytes = tonumber(scan.bytes) }
+    ctx.push = { tenant = ctx.tenant, queue = queue, partition = partition,
+                 messages = scan.count, bytes = tonumber(scan.bytes) }
 end
 
 function _M.commit(ctx)

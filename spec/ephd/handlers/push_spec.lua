@@ -39,8 +39,8 @@ describe("ephd.handlers.push", function()
         scanned("q", "room-7", 3, 120)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        assert.same({ queue = "q", partition = "room-7", messages = 3,
-                      bytes = 120 }, ctx.push)
+        assert.same({ tenant = ctx.tenant, queue = "q", partition = "room-7",
+                      messages = 3, bytes = 120 }, ctx.push)
         assert.truthy(keep)
     end)
 
