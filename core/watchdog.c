@@ -10,6 +10,8 @@
 #include "ffi.h"
 
 #define TICK_MS 10
+/* Ticks without any policy code before the thread dozes. */
+#define QUIET_TICKS 100
 #define INTERRUPT SIGUSR2
 
 static lua_State *state;
@@ -18,10 +20,26 @@ static _Atomic uint64_t deadline; /* 0: not inside policy code */
 static _Atomic int running;
 static _Atomic uint64_t interrupts;
 static pthread_t loop_thread, thread;
+/* An idle broker must not wake a hundred times a second: after a quiet
+ * second the thread dozes on a condition, and the next entry into policy
+ * code rouses it. The deadline store and the dozing load on one side, the
+ * dozing store and the deadline load on the other, are sequentially
+ * consistent, so at least one side sees the other: either the thread sees
+ * the deadline and stays awake, or the entry sees it dozing and rouses it. */
+static _Atomic int dozing;
+static pthread_mutex_t doze_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t doze_cond = PTHREAD_COND_INITIALIZER;
+
+static void rouse(void) {
+  pthread_mutex_lock(&doze_lock);
+  atomic_store(&dozing, 0);
+  pthread_cond_signal(&doze_cond);
+  pthread_mutex_unlock(&doze_lock);
+}
 
 void ephd_policy_enter(void) {
-  atomic_store_explicit(&deadline, uv_hrtime() + budget_ns,
-                        memory_order_relaxed);
+  atomic_store(&deadline, uv_hrtime() + budget_ns);
+  if (atomic_load(&dozing)) rouse();
 }
 
 void ephd_policy_leave(void) {
@@ -46,9 +64,20 @@ static void on_interrupt(int sig) {
   lua_sethook(state, overrun, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
+static void doze(void) {
+  pthread_mutex_lock(&doze_lock);
+  atomic_store(&dozing, 1);
+  /* An entry that missed the flag left its deadline for us to see. */
+  if (atomic_load(&deadline) != 0) atomic_store(&dozing, 0);
+  while (atomic_load(&dozing) && atomic_load(&running))
+    pthread_cond_wait(&doze_cond, &doze_lock);
+  pthread_mutex_unlock(&doze_lock);
+}
+
 static void *watch(void *arg) {
   (void)arg;
-  uint64_t signalled_for = 0;
+  uint64_t signalled_for = 0, last_seen = 0;
+  int quiet = 0;
   while (atomic_load(&running)) {
     uv_sleep(TICK_MS);
     uint64_t d = atomic_load_explicit(&deadline, memory_order_relaxed);
@@ -56,6 +85,15 @@ static void *watch(void *arg) {
       signalled_for = d;
       atomic_fetch_add(&interrupts, 1);
       pthread_kill(loop_thread, INTERRUPT);
+    }
+    /* A tick that finds no policy code running is quiet. A busy broker may
+     * doze between two short hooks; the next one rouses it, so that costs
+     * one wake-up a second at most. */
+    quiet = (d == 0 && d == last_seen) ? quiet + 1 : 0;
+    last_seen = d;
+    if (quiet >= QUIET_TICKS) {
+      doze();
+      quiet = 0;
     }
   }
   return NULL;
@@ -85,5 +123,6 @@ int ephd_watchdog_start(lua_State *L, uint64_t budget_ms) {
 void ephd_watchdog_stop(void) {
   if (!atomic_load(&running)) return;
   atomic_store(&running, 0);
+  rouse();
   pthread_join(thread, NULL);
 }
