@@ -86,6 +86,39 @@ TEST_IMPL(json_skip_refuses_broken) {
   return 0;
 }
 
+/* Plain runs are walked a word at a time: a stop byte (quote, backslash,
+ * control) must be found at every offset within and across words, and
+ * UTF-8 bytes (>= 0x80) beside it must neither stop the run nor hide it. */
+TEST_IMPL(json_string_stops_at_every_offset) {
+  const char stops[] = {'"', '\\', '\x01', '\x1f'};
+  for (size_t len = 0; len < 40; len++) {
+    for (size_t s = 0; s < sizeof(stops); s++) {
+      for (size_t at = 0; at < len; at++) {
+        char text[48];
+        text[0] = '"';
+        for (size_t i = 0; i < len; i++) text[1 + i] = i % 3 ? 'a' : '\xc3';
+        text[1 + at] = stops[s];
+        text[1 + len] = '"';
+        const char *end = text + len + 2, *p = ephd_json_skip(text, end);
+        if (stops[s] == '"') {
+          ASSERT(p == text + at + 2); /* the string ends at the early quote */
+        } else if (stops[s] == '\\') {
+          /* \a, \<UTF-8 byte> or \" then no closing quote: broken */
+          ASSERT(p == NULL);
+        } else {
+          ASSERT(p == NULL); /* a raw control byte */
+        }
+      }
+    }
+    char plain[48];
+    plain[0] = '"';
+    for (size_t i = 0; i < len; i++) plain[1 + i] = (char)(0x80 + i);
+    plain[1 + len] = '"';
+    ASSERT(ephd_json_skip(plain, plain + len + 2) == plain + len + 2);
+  }
+  return 0;
+}
+
 TEST_IMPL(json_string_decodes_escapes) {
   ephd_buf_t b;
   ephd_buf_init(&b);
