@@ -538,13 +538,14 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
 }
 
 void ephd_engine_close(ephd_engine_t *e) {
+  /* Every queue is on one of the two lists. Restarting a scan of a tenant's
+   * map after each delete was quadratic: 100k inboxes took seconds to stop. */
+  while (e->idle.head) ephd_engine_delete(e, e->idle.head);
+  while (e->declared.head) ephd_engine_delete(e, e->declared.head);
   ephd_tenant_t *t;
   size_t pos = 0;
   while ((t = ephd_map_next(&e->tenants, &pos))) {
-    ephd_queue_t *q;
-    /* Deleting mutates the map, so each scan starts over. */
-    for (size_t qpos = 0; (q = ephd_map_next(&t->queues, &qpos)); qpos = 0)
-      ephd_engine_delete(e, q);
+    ephd_map_free(&t->queues);
     free(t->name);
     free(t);
   }
