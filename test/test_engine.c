@@ -298,3 +298,23 @@ TEST_IMPL(engine_caps_partitions_and_groups) {
   ASSERT(ephd_queue_full_of_groups(&e, q));
   return stop();
 }
+
+/* Partitions are found by a scan while few and by a map past that: each
+ * must be found, by its own name only, on both sides of the switch. */
+TEST_IMPL(engine_finds_partitions_few_and_many) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_ring_t *rings[20];
+  char names[20][8];
+  for (int n = 0; n < 20; n++) {
+    snprintf(names[n], sizeof(names[n]), "p%d", n);
+    rings[n] = ephd_queue_ring_open(q, names[n], strlen(names[n]));
+    ASSERT(ephd_queue_ring_open(q, names[n], strlen(names[n])) == rings[n]);
+    for (int i = 0; i <= n; i++)
+      ASSERT(ephd_queue_ring(q, names[i], strlen(names[i])) == rings[i]);
+    ASSERT(ephd_queue_ring(q, "p", 1) == NULL);
+    ASSERT(ephd_queue_ring(q, "p99", 3) == NULL);
+  }
+  ASSERT_EQ(q->nrings, 20);
+  return stop();
+}
