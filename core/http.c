@@ -87,7 +87,7 @@ static uv_idle_t resume_idle;
  * turn finds the rest already there, and the cross-core wake-ups this saves
  * were a fifth of a small push's cost (Redis writes in beforeSleep for the
  * same reason). */
-static ephd_conn_t *flush_head;
+static ephd_conn_t *flush_head, *flush_tail;
 static uv_check_t flush_check;
 
 #define LEN_DIGITS 10
@@ -97,11 +97,17 @@ static void flush(ephd_conn_t *c);
 static void conn_close(ephd_conn_t *c);
 static void on_resume(uv_idle_t *h);
 
+/* In the order answers were made: a parked pop woken by a push leaves
+ * before the push's own 201. */
 static void flush_later(ephd_conn_t *c) {
   if (c->closed || c->flush_queued) return;
   c->flush_queued = 1;
-  c->flush_next = flush_head;
-  flush_head = c;
+  c->flush_next = NULL;
+  if (flush_tail)
+    flush_tail->flush_next = c;
+  else
+    flush_head = c;
+  flush_tail = c;
 }
 
 static void on_flush_check(uv_check_t *h) {
@@ -109,6 +115,7 @@ static void on_flush_check(uv_check_t *h) {
   while (flush_head) {
     ephd_conn_t *c = flush_head;
     flush_head = c->flush_next;
+    if (flush_head == NULL) flush_tail = NULL;
     c->flush_queued = 0;
     flush(c);
   }
@@ -577,9 +584,13 @@ static void conn_close(ephd_conn_t *c) {
     *pp = c->resume_next;
   }
   if (c->flush_queued) {
-    ephd_conn_t **pp = &flush_head;
-    while (*pp != c) pp = &(*pp)->flush_next;
+    ephd_conn_t **pp = &flush_head, *prev = NULL;
+    while (*pp != c) {
+      prev = *pp;
+      pp = &(*pp)->flush_next;
+    }
     *pp = c->flush_next;
+    if (flush_tail == c) flush_tail = prev;
     c->flush_queued = 0;
   }
   c->waiter.timer.data = c;
