@@ -110,8 +110,11 @@ static void usage(FILE *out) {
           "  --database-url URL   PostgreSQL for declarations "
           "(default: $DATABASE_URL)\n"
           "  --help               this text\n"
-          "  policy check DIR     load a policy directory, report, exit\n"
           "  --version            the version and FFI ABI\n\n"
+          "commands (each takes --help):\n"
+          "  status [--url URL] [--watch]  the tenant's queues as a table\n"
+          "  policy check DIR     load a policy directory, report, exit\n"
+          "  policy test DIR      run DIR's busted specs with ephd.testing\n\n"
           "environment (default):\n");
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
     fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,

@@ -388,3 +388,31 @@ int ephd_lua_host_check(const char *lua_path, const char *dir,
   printf("%s: ok (policy %s version %g)\n", dir, name, version);
   return 0;
 }
+
+int ephd_lua_host_cli(const char *lua_path, int argc, char **argv) {
+  lua_State *l = luaL_newstate();
+  if (l == NULL) return 2;
+  luaL_openlibs(l);
+  lua_getglobal(l, "package");
+  lua_getfield(l, -1, "path");
+  lua_pushfstring(l, "%s;%s", lua_path, lua_tostring(l, -1));
+  lua_setfield(l, -3, "path");
+  lua_pop(l, 2);
+  int rc = 2;
+  lua_getglobal(l, "require");
+  lua_pushliteral(l, "ephd.cli");
+  if (lua_pcall(l, 1, 1, 0) == 0) {
+    lua_getfield(l, -1, "main");
+    lua_createtable(l, argc, 0);
+    for (int i = 0; i < argc; i++) {
+      lua_pushstring(l, argv[i]);
+      lua_rawseti(l, -2, i + 1);
+    }
+    lua_pushstring(l, lua_path);
+    if (lua_pcall(l, 2, 1, 0) == 0) rc = (int)lua_tointeger(l, -1);
+  }
+  if (rc == 2 && lua_isstring(l, -1) && !lua_isnumber(l, -1))
+    fprintf(stderr, "ephd: %s\n", lua_tostring(l, -1));
+  lua_close(l);
+  return rc;
+}

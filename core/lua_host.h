@@ -31,4 +31,9 @@ void ephd_lua_host_close(void);
 int ephd_lua_host_check(const char *lua_path, const char *dir,
                         const char *default_dir);
 
+/* `ephd status` and `ephd policy test`: runs ephd.cli in a plain LuaJIT
+ * state (no broker) with argv from the command on; returns the exit
+ * status. */
+int ephd_lua_host_cli(const char *lua_path, int argc, char **argv);
+
 #endif

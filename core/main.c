@@ -101,10 +101,16 @@ int main(int argc, char **argv) {
                                                  "/lua/?.lua"
                                : EPHD_DATA_DIR "/lua/?.lua";
   ephd_settings_t s;
+  if ((argc >= 2 && strcmp(argv[1], "status") == 0) ||
+      (argc >= 3 && strcmp(argv[1], "policy") == 0 &&
+       strcmp(argv[2], "test") == 0))
+    return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
-      fprintf(stderr, "usage: ephd policy check DIR\n");
-      return 2;
+      fprintf(stderr,
+              "usage: ephd policy check DIR\n"
+              "       ephd policy test DIR [BUSTED ARGS...]\n");
+      return argc == 3 && strcmp(argv[2], "--help") == 0 ? 0 : 2;
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */
     if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0) return 2;

@@ -57,7 +57,10 @@ Policy.__index = Policy
 
 -- opts: now (a function returning wall-clock seconds), counters (a function
 -- of a tenant returning its counters), default_dir.
+-- dir defaults to $EPHD_POLICY_DIR, which `ephd policy test DIR` sets.
 function _M.load(dir, opts)
+    dir = dir or os.getenv("EPHD_POLICY_DIR")
+    if not dir then error("ephd.testing.load: which directory?", 2) end
     opts = opts or {}
     local default_dir = opts.default_dir or _M.default_dir()
     local api = {

@@ -1,0 +1,333 @@
+-- A Lua client of the ephemeral routes, over one keep-alive HTTP/1.1
+-- connection (luasocket). Every call returns its result, or nil and an
+-- error whose `code` is the contract's: branch on err.code, never on
+-- err.message.
+--
+--   local client = require("ephd.client")
+--   local c = client.new({ url = "http://127.0.0.1:6632" })
+--   c:push("jobs", { { n = 1 }, "two" })
+--   local msgs = c:pop("jobs", { wait = true, timeout = 5000 })
+--   c:ack("jobs", { msgs[1].id })
+local socket = require("socket")
+local cjson = require("cjson.safe")
+
+local concat, format = table.concat, string.format
+
+local _M = { _VERSION = "0.1.0" }
+
+local Client = {}
+Client.__index = Client
+
+-- Errors ------------------------------------------------------------------
+
+local Error = {}
+Error.__index = Error
+Error.__tostring = function(e)
+    return format("%s (%s): %s", e.code, tostring(e.status or "-"),
+                  e.message)
+end
+
+-- Codes the broker answers with, from the contract and the access layer,
+-- plus what only a client can see.
+_M.CODES = {
+    ephemeral_bad_request = true, ephemeral_quota_exceeded = true,
+    feature_gated = true, ephemeral_queue_not_found = true,
+    queue_full = true, rate_limited = true,
+    ephemeral_configure_failed = true, ephemeral_delete_failed = true,
+    ephemeral_unavailable = true, owner_moved = true,
+    ephemeral_forward_failed = true, ephemeral_disabled = true,
+    unauthorized = true, forbidden = true,
+    -- A 404 from anything but the depth read: the broker (or a proxy in
+    -- front of it) predates the routes. The contract's name for it.
+    ephemeral_unsupported = true,
+    -- The broker could not be reached or answered something that is not
+    -- this wire; never sent by a broker.
+    connection_failed = true, bad_response = true,
+}
+
+local function new_error(code, message, status, retry_after)
+    return setmetatable({ code = code, message = message, status = status,
+                          retry_after = retry_after }, Error)
+end
+
+function _M.is_error(v)
+    return getmetatable(v) == Error
+end
+
+-- Retrying is worth it for these: 429 means later will work, and the
+-- cell's 503s mean come back.
+local RETRYABLE = { queue_full = true, rate_limited = true,
+                    ephemeral_unavailable = true, owner_moved = true,
+                    ephemeral_forward_failed = true,
+                    ephemeral_disabled = true, connection_failed = true }
+
+function _M.retryable(err)
+    return _M.is_error(err) and RETRYABLE[err.code] == true
+end
+
+-- Payloads ----------------------------------------------------------------
+
+-- A payload given as client.raw(text) is sent as that JSON text, byte for
+-- byte; anything else is encoded with cjson.
+local Raw = {}
+function _M.raw(json_text)
+    return setmetatable({ json = json_text }, Raw)
+end
+
+local function encode_payload(v)
+    if getmetatable(v) == Raw then return v.json end
+    local text, err = cjson.encode(v)
+    if not text then error("payload is not JSON-encodable: " .. err, 3) end
+    return text
+end
+
+-- The transport -----------------------------------------------------------
+
+local function parse_url(url)
+    local host, port = url:match("^http://([^:/]+):?(%d*)/?$")
+    if not host then return nil end
+    return host, tonumber(port) or 80
+end
+
+function _M.new(opts)
+    opts = opts or {}
+    local url = opts.url or os.getenv("EPHD_URL") or "http://127.0.0.1:6632"
+    local host, port = parse_url(url)
+    if not host then error("url must be http://host[:port], got " .. url, 2) end
+    return setmetatable({
+        host = host, port = port, url = url,
+        tenant = opts.tenant, token = opts.token,
+        timeout = opts.timeout or 10,
+    }, Client)
+end
+
+function Client:close()
+    if self.sock then self.sock:close() end
+    self.sock = nil
+end
+
+-- A kept connection the broker has closed (its idle timeout) reads as
+-- ready: it is replaced before anything is sent on it, so a request is
+-- never written into a dead socket and retried blind.
+function Client:connection()
+    local s = self.sock
+    if s then
+        local ready = socket.select({ s }, nil, 0)
+        if ready and ready[1] then
+            s:close()
+            s = nil
+        end
+    end
+    if not s then
+        local err
+        s, err = socket.tcp()
+        if not s then return nil, err end
+        s:settimeout(self.timeout)
+        local ok
+        ok, err = s:connect(self.host, self.port)
+        if not ok then
+            s:close()
+            return nil, err
+        end
+        s:setoption("tcp-nodelay", true)
+        self.sock = s
+    end
+    return s
+end
+
+local function read_response(s)
+    local line, err = s:receive("*l")
+    if not line then return nil, err end
+    local status = tonumber(line:match("^HTTP/1%.%d (%d%d%d)"))
+    if not status then return nil, "not an HTTP response: " .. line end
+    local headers = {}
+    while true do
+        local h
+        h, err = s:receive("*l")
+        if not h then return nil, err end
+        if h == "" then break end
+        local k, v = h:match("^([^:]+):%s*(.-)%s*$")
+        if k then headers[k:lower()] = v end
+    end
+    local len = tonumber(headers["content-length"])
+    if not len then return nil, "no Content-Length" end
+    local body = ""
+    if len > 0 then
+        body, err = s:receive(len)
+        if not body then return nil, err end
+    end
+    return status, headers, body
+end
+
+-- One request and its answer: the status, headers and decoded body, or
+-- nil and an error.
+function Client:request(method, path, body, wait_s)
+    local s, err = self:connection()
+    if not s then
+        return nil, new_error("connection_failed", tostring(err))
+    end
+    local head = {
+        method, " ", path, " HTTP/1.1\r\nHost: ", self.host, "\r\n",
+    }
+    if self.tenant then
+        head[#head + 1] = "x-queen-tenant: " .. self.tenant .. "\r\n"
+    end
+    if self.token then
+        head[#head + 1] = "Authorization: Bearer " .. self.token .. "\r\n"
+    end
+    if body then
+        head[#head + 1] = "Content-Type: application/json\r\n"
+        head[#head + 1] = "Content-Length: " .. #body .. "\r\n"
+    end
+    head[#head + 1] = "\r\n"
+    head[#head + 1] = body
+    s:settimeout(self.timeout + (wait_s or 0))
+    local ok
+    ok, err = s:send(concat(head))
+    local status, headers, text
+    if ok then status, headers, text = read_response(s) end
+    if not status then
+        self:close()
+        return nil, new_error("connection_failed",
+                              tostring(err or headers))
+    end
+    if headers.connection and headers.connection:lower() == "close" then
+        self:close()
+    end
+    local decoded = cjson.decode(text)
+    if status >= 400 then
+        if type(decoded) == "table" and _M.CODES[decoded.code] then
+            return nil, new_error(decoded.code, decoded.error, status,
+                                  tonumber(headers["retry-after"]))
+        end
+        if status == 404 then
+            return nil, new_error("ephemeral_unsupported",
+                                  "no such route on this broker", 404)
+        end
+        return nil, new_error("bad_response", text, status)
+    end
+    if type(decoded) ~= "table" then
+        return nil, new_error("bad_response", text, status)
+    end
+    return decoded, status
+end
+
+local function escape(s)
+    return (tostring(s):gsub("[^%w%-%._~]", function(c)
+        return format("%%%02X", c:byte())
+    end))
+end
+
+local function query(params, order)
+    local out = {}
+    for _, k in ipairs(order) do
+        local v = params[k]
+        if v ~= nil then out[#out + 1] = k .. "=" .. escape(v) end
+    end
+    return #out > 0 and "?" .. concat(out, "&") or ""
+end
+
+-- The verbs ---------------------------------------------------------------
+
+-- payloads: a list of Lua values (or client.raw texts). Returns the count
+-- pushed.
+function Client:push(queue, payloads, opts)
+    opts = opts or {}
+    local items = {}
+    for i, p in ipairs(payloads) do
+        items[i] = '{"payload":' .. encode_payload(p) .. "}"
+    end
+    local body = '{"queue":' .. cjson.encode(queue)
+    if opts.partition then
+        body = body .. ',"partition":' .. cjson.encode(opts.partition)
+    end
+    body = body .. ',"messages":[' .. concat(items, ",") .. "]}"
+    local r, err = self:request("POST", "/api/v1/ephemeral/push", body)
+    if not r then return nil, err end
+    return r.pushed
+end
+
+local POP_PARAMS = { "queue", "partition", "group", "batch", "wait",
+                     "timeout", "autoAck" }
+
+-- opts: partition, group, batch, wait, timeout (ms), autoAck. Returns the
+-- list of {id, partition, attempts, payload}, empty when there is nothing.
+function Client:pop(queue, opts)
+    opts = opts or {}
+    local params = {
+        queue = queue, partition = opts.partition, group = opts.group,
+        batch = opts.batch, timeout = opts.timeout,
+        wait = opts.wait and "true" or nil,
+        autoAck = opts.autoAck and "true" or nil,
+    }
+    -- A parked pop may wait its whole timeout (30 s by default) before
+    -- answering; the socket must outlast it.
+    local wait_s = opts.wait and ((opts.timeout or 30000) / 1000) or 0
+    local r, err = self:request("GET", "/api/v1/ephemeral/pop"
+                                .. query(params, POP_PARAMS), nil, wait_s)
+    if not r then return nil, err end
+    return r.messages
+end
+
+-- acks: ids, or {id = ..., status = "completed"|"failed"|"retry"}.
+-- Returns the results, one {id, outcome} per ack.
+function Client:ack(queue, acks, opts)
+    opts = opts or {}
+    local list = {}
+    for i, a in ipairs(acks) do
+        list[i] = type(a) == "table" and a or { id = a }
+    end
+    -- Built by hand: cjson writes an empty list as {}.
+    local body = '{"queue":' .. cjson.encode(queue)
+    if opts.group then body = body .. ',"group":' .. cjson.encode(opts.group) end
+    local items = {}
+    for i, a in ipairs(list) do items[i] = cjson.encode(a) end
+    body = body .. ',"acks":[' .. concat(items, ",") .. "]}"
+    local r, err = self:request("POST", "/api/v1/ephemeral/ack", body)
+    if not r then return nil, err end
+    return r.results
+end
+
+-- Returns the stored declaration ({queue, options}).
+function Client:configure(queue, options)
+    -- cjson writes an empty table as {}, the empty options object.
+    return self:request("POST", "/api/v1/ephemeral/configure",
+                        cjson.encode({ queue = queue, options = options or {} }))
+end
+
+-- Returns how many messages were dropped.
+function Client:reset(queue)
+    local r, err = self:request("POST", "/api/v1/ephemeral/reset",
+                                cjson.encode({ queue = queue }))
+    if not r then return nil, err end
+    return r.dropped
+end
+
+-- Returns {queue, deleted, declared}.
+function Client:delete(queue)
+    return self:request("DELETE", "/api/v1/ephemeral/queue/" .. escape(queue))
+end
+
+-- Returns {queues = {...}, count, cellBytes}.
+function Client:queues()
+    return self:request("GET", "/api/v1/ephemeral/queues")
+end
+
+-- Returns the depth read; opts.group for one group's view.
+function Client:depth(queue, opts)
+    opts = opts or {}
+    return self:request("GET", "/api/v1/ephemeral/queues/" .. escape(queue)
+                        .. "/depth" .. query({ group = opts.group },
+                                             { "group" }))
+end
+
+-- The system routes the dashboard and `ephd status` read.
+function Client:system()
+    return self:request("GET", "/api/v1/system/ephemeral")
+end
+
+function Client:metering()
+    return self:request("GET", "/api/v1/system/metering")
+end
+
+return _M
