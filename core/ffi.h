@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 10 };
+enum { EPHD_FFI_ABI_VERSION = 11 };
 
 enum {
   EPHD_OK = 0,
@@ -159,6 +159,9 @@ const ephd_config_t *ephd_config(void);
  * extra_headers is NULL or complete "Name: value\r\n" lines. */
 void ephd_respond(const ephd_request_t *req, int status,
                   const char *extra_headers, const char *body, size_t len);
+/* The same with another media type than JSON (the dashboard's page). */
+void ephd_respond_as(const ephd_request_t *req, int status,
+                     const char *content_type, const char *body, size_t len);
 
 /* Percent-decodes once (and '+' as a space in a query); returns the decoded
  * length or -1 on a bad escape. out must hold len bytes. */

@@ -8,6 +8,7 @@ PACKAGES=(
   cmake gcc make pkg-config
   libluajit2-5.1-dev luajit2 libuv1-dev node-llhttp libpq-dev postgresql
   lua-cjson lua-busted lua-socket
+  chromium nodejs
   "$@"
 )
 

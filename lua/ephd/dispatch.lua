@@ -20,6 +20,11 @@ local request_slot = core.request_slot
 
 local system = require("ephd.handlers.system")
 local probes = require("ephd.handlers.probes")
+local BEFORE_LADDER = {
+    health = probes.health,
+    ready = probes.ready,
+    dashboard = require("ephd.handlers.dashboard"),
+}
 local HANDLERS = {
     system_status = system.status,
     system_switch = system.switch,
@@ -139,7 +144,7 @@ function _M.dispatch()
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
     C.ephd_request_route(req, router.ID[route])
-    if router.PROBES[route] then return probes[route](req) end
+    if router.PROBES[route] then return BEFORE_LADDER[route](req) end
     local authorization = req.authorization
     -- Every field the rungs and handlers fill is in the constructor, so
     -- filling it never grows the table: a rehash per request was a tenth

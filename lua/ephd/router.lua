@@ -18,6 +18,7 @@ local EXACT = {
     ["/health"] = { GET = "health" },
     ["/ready"] = { GET = "ready" },
     ["/metrics"] = { GET = "metrics" },
+    ["/dashboard"] = { GET = "dashboard" },
 }
 
 -- Every route, numbered for the metrics' labels (0 is "none": what the
@@ -25,14 +26,15 @@ local EXACT = {
 _M.NAMES = {
     "push", "pop", "ack", "configure", "reset", "delete", "queues", "depth",
     "system_status", "system_switch", "policy_reload", "metering", "metrics",
-    "health", "ready",
+    "health", "ready", "dashboard",
 }
 _M.ID = {}
 for i, name in ipairs(_M.NAMES) do _M.ID[name] = i end
 
--- Probes answer before the ladder: a load balancer asks without
--- credentials, and a paused surface is still alive.
-_M.PROBES = { health = true, ready = true }
+-- Answered before the ladder: a load balancer probes without credentials
+-- and a paused surface is still alive; the dashboard's page holds no data
+-- (what it shows, it fetches with the viewer's identity).
+_M.PROBES = { health = true, ready = true, dashboard = true }
 
 -- Routes outside the family: the kill switch does not pause them and no
 -- grant gates them.

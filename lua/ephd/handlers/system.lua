@@ -27,6 +27,9 @@ local function state_body()
                                    or tonumber(config.retry_after_s)) or nil,
         reason = s.reason,
         since = s.since,
+        -- What cellBytes of the listing is measured against (the
+        -- dashboard's gauge).
+        cellMaxBytes = tonumber(config.max_cell_bytes),
         policy = { name = hooks.active.name, version = hooks.active.version,
                    failures = hooks.failures, reloads = hooks.reloads },
     })

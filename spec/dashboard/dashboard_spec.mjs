@@ -1,0 +1,191 @@
+// The dashboard end to end: a real broker, Debian's headless Chromium
+// driven by playwright-core. Pushes messages, waits for the table to show
+// them, keeps a screenshot ($EPHD_ARTIFACTS/dashboard.png) and resets a
+// queue through the page's confirmation. Exits non-zero on any failure.
+import { spawn } from "node:child_process";
+import assert from "node:assert/strict";
+import { mkdirSync, openSync } from "node:fs";
+import { createServer } from "node:net";
+import { chromium } from "playwright-core";
+
+const root = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+const build = process.env.EPHD_BUILD_DIR || `${root}/build`;
+const artifacts = process.env.EPHD_ARTIFACTS || build;
+const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function startBroker() {
+  const port = await freePort();
+  // The broker's log goes beside the screenshot, not into the test output.
+  mkdirSync(artifacts, { recursive: true });
+  const log = openSync(`${artifacts}/dashboard-ephd.log`, "w");
+  const child = spawn(`${build}/ephd`, ["--listen", `127.0.0.1:${port}`],
+                      { stdio: ["ignore", log, log] });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${base}/health`)).ok) return { child, base };
+    } catch { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  child.kill();
+  throw new Error("the broker did not start");
+}
+
+async function api(base, method, path, body) {
+  const res = await fetch(base + path, {
+    method, body: body && JSON.stringify(body),
+    headers: body ? { "Content-Type": "application/json" } : {},
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+const push = (base, queue, n) => api(base, "POST", "/api/v1/ephemeral/push", {
+  queue, messages: Array.from({ length: n }, (_, i) => ({ payload: { i } })),
+});
+
+const results = [];
+async function check(name, fn) {
+  try {
+    await fn();
+    results.push([name, true]);
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    results.push([name, false]);
+    console.log(`not ok - ${name}\n  ${e.stack.split("\n").join("\n  ")}`);
+  }
+}
+
+const { child, base } = await startBroker();
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  // Root in a container has no sandbox; the rest keep Chromium off a
+  // network this machine does not have.
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update",
+         "--disable-sync"],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 640 } });
+const depthCell = (q) => page.locator(`tr[data-queue="${q}"] td:nth-child(3)`);
+
+try {
+  await check("the broker serves the page", async () => {
+    const res = await fetch(`${base}/dashboard`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type"), /^text\/html/);
+  });
+
+  await check("pushed messages appear in the table", async () => {
+    assert.equal((await push(base, "orders", 3)).status, 201);
+    assert.equal((await push(base, "presence", 2)).status, 201);
+    await page.goto(`${base}/dashboard`);
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="orders"] td:nth-child(3)')
+        ?.textContent === "3", null, { timeout: 10000 });
+    assert.equal(await depthCell("presence").textContent(), "2");
+    const tier = page.locator('tr[data-queue="orders"] td:nth-child(2)');
+    assert.equal(await tier.textContent(), "implicit");
+  });
+
+  await check("the table follows new pushes within seconds", async () => {
+    await push(base, "orders", 2);
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="orders"] td:nth-child(3)')
+        ?.textContent === "5", null, { timeout: 10000 });
+  });
+
+  await check("the cards show the surface, cell bytes and queues", async () => {
+    await page.waitForFunction(
+      () => document.getElementById("surface").textContent === "enabled",
+      null, { timeout: 10000 });
+    assert.equal(await page.locator("#count").textContent(), "2");
+    assert.match(await page.locator("#cell").textContent(), / \/ 256\.0 MiB$/);
+    // Two ticks of the meter give a rate and a sparkline.
+    await page.waitForFunction(
+      () => document.querySelectorAll("#ratespark polyline").length === 2,
+      null, { timeout: 10000 });
+  });
+
+  await check("traffic shows as rates, groups and a parked consumer",
+              async () => {
+    // A consumer group on presence, and one pop left parked on jobs.
+    await api(base, "GET", "/api/v1/ephemeral/pop?queue=presence&group=ui");
+    const parked = fetch(`${base}/api/v1/ephemeral/pop?queue=jobs&wait=true` +
+                         "&timeout=20000");
+    for (let i = 0; i < 8; i++) {
+      await push(base, "presence", 20);
+      await api(base, "GET",
+                "/api/v1/ephemeral/pop?queue=presence&group=ui&batch=15" +
+                "&autoAck=true");
+      await page.waitForTimeout(400);
+    }
+    await page.waitForFunction(
+      () => document.getElementById("parked").textContent === "1" &&
+        document.getElementById("rates").textContent !== "0 / 0",
+      null, { timeout: 10000 });
+    const groups = page.locator('tr[data-queue="presence"] td:nth-child(7)');
+    assert.equal(await groups.textContent(), "1");
+    await push(base, "jobs", 1); // answers the parked pop
+    assert.equal((await parked).status, 200);
+  });
+
+  await check("a screenshot of the real data is kept", async () => {
+    mkdirSync(artifacts, { recursive: true });
+    await page.screenshot({ path: `${artifacts}/dashboard.png`,
+                            fullPage: true });
+    console.log(`  screenshot: ${artifacts}/dashboard.png`);
+  });
+
+  await check("cancelling the confirmation drops nothing", async () => {
+    await page.locator('tr[data-queue="orders"] button', { hasText: "reset" })
+      .click();
+    await page.locator("#confirm").getByText("Cancel").click();
+    await page.waitForTimeout(1500);
+    const d = await api(base, "GET", "/api/v1/ephemeral/queues/orders/depth");
+    assert.equal(d.json.pending, 5);
+  });
+
+  await check("reset through the page, after a confirmation that restates " +
+              "the loss contract", async () => {
+    await page.locator('tr[data-queue="orders"] button', { hasText: "reset" })
+      .click();
+    const dialog = page.locator("#confirm");
+    assert.ok(await dialog.isVisible());
+    assert.match(await dialog.textContent(),
+                 /memory only: what this drops is gone/);
+    assert.match(await dialog.textContent(), /Drops all 5 message/);
+    await dialog.getByText("Confirm").click();
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="orders"] td:nth-child(3)')
+        ?.textContent === "0", null, { timeout: 10000 });
+    const d = await api(base, "GET", "/api/v1/ephemeral/queues/orders/depth");
+    assert.equal(d.json.pending, 0);
+    const other = await api(base, "GET",
+                            "/api/v1/ephemeral/queues/presence/depth");
+    assert.ok(other.json.pending > 0);
+  });
+
+  await check("a paused surface shows as paused", async () => {
+    await api(base, "POST", "/api/v1/system/ephemeral",
+              { enabled: false, reason: "maintenance" });
+    await page.waitForFunction(
+      () => document.getElementById("surface").textContent === "paused",
+      null, { timeout: 10000 });
+    await api(base, "POST", "/api/v1/system/ephemeral", { enabled: true });
+  });
+} finally {
+  await browser.close();
+  child.kill();
+}
+
+const failed = results.filter(([, ok]) => !ok).length;
+console.log(`${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
