@@ -11,8 +11,13 @@ The broker's own Lua modules (ephd.*, including ephd.abi generated from
 core/ffi.h) and the daemon, built with CMake.]],
     license = "MIT",
 }
+-- LuaJIT (Lua 5.1); ephd.client needs luasocket and lua-cjson, which
+-- Debian ships as lua-socket and lua-cjson (scripts/rock-check installs
+-- with --deps-mode=none against those).
 dependencies = {
     "lua == 5.1",
+    "luasocket",
+    "lua-cjson",
 }
 build = {
     type = "cmake",
