@@ -1,0 +1,148 @@
+-- The manual's commands stay true: every fenced `sh` block of README.md
+-- and docs/*.md runs, in order, against a broker of its own (with the
+-- private PostgreSQL), with localhost:6632 pointing at it, HOME in a
+-- scratch directory and build/ at this build. The `text` block right
+-- after one lists lines its output must contain (spaces collapsed).
+-- A `sh norun` block starts a server or runs for minutes; each of its
+-- commands must be one CI runs itself (NORUN below), and a
+-- `<!-- docs_spec: restart ARGS -->` before one restarts the broker with
+-- ARGS, as the reader would.
+local daemon = require("e2e.daemon")
+local helper = require("helper")
+
+-- Commands shown but run elsewhere, and where.
+local NORUN = {
+    ["scripts/run"] = "the README's first command; .ci/run runs the suite "
+                      .. "that starts the same binary",
+    ["scripts/test"] = ".ci/run",
+    ["EPHD_BUILD_DIR=build-asan scripts/test"] = ".ci/run",
+    ["bench/run"] = ".ci/run (--quick)",
+    ["bench/soak"] = ".ci/run (60 s)",
+    ["bench/wrk-push"] = "by hand: wrk is not a dependency of the suite",
+    ["fuzz/run"] = ".ci/run (30 s per target)",
+    ["bash .ci/run"] = "CI itself",
+}
+
+local function read(path)
+    local f = assert(io.open(path))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
+-- The blocks of a Markdown file: {kind = "sh"|"norun"|"text", body,
+-- restart = args}.
+local function blocks(text)
+    local out, pending_restart = {}, nil
+    local pos = 1
+    while true do
+        local s, e, info = text:find("\n```([%w ]*)\n", pos)
+        if not s then break end
+        local close_s, close_e = text:find("\n```\n", e, true)
+        if not close_s then close_s, close_e = text:find("\n```$", e) end
+        local body = text:sub(e + 1, close_s - 1)
+        local between = text:sub(pos, s)
+        local restart = between:match("<!%-%- docs_spec: restart (.-) %-%->")
+        if restart then pending_restart = restart end
+        if info == "sh" then
+            out[#out + 1] = { kind = "sh", body = body }
+        elseif info == "sh norun" then
+            out[#out + 1] = { kind = "norun", body = body,
+                              restart = pending_restart }
+            pending_restart = nil
+        elseif info == "text" then
+            out[#out + 1] = { kind = "text", body = body }
+        end
+        pos = close_e
+    end
+    return out
+end
+
+local function squeeze(s)
+    return (s:gsub("[ \t]+", " "))
+end
+
+local FILES = { "README.md" }
+for name in io.popen("ls " .. helper.root .. "/docs"):lines() do
+    if name:match("%.md$") then FILES[#FILES + 1] = "docs/" .. name end
+end
+
+describe("the manual's commands", function()
+    local home
+    lazy_setup(function()
+        home = os.tmpname()
+        os.remove(home)
+        assert(os.execute("mkdir -p " .. home))
+    end)
+    lazy_teardown(function()
+        os.execute("rm -rf " .. home)
+        daemon.forget_declarations()
+    end)
+
+    for _, file in ipairs(FILES) do
+        local list = blocks(read(helper.root .. "/" .. file))
+        if #list > 0 then
+            it(file, function()
+                local d = daemon.start({ db = true })
+                local function run(body)
+                    local script = body
+                        :gsub("localhost:6632", "localhost:" .. d.port)
+                        :gsub("127%.0%.0%.1:6632", "127.0.0.1:" .. d.port)
+                        :gsub("build/ephd", helper.build .. "/ephd")
+                    local path = os.tmpname()
+                    local f = assert(io.open(path, "w"))
+                    f:write("set -e\n", script, "\n")
+                    f:close()
+                    local p = io.popen(("cd %s && HOME=%s EPHD_URL=%s "
+                        .. "bash %s 2>&1; echo \"exit=$?\"")
+                        :format(helper.root, home,
+                                "http://127.0.0.1:" .. d.port, path))
+                    local out = p:read("*a")
+                    p:close()
+                    os.remove(path)
+                    local text, code = out:match("^(.*)exit=(%d+)%s*$")
+                    return text, tonumber(code)
+                end
+                local last
+                for _, b in ipairs(list) do
+                    if b.kind == "sh" then
+                        local out, code = run(b.body)
+                        assert.equals(0, code, file .. ":\n" .. b.body
+                                      .. "\n--- printed:\n" .. out)
+                        last = { body = b.body, out = out }
+                    elseif b.kind == "text" and last then
+                        for line in b.body:gmatch("[^\n]+") do
+                            assert.is_truthy(
+                                squeeze(last.out):find(squeeze(line), 1, true),
+                                file .. ": expected \"" .. line .. "\" from\n"
+                                .. last.body .. "\n--- printed:\n" .. last.out)
+                        end
+                        last = nil
+                    elseif b.kind == "norun" then
+                        for line in b.body:gmatch("[^\n]+") do
+                            local cmd = line:gsub("%s+#.*$", "")
+                            local known = false
+                            for prefix in pairs(NORUN) do
+                                if cmd:sub(1, #prefix) == prefix then
+                                    known = true
+                                end
+                            end
+                            assert.is_true(known, file .. ": \"" .. cmd
+                                .. "\" is shown but nothing runs it")
+                        end
+                        if b.restart then
+                            d:stop()
+                            local args = {}
+                            for a in b.restart:gsub("~", home):gmatch("%S+") do
+                                args[#args + 1] = a
+                            end
+                            d = daemon.start({ db = true, args = args })
+                        end
+                        last = nil
+                    end
+                end
+                d:stop()
+            end)
+        end
+    end
+end)
