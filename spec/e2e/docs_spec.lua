@@ -84,6 +84,8 @@ describe("the manual's commands", function()
         if #list > 0 then
             it(file, function()
                 local d = daemon.start({ db = true })
+                -- Whichever broker is current when the spec ends or fails.
+                finally(function() d:stop() end)
                 local function run(body)
                     local script = body
                         :gsub("localhost:6632", "localhost:" .. d.port)
