@@ -1,5 +1,5 @@
--- The manual's commands stay true: every fenced `sh` block of README.md
--- and docs/*.md runs, in order, against a broker of its own (with the
+-- The manual's commands stay true: every fenced `sh` block of README.md,
+-- docs/*.md and the examples' READMEs runs, in order, against a broker of its own (with the
 -- private PostgreSQL), with localhost:6632 pointing at it, HOME in a
 -- scratch directory and build/ at this build. The `text` block right
 -- after one lists lines its output must contain (spaces collapsed).
@@ -62,9 +62,10 @@ local function squeeze(s)
     return (s:gsub("[ \t]+", " "))
 end
 
-local FILES = { "README.md" }
-for name in io.popen("ls " .. helper.root .. "/docs"):lines() do
-    if name:match("%.md$") then FILES[#FILES + 1] = "docs/" .. name end
+local FILES = {}
+for name in io.popen("cd " .. helper.root .. " && ls README.md docs/*.md "
+                     .. "examples/README.md examples/*/README.md"):lines() do
+    FILES[#FILES + 1] = name
 end
 
 describe("the manual's commands", function()
