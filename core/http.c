@@ -239,8 +239,7 @@ void ephd_http_end(ephd_conn_t *c) {
 void ephd_respond_as(const ephd_request_t *req, int status,
                      const char *content_type, const char *body, size_t len) {
   ephd_conn_t *c = ephd_http_conn(req);
-  ephd_buf_append(ephd_http_begin_as(c, status, NULL, content_type), body,
-                  len);
+  ephd_buf_append(ephd_http_begin_as(c, status, NULL, content_type), body, len);
   ephd_http_end(c);
 }
 
