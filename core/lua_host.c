@@ -151,18 +151,26 @@ static int call_load(lua_State *l, const char *fn, const char *pdir,
 
 /* --- the state ---------------------------------------------------------- */
 
-static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
+/* A state with the standard libraries and lua_path before the default
+ * path (where Debian's lua-cjson and luasocket are). */
+static lua_State *plain_state(const char *lua_path) {
   lua_State *l = luaL_newstate();
-  if (l == NULL) {
-    snprintf(err, errlen, "cannot create the Lua state");
-    return NULL;
-  }
+  if (l == NULL) return NULL;
   luaL_openlibs(l);
   lua_getglobal(l, "package");
   lua_getfield(l, -1, "path");
   lua_pushfstring(l, "%s;%s", lua_path, lua_tostring(l, -1));
   lua_setfield(l, -3, "path");
   lua_pop(l, 2);
+  return l;
+}
+
+static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
+  lua_State *l = plain_state(lua_path);
+  if (l == NULL) {
+    snprintf(err, errlen, "cannot create the Lua state");
+    return NULL;
+  }
   lua_getglobal(l, "debug");
   lua_getfield(l, -1, "traceback");
   traceback_ref = luaL_ref(l, LUA_REGISTRYINDEX);
@@ -390,14 +398,8 @@ int ephd_lua_host_check(const char *lua_path, const char *dir,
 }
 
 int ephd_lua_host_cli(const char *lua_path, int argc, char **argv) {
-  lua_State *l = luaL_newstate();
+  lua_State *l = plain_state(lua_path);
   if (l == NULL) return 2;
-  luaL_openlibs(l);
-  lua_getglobal(l, "package");
-  lua_getfield(l, -1, "path");
-  lua_pushfstring(l, "%s;%s", lua_path, lua_tostring(l, -1));
-  lua_setfield(l, -3, "path");
-  lua_pop(l, 2);
   int rc = 2;
   lua_getglobal(l, "require");
   lua_pushliteral(l, "ephd.cli");
