@@ -89,6 +89,13 @@ static uv_idle_t resume_idle;
  * same reason). */
 static ephd_conn_t *flush_head, *flush_tail;
 static uv_check_t flush_check;
+/* Active while answers wait: an answer made outside the poll phase (a
+ * parked pop's timeout, in a timer) must not wait for the next poll to
+ * end by itself, which could be a second away; an active idle handle makes
+ * that poll return at once. */
+static uv_idle_t flush_idle;
+
+static void on_flush_idle(uv_idle_t *h) { (void)h; }
 
 #define LEN_DIGITS 10
 
@@ -108,10 +115,13 @@ static void flush_later(ephd_conn_t *c) {
   else
     flush_head = c;
   flush_tail = c;
+  if (!uv_is_active((uv_handle_t *)&flush_idle))
+    uv_idle_start(&flush_idle, on_flush_idle);
 }
 
 static void on_flush_check(uv_check_t *h) {
   (void)h;
+  uv_idle_stop(&flush_idle);
   while (flush_head) {
     ephd_conn_t *c = flush_head;
     flush_head = c->flush_next;
@@ -764,6 +774,7 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
   uv_check_init(loop, &flush_check);
   uv_check_start(&flush_check, on_flush_check);
   uv_unref((uv_handle_t *)&flush_check);
+  uv_idle_init(loop, &flush_idle);
   struct sockaddr_storage addr;
   int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
   if (rc < 0) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr);
@@ -779,6 +790,7 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
     uv_close((uv_handle_t *)&flush_check, NULL);
+    uv_close((uv_handle_t *)&flush_idle, NULL);
     return rc;
   }
   listening = 1;
@@ -790,6 +802,7 @@ void ephd_http_stop(void) {
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
     uv_close((uv_handle_t *)&flush_check, NULL);
+    uv_close((uv_handle_t *)&flush_idle, NULL);
     listening = 0;
   }
   ephd_conn_t *c = conns;
