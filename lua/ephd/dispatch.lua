@@ -134,6 +134,18 @@ function _M.meter()
     end
 end
 
+-- One context, refilled per request: dispatch is never re-entered (a push
+-- that wakes a parked pop answers it in C) and nothing keeps a context
+-- past its request. Every field the rungs and handlers fill is here from
+-- the start, so filling one never grows the table; building it per
+-- request, and rehashing it as it grew, had been a tenth of a push.
+local ctx = {
+    req = false, route = false, param = false, handler = false,
+    family = false, request = false, tenant = false, level = false,
+    limits = false, taken = false, push = false, pop = false, queue = false,
+    group = false, switch = false,
+}
+
 function _M.dispatch()
     local req = request_slot[0]
     local path = ffi_string(req.path.ptr, req.path.len)
@@ -146,26 +158,22 @@ function _M.dispatch()
     C.ephd_request_route(req, router.ID[route])
     if router.PROBES[route] then return BEFORE_LADDER[route](req) end
     local authorization = req.authorization
-    -- Every field the rungs and handlers fill is in the constructor, so
-    -- filling it never grows the table: a rehash per request was a tenth
-    -- of a push's instructions.
-    return ladder.run({
-        req = req,
+    local c = ctx
+    c.req, c.route, c.param = req, route, param
+    c.handler, c.family = HANDLERS[route], not router.SYSTEM[route]
+    -- What policy hooks see: a table of its own per request, since a
+    -- hook may keep it.
+    c.request = {
         route = route,
-        param = param,
-        handler = HANDLERS[route],
-        family = not router.SYSTEM[route],
-        request = {
-            route = route,
-            method = method,
-            path = path,
-            authorization = ffi_string(authorization.ptr, authorization.len),
-            tenant = nil, -- from the second rung on
-        },
-        tenant = false, level = false, limits = false, taken = false,
-        push = false, pop = false, queue = false, group = false,
-        switch = false,
-    })
+        method = method,
+        path = path,
+        authorization = ffi_string(authorization.ptr, authorization.len),
+        tenant = nil, -- from the second rung on
+    }
+    c.tenant, c.level, c.limits, c.taken = false, false, false, false
+    c.push, c.pop, c.queue, c.group, c.switch = false, false, false, false,
+                                                false
+    return ladder.run(c)
 end
 
 return _M
