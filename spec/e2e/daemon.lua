@@ -13,6 +13,7 @@ local function free_port()
     s:close()
     return tonumber(port)
 end
+_M.free_port = free_port
 
 local function shell_quote(s)
     return "'" .. s:gsub("'", "'\\''") .. "'"
