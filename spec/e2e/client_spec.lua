@@ -114,17 +114,20 @@ describe("ephd.client", function()
 
     it("reports a 404 off the depth read as ephemeral_unsupported",
        function()
-        -- A server that predates the routes: answers every request 404.
+        -- A server that predates the routes: answers a request 404.
         local port = daemon.free_port()
-        local server = io.popen(("luajit -e %q &"):format(([[
-            local s = assert(require("socket").bind("127.0.0.1", PORT))
-            s:settimeout(10) -- gone on its own if nobody comes
-            local c = assert(s:accept())
-            repeat local l = c:receive("*l") until l == ""
-            c:send("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n"
-                   .. "not found")
-            c:close()
-        ]]):gsub("PORT", tostring(port))))
+        local script = os.tmpname()
+        local f = assert(io.open(script, "w"))
+        f:write(([[
+local s = assert(require("socket").bind("127.0.0.1", PORT))
+s:settimeout(10) -- gone on its own if nobody comes
+local c = assert(s:accept())
+repeat local l = c:receive("*l") until l == ""
+c:send("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found")
+c:close()
+]]):gsub("PORT", tostring(port)), "\n")
+        f:close()
+        local server = io.popen("luajit " .. script .. " &")
         local old = client.new({ url = "http://127.0.0.1:" .. port })
         local ok, err
         for _ = 1, 100 do -- until the server listens
@@ -133,6 +136,7 @@ describe("ephd.client", function()
             require("socket").sleep(0.02)
         end
         server:close()
+        os.remove(script)
         assert.is_nil(ok)
         assert.equals("ephemeral_unsupported", err.code)
         assert.equals(404, err.status)
