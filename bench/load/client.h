@@ -37,7 +37,7 @@ struct load_conn {
   load_connect_cb on_connect;
   void *owner;    /* the scenario's state for this connection */
   uint64_t stamp; /* the scenario's clock mark */
-  uint32_t index, outstanding, sent, done;
+  uint32_t index, outstanding;
 };
 
 /* Fatal: the generator stops, naming the reason. A benchmark that loses a

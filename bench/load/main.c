@@ -159,8 +159,10 @@ static char drain_pop[512];
 static size_t drain_pop_len;
 static uint32_t drain_idle;
 
+/* A connection with acks outstanding waits for the ack's answer; with none,
+ * for its pop's. */
 static void drain_next(load_conn_t *c) {
-  c->stamp = 0; /* the next reply is a pop's */
+  c->outstanding = 0;
   load_conn_send(c, drain_pop, drain_pop_len);
 }
 
@@ -180,7 +182,6 @@ static void drain_ack(load_conn_t *c, const char *body, size_t len) {
   }
   load_buf_add(&ack, "]}", 2);
   c->outstanding = n;
-  c->stamp = 1; /* the next reply is the ack's */
   load_http_request(&req, "POST", "/api/v1/ephemeral/ack", ack.data, ack.len);
   load_conn_send(c, req.data, req.len);
   free(ack.data);
@@ -194,13 +195,13 @@ static void drain_reply(load_conn_t *c, int status, const char *body,
     finish();
     return;
   }
-  if (c->stamp == 0) {
-    uint64_t n = count_of(body, len, "\"id\":\"");
-    if (n == 0) {
+  if (c->outstanding == 0) {
+    if (count_of(body, len, "\"id\":\"") == 0) {
       if (++drain_idle == opt.conns) finish();
       return;
     }
     drain_ack(c, body, len);
+    if (c->outstanding == 0) fail(c, status, body, len); /* ids unreadable */
     return;
   }
   uint64_t acked = count_of(body, len, "\"outcome\":\"acked\"");
@@ -632,6 +633,7 @@ int main(int argc, char **argv) {
     if (m[0] == 'b') proto = LOAD_RESP;
   } else if (strcmp(m, "park") == 0) {
     parks = 1;
+    opt.count = opt.conns; /* one message per parked pop */
     reply = park_reply;
   } else if (strcmp(m, "pushpop") == 0) {
     mode_start = pushpop_send;
@@ -664,6 +666,12 @@ int main(int argc, char **argv) {
     while (!finished) uv_run(loop, UV_RUN_NOWAIT);
   } else {
     uv_run(loop, UV_RUN_DEFAULT);
+  }
+  /* Every queue drained dry: what it held and what came out must agree. */
+  if (strcmp(m, "drain") == 0 && messages != opt.count) {
+    fprintf(stderr, "ephd-load: drained %llu messages, expected %llu\n",
+            (unsigned long long)messages, (unsigned long long)opt.count);
+    errors++;
   }
   if (opt.pid && !parks) rss_after = rss_kib();
 
