@@ -76,7 +76,7 @@ static void doze(void) {
 
 static void *watch(void *arg) {
   (void)arg;
-  uint64_t signalled_for = 0, last_seen = 0;
+  uint64_t signalled_for = 0;
   int quiet = 0;
   while (atomic_load(&running)) {
     uv_sleep(TICK_MS);
@@ -89,8 +89,7 @@ static void *watch(void *arg) {
     /* A tick that finds no policy code running is quiet. A busy broker may
      * doze between two short hooks; the next one rouses it, so that costs
      * one wake-up a second at most. */
-    quiet = (d == 0 && d == last_seen) ? quiet + 1 : 0;
-    last_seen = d;
+    quiet = d == 0 ? quiet + 1 : 0;
     if (quiet >= QUIET_TICKS) {
       doze();
       quiet = 0;
