@@ -20,6 +20,9 @@ local request_slot = core.request_slot
 
 local system = require("ephd.handlers.system")
 local probes = require("ephd.handlers.probes")
+-- Answered before the ladder: a load balancer probes without credentials
+-- and a paused surface is still alive; the dashboard's page holds no data
+-- (what it shows, it fetches with the viewer's identity).
 local BEFORE_LADDER = {
     health = probes.health,
     ready = probes.ready,
@@ -156,7 +159,8 @@ function _M.dispatch()
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
     C.ephd_request_route(req, router.ID[route])
-    if router.PROBES[route] then return BEFORE_LADDER[route](req) end
+    local before = BEFORE_LADDER[route]
+    if before then return before(req) end
     local authorization = req.authorization
     local c = ctx
     c.req, c.route, c.param = req, route, param

@@ -31,11 +31,6 @@ _M.NAMES = {
 _M.ID = {}
 for i, name in ipairs(_M.NAMES) do _M.ID[name] = i end
 
--- Answered before the ladder: a load balancer probes without credentials
--- and a paused surface is still alive; the dashboard's page holds no data
--- (what it shows, it fetches with the viewer's identity).
-_M.PROBES = { health = true, ready = true, dashboard = true }
-
 -- Routes outside the family: the kill switch does not pause them and no
 -- grant gates them.
 _M.SYSTEM = {
