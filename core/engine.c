@@ -186,7 +186,7 @@ void ephd_engine_touch(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
 
 static int parked(const ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->ngroups; i++)
-    if (q->groups[i].gate.count) return 1;
+    if (q->groups[i]->gate.count) return 1;
   return 0;
 }
 
@@ -283,7 +283,8 @@ ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
 int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
                           uint32_t *idx) {
   for (uint32_t i = 0; i < q->ngroups; i++) {
-    if (q->groups[i].len == len && memcmp(q->groups[i].name, name, len) == 0) {
+    if (q->groups[i]->len == len &&
+        memcmp(q->groups[i]->name, name, len) == 0) {
       *idx = i;
       return 1;
     }
@@ -299,7 +300,7 @@ int ephd_queue_full_of_partitions(const ephd_engine_t *e,
 uint32_t ephd_queue_named_groups(const ephd_queue_t *q) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < q->ngroups; i++)
-    if (q->groups[i].len) n++;
+    if (q->groups[i]->len) n++;
   return n;
 }
 
@@ -311,14 +312,17 @@ int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q) {
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
   uint32_t idx;
   if (ephd_queue_group_find(q, name, len, &idx)) return idx;
-  ephd_group_t *gs = realloc(q->groups, (q->ngroups + 1) * sizeof(*gs));
-  if (gs == NULL) abort();
-  q->groups = gs;
-  ephd_group_t *g = &gs[q->ngroups];
-  g->name = xstrndup(name, len);
+  if (q->ngroups == q->groups_cap) {
+    q->groups_cap = q->groups_cap ? q->groups_cap * 2 : 1;
+    q->groups = realloc(q->groups, q->groups_cap * sizeof(*q->groups));
+    if (q->groups == NULL) abort();
+  }
+  ephd_group_t *g = xcalloc(1, sizeof(*g) + len + 1);
+  memcpy(g->name, name, len);
   g->len = len;
   ephd_gate_init(&g->gate, &q->tenant->parked);
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_add_cursor(q->rings[i]);
+  q->groups[q->ngroups] = g;
   return q->ngroups++;
 }
 
@@ -338,7 +342,7 @@ void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
 
 static void wake(ephd_queue_t *q, ephd_ring_t *r) {
   for (uint32_t i = 0; i < q->ngroups; i++)
-    ephd_gate_wake(&q->groups[i].gate, r);
+    ephd_gate_wake(&q->groups[i]->gate, r);
 }
 
 void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
@@ -492,7 +496,7 @@ static ephd_outcome_t fail_delivery(ephd_engine_t *e, ephd_lease_t *l) {
     return EPHD_OUTCOME_ACKED;
   }
   ephd_ring_redeliver(r, &r->cursors[group], pos, attempts);
-  ephd_gate_wake(&q->groups[group].gate, r);
+  ephd_gate_wake(&q->groups[group]->gate, r);
   return EPHD_OUTCOME_REDELIVERED;
 }
 
@@ -539,10 +543,11 @@ uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
 }
 
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
-  for (uint32_t i = 0; i < q->ngroups; i++) ephd_gate_flush(&q->groups[i].gate);
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    ephd_gate_flush(&q->groups[i]->gate);
   ephd_engine_reset(e, q);
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_free(q->rings[i]);
-  for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i].name);
+  for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i]);
   ephd_tenant_t *t = q->tenant;
   list_remove(list_of(e, q), q);
   ephd_map_del(&t->queues, q->name, q->name_len);

@@ -16,10 +16,12 @@
 #include "map.h"
 #include "ring.h"
 
+/* Each group is its own allocation, never moved: parked waiters point at its
+ * gate while pops name new groups. */
 typedef struct {
-  char *name; /* "" is queue mode: the one shared cursor */
   size_t len;
   ephd_gate_t gate;
+  char name[]; /* "" is queue mode: the one shared cursor */
 } ephd_group_t;
 
 struct ephd_tenant;
@@ -50,8 +52,8 @@ struct ephd_queue {
   ephd_ring_t **rings;
   uint32_t nrings, rings_cap;
   uint32_t rr; /* where an any-partition pop starts, for fairness */
-  ephd_group_t *groups;
-  uint32_t ngroups;
+  ephd_group_t **groups;
+  uint32_t ngroups, groups_cap;
   uint64_t depth, bytes;
   uint64_t drops_bounds, drops_ttl, drops_retry;
 };

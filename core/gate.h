@@ -22,7 +22,9 @@ typedef struct ephd_gate {
 
 typedef struct ephd_waiter {
   struct ephd_waiter *prev, *next;
-  ephd_gate_t *gate; /* NULL while not parked */
+  /* NULL while not parked. A gate must not move while anything is parked
+   * on it: the engine allocates each group (and its gate) on its own. */
+  ephd_gate_t *gate;
   /* The parked pop itself, re-run on each wake. */
   void *queue;
   void *ring; /* the partition it waits on; NULL: any partition */

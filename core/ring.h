@@ -40,7 +40,9 @@ typedef struct {
   uint64_t cap;
   uint64_t head, tail; /* messages live at [head, tail) */
   uint64_t bytes;
-  ephd_cursor_t *cursors; /* indexed by the queue's group index */
+  /* Indexed by the queue's group index, and moved when a group is added:
+   * leases and waiters name a cursor by (ring, group), never by address. */
+  ephd_cursor_t *cursors;
   uint32_t ncursors;
 } ephd_ring_t;
 

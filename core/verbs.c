@@ -297,7 +297,7 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   w->auto_ack = a->auto_ack;
   w->deadline_ms = now + a->timeout_ms;
   w->windowed = 0;
-  ephd_gate_park(&q->groups[g].gate, w, a->timeout_ms);
+  ephd_gate_park(&q->groups[g]->gate, w, a->timeout_ms);
   return EPHD_PARKED;
 }
 
@@ -703,7 +703,7 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
   ephd_buf_appends(out, "],\"groups\":[");
   int first = 1;
   for (uint32_t gi = 0; gi < q->ngroups; gi++) {
-    if (q->groups[gi].len == 0) continue;
+    if (q->groups[gi]->len == 0) continue;
     uint64_t gp = 0, skipped = 0;
     for (uint32_t i = 0; i < q->nrings; i++) {
       gp += ephd_ring_pending(q->rings[i], &q->rings[i]->cursors[gi]);
@@ -712,7 +712,7 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
     if (!first) ephd_buf_append(out, ",", 1);
     first = 0;
     ephd_buf_appends(out, "{\"group\":");
-    ephd_json_write_string(out, q->groups[gi].name, q->groups[gi].len);
+    ephd_json_write_string(out, q->groups[gi]->name, q->groups[gi]->len);
     ephd_buf_appends(out, ",\"pending\":");
     ephd_buf_append_u64(out, gp);
     ephd_buf_appends(out, ",\"skipped\":");

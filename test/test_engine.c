@@ -318,3 +318,58 @@ TEST_IMPL(engine_finds_partitions_few_and_many) {
   ASSERT_EQ(q->nrings, 20);
   return stop();
 }
+
+/* A parked waiter of the engine tests: it re-runs its pop when woken, as the
+ * daemon's waiters do, and counts what it got. */
+typedef struct {
+  ephd_waiter_t w;
+  ephd_buf_t out;
+  uint32_t got;
+} test_waiter_t;
+
+static int waiter_wake(ephd_waiter_t *w) {
+  test_waiter_t *tw = (test_waiter_t *)w;
+  ephd_queue_t *q = w->queue;
+  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  ephd_gate_unpark(w);
+  tw->out.len = 0;
+  tw->got = ephd_engine_pop(&e, q, w->ring, w->group, w->batch, 1, 0, &tw->out);
+  return 1;
+}
+
+static void waiter_timeout(ephd_waiter_t *w) { (void)w; }
+
+/* Waiters point at their group's gate: naming new groups while they are
+ * parked must not move it (the array of groups was grown by realloc, and
+ * the next push woke through freed memory). */
+TEST_IMPL(engine_new_groups_while_parked) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  test_waiter_t tw[3];
+  uint32_t g = ephd_queue_group_open(q, "", 0);
+  for (int i = 0; i < 3; i++) {
+    memset(&tw[i], 0, sizeof(tw[i]));
+    ephd_waiter_init(&loop, &tw[i].w, waiter_wake, waiter_timeout);
+    tw[i].w.queue = q;
+    tw[i].w.group = g;
+    tw[i].w.batch = 1;
+    ephd_gate_park(&q->groups[g]->gate, &tw[i].w, 60000);
+  }
+  ASSERT_EQ(q->tenant->parked, 3);
+  char name[16];
+  for (int i = 0; i < 64; i++) {
+    snprintf(name, sizeof(name), "g%d", i);
+    ephd_queue_group_open(q, name, strlen(name));
+  }
+  ASSERT_EQ(push(q, "p", 1, 3, 0), 0);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(tw[i].got, 1);
+    ASSERT(tw[i].w.gate == NULL);
+  }
+  ASSERT_EQ(q->tenant->parked, 0);
+  for (int i = 0; i < 3; i++) {
+    ephd_waiter_close(&tw[i].w, NULL);
+    ephd_buf_free(&tw[i].out);
+  }
+  return stop();
+}

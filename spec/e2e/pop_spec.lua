@@ -166,4 +166,47 @@ describe("pop", function()
         d:push("pct%41", { "2" })
         assert.same({ 2 }, payloads(d:pop("queue=pct%2541")))
     end)
+    -- Ordinary use that crashed the broker: parked waiters pointed into the
+    -- array of groups, which new groups grew (and moved) under them. Its own
+    -- daemon, so that stopping cleanly is part of the answer.
+    it("answers parked pops after new groups start popping", function()
+        local dd = daemon.start()
+        local function park(n)
+            local conns = {}
+            for i = 1, n do
+                conns[i] = dd:connect()
+                conns[i]:send(daemon.format("GET",
+                    "/api/v1/ephemeral/pop?queue=grow&wait=true&timeout=10000"))
+            end
+            daemon.sleep(0.1)
+            return conns
+        end
+        local function answered(conns)
+            local got = {}
+            for i, c in ipairs(conns) do
+                local res = assert(c:receive(5))
+                assert.equals(200, res.status)
+                assert.equals(1, #res.json.messages)
+                got[i] = res.json.messages[1].payload
+                c:close()
+            end
+            table.sort(got)
+            return got
+        end
+        local first = park(3)
+        for i = 1, 40 do
+            assert.equals(200, dd:pop("queue=grow&group=late" .. i).status)
+        end
+        dd:push("grow", { "1", "2", "3" })
+        assert.same({ 1, 2, 3 }, answered(first))
+        -- The same again: the gate must be whole after the first wake.
+        local second = park(3)
+        for i = 41, 60 do dd:pop("queue=grow&group=late" .. i) end
+        dd:push("grow", { "4", "5", "6" })
+        assert.same({ 4, 5, 6 }, answered(second))
+        assert.equals(6, #dd:pop("queue=grow&group=late40&batch=10")
+                          .json.messages)
+        assert.is_true(dd:alive())
+        dd:stop()
+    end)
 end)
