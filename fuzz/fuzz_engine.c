@@ -1,0 +1,318 @@
+/* The engine as a state machine: each input is a sequence of verbs (push,
+ * pop with and without wait, new groups, acks, reset, delete, declarations,
+ * time passing for leases and parked timeouts, housekeeping, disconnects)
+ * run against one engine and its gates, as verbs.c drives them. Single
+ * requests cannot reach bugs that need an order of events, such as a waiter
+ * parked on a gate that a later pop moves; sequences can. After every verb
+ * the engine's totals must agree with what the fuzzer itself holds. */
+#define _GNU_SOURCE /* memmem */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "engine.h"
+#include "ffi.h"
+
+#define NWAITERS 16
+#define NIDS 64
+#define NQUEUES 4
+
+typedef struct {
+  ephd_waiter_t w;
+  uint64_t deadline;
+  int in_use;
+} fuzz_waiter_t;
+
+typedef struct {
+  char id[96];
+  size_t len;
+  uint8_t queue, group;
+} fuzz_id_t;
+
+static uv_loop_t loop;
+static ephd_engine_t e;
+static ephd_tenant_limits_t limits;
+static fuzz_waiter_t waiters[NWAITERS];
+static fuzz_id_t ids[NIDS];
+static uint32_t nids;
+static uint64_t now;
+static ephd_buf_t out;
+static uint64_t parked_waiters;
+
+static const uint8_t *in;
+static size_t left;
+
+static uint8_t next_byte(void) {
+  if (left == 0) return 0;
+  left--;
+  return *in++;
+}
+
+static const char *const tenants[] = {"a", "b"};
+static const char *const queues[NQUEUES] = {"q0", "q1", "q2", "q3"};
+static const char *const partitions[] = {"Default", "p1", "p2", "p3"};
+
+/* Group names: 0 is queue mode; the rest come from a pool large enough that
+ * new groups keep appearing. */
+static size_t group_name(uint8_t b, char *name) {
+  if (b % 32 == 0) return 0;
+  return (size_t)snprintf(name, 8, "g%u", b % 32);
+}
+
+static const char *tenant_of(uint8_t qi) { return tenants[qi / NQUEUES % 2]; }
+
+static ephd_queue_t *find_queue(uint8_t qi) {
+  return ephd_engine_queue(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2);
+}
+
+/* Keeps the ids of a pop's deliveries for later acks. */
+static void remember_ids(uint8_t qi, uint8_t gb) {
+  const char *p = out.base, *end = out.base + out.len;
+  while (p && (p = memmem(p, (size_t)(end - p), "\"id\":\"", 6))) {
+    p += 6;
+    const char *q = memchr(p, '"', (size_t)(end - p));
+    if (q == NULL) break;
+    fuzz_id_t *slot = &ids[nids++ % NIDS];
+    slot->len = (size_t)(q - p) < sizeof(slot->id) ? (size_t)(q - p) : 0;
+    memcpy(slot->id, p, slot->len);
+    slot->queue = qi;
+    slot->group = gb;
+    p = q;
+  }
+}
+
+static int waiter_wake(ephd_waiter_t *w) {
+  ephd_queue_t *q = w->queue;
+  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  ephd_gate_unpark(w);
+  out.len = 0;
+  ephd_engine_pop(&e, q, w->ring, w->group, w->batch, w->auto_ack, now, &out);
+  ((fuzz_waiter_t *)w)->in_use = 0;
+  parked_waiters--;
+  return 1;
+}
+
+static void waiter_timeout(ephd_waiter_t *w) {
+  ((fuzz_waiter_t *)w)->in_use = 0;
+  parked_waiters--;
+}
+
+static void push(uint8_t qi) {
+  uint8_t pb = next_byte(), nb = next_byte();
+  const char *part = partitions[pb % 4];
+  uint32_t n = 1 + nb % 4;
+  static const char base[] = "1234567890";
+  ephd_span_t spans[4];
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    spans[i].off = 0;
+    spans[i].len = 1 + (nb >> 2) % 10;
+    bytes += spans[i].len;
+  }
+  const char *t = tenant_of(qi), *qn = queues[qi % NQUEUES];
+  ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
+  ephd_queue_t *q = find_queue(qi);
+  if (q) ephd_engine_expire(&e, q, now);
+  ephd_ring_t *r = q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, tenant, q, r, n, bytes, &limits, &plan);
+  if (plan.refusals) return;
+  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
+  if (r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));
+  ephd_engine_push(&e, q, r, base, spans, n, &plan, now);
+  ephd_engine_touch(&e, q, now);
+}
+
+static void pop(uint8_t qi, int wait) {
+  uint8_t gb = next_byte(), pb = next_byte(), flags = next_byte();
+  char gname[8];
+  size_t glen = group_name(gb, gname);
+  const char *part = pb % 5 ? NULL : partitions[pb / 5 % 4];
+  const char *t = tenant_of(qi), *qn = queues[qi % NQUEUES];
+  ephd_queue_t *q = find_queue(qi);
+  if (q == NULL && limits.max_queues) {
+    ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
+    if (tenant && tenant->queues.count >= limits.max_queues) return;
+  }
+  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
+  ephd_ring_t *r = part ? ephd_queue_ring(q, part, strlen(part)) : NULL;
+  uint32_t g;
+  if ((part && r == NULL && ephd_queue_full_of_partitions(&e, q)) ||
+      (glen && !ephd_queue_group_find(q, gname, glen, &g) &&
+       ephd_queue_full_of_groups(&e, q)))
+    return;
+  if (part && r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));
+  g = ephd_queue_group_open(q, gname, glen);
+  ephd_engine_touch(&e, q, now);
+  out.len = 0;
+  uint32_t batch = 1 + flags % 4;
+  int auto_ack = (flags >> 2) & 1;
+  uint32_t got = ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out);
+  if (got && !auto_ack) remember_ids(qi, gb);
+  if (got || !wait) return;
+  for (int i = 0; i < NWAITERS; i++) {
+    fuzz_waiter_t *fw = &waiters[i];
+    if (fw->in_use) continue;
+    fw->in_use = 1;
+    fw->w.queue = q;
+    fw->w.ring = r;
+    fw->w.group = g;
+    fw->w.batch = batch;
+    fw->w.auto_ack = 1;
+    fw->deadline = now + 1000u * (1 + (flags >> 3) % 8);
+    /* Time is the fuzzer's: the loop never runs, so this timer never fires
+     * and timeouts are answered by advance(). */
+    ephd_gate_park(&q->groups[g]->gate, &fw->w, 1u << 30);
+    parked_waiters++;
+    return;
+  }
+}
+
+static void ack(void) {
+  uint8_t ib = next_byte(), sb = next_byte();
+  if (nids == 0) return;
+  fuzz_id_t *id = &ids[ib % (nids < NIDS ? nids : NIDS)];
+  ephd_queue_t *q = find_queue(id->queue);
+  char gname[8];
+  size_t glen = group_name(id->group, gname);
+  uint32_t g = UINT32_MAX;
+  if (q && !ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
+  static const ephd_ack_status_t statuses[] = {EPHD_ACK_COMPLETED,
+                                               EPHD_ACK_FAILED, EPHD_ACK_RETRY};
+  ephd_engine_ack(&e, q, g, id->id, id->len, statuses[sb % 3], now);
+}
+
+/* Time passes: leases expire into redeliveries and parked pops whose
+ * timeout has come are answered empty, as their timers would. */
+static void advance(void) {
+  now += 100u * next_byte();
+  ephd_leases_expire(&e.leases, now);
+  for (int i = 0; i < NWAITERS; i++) {
+    fuzz_waiter_t *fw = &waiters[i];
+    if (fw->in_use && fw->w.gate && fw->deadline <= now) {
+      ephd_gate_unpark(&fw->w);
+      waiter_timeout(&fw->w);
+    }
+  }
+}
+
+/* A client goes away while its pop is parked. */
+static void disconnect(void) {
+  fuzz_waiter_t *fw = &waiters[next_byte() % NWAITERS];
+  if (!fw->in_use) return;
+  ephd_gate_unpark(&fw->w);
+  fw->in_use = 0;
+  parked_waiters--;
+}
+
+static void declare(uint8_t qi) {
+  uint8_t a = next_byte(), b = next_byte();
+  if (a % 4 == 0) {
+    ephd_queue_t *q = find_queue(qi);
+    if (q) ephd_engine_undeclare(&e, q);
+    return;
+  }
+  ephd_options_t o = {64 + 16u * (a >> 2),
+                      1 + b % 16,
+                      (b >> 4) & 1,
+                      (b >> 5) % 4,
+                      1 + a % 8,
+                      (a >> 3) % 4,
+                      0,
+                      0};
+  ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
+}
+
+/* What the engine counts must be what it holds. */
+static void check(void) {
+  uint64_t cell = 0, parked = 0;
+  size_t pos = 0;
+  ephd_tenant_t *t;
+  while ((t = ephd_map_next(&e.tenants, &pos))) {
+    uint64_t bytes = 0;
+    size_t p2 = 0;
+    ephd_queue_t *q;
+    while ((q = ephd_map_next(&t->queues, &p2))) {
+      uint64_t depth = 0, qbytes = 0;
+      for (uint32_t i = 0; i < q->nrings; i++) {
+        depth += ephd_ring_depth(q->rings[i]);
+        qbytes += q->rings[i]->bytes;
+      }
+      if (depth != q->depth || qbytes != q->bytes) abort();
+      bytes += q->bytes;
+    }
+    if (bytes != t->bytes) abort();
+    cell += t->bytes;
+    parked += t->parked;
+  }
+  if (cell != e.cell_bytes || parked != parked_waiters) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  in = data;
+  left = size;
+  uv_loop_init(&loop);
+  ephd_options_t defaults = {256, 32, 0, 0, 5, 3, 0, 0};
+  ephd_engine_init(&e, &loop, 7, &defaults, 4096, 2000);
+  e.max_partitions = 3;
+  e.max_groups = 12;
+  memset(&limits, 0, sizeof(limits));
+  limits.max_bytes = 2048;
+  limits.max_queues = 3;
+  now = uv_now(&loop);
+  nids = 0;
+  parked_waiters = 0;
+  for (int i = 0; i < NWAITERS; i++) {
+    waiters[i].in_use = 0;
+    ephd_waiter_init(&loop, &waiters[i].w, waiter_wake, waiter_timeout);
+  }
+  while (left) {
+    uint8_t op = next_byte(), qi = next_byte();
+    switch (op % 12) {
+      case 0:
+      case 1:
+        push(qi);
+        break;
+      case 2:
+        pop(qi, 0);
+        break;
+      case 3:
+      case 4:
+        pop(qi, 1);
+        break;
+      case 5:
+        ack();
+        break;
+      case 6: {
+        ephd_queue_t *q = find_queue(qi);
+        if (q) ephd_engine_reset(&e, q);
+        break;
+      }
+      case 7: {
+        ephd_queue_t *q = find_queue(qi);
+        if (q) ephd_engine_delete(&e, q);
+        break;
+      }
+      case 8:
+        advance();
+        break;
+      case 9:
+        ephd_engine_housekeep(&e, now);
+        break;
+      case 10:
+        disconnect();
+        break;
+      case 11:
+        declare(qi);
+        break;
+    }
+    check();
+  }
+  for (int i = 0; i < NWAITERS; i++) ephd_waiter_close(&waiters[i].w, NULL);
+  ephd_engine_close(&e);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if (uv_loop_close(&loop) != 0) abort();
+  ephd_buf_free(&out);
+  return 0;
+}
