@@ -1,7 +1,9 @@
 -- A bounded mixed workload with accounting (run by bench/soak). Pushes
 -- unique integer payloads to many queues; four groups consume them with a
 -- mix of ack, fail, retry and leases left to expire; PostgreSQL restarts in
--- the middle. Then it drains and proves conservation: for every group,
+-- the middle. Beside them, churn queues keep queue-mode pops parked while
+-- new groups appear on those queues and the queues are deleted (retiring
+-- their groups) and re-created: every parked pop must be answered. Then it drains and proves conservation: for every group,
 -- every message pushed was acked at least once or dropped for a retry, the
 -- broker's retry drops match the client's books, nothing arrived that was
 -- never pushed, and the broker's memory is back near its baseline.
@@ -16,6 +18,9 @@ local ROOT = arg[5] or "."
 local QUEUES = tonumber(os.getenv("SOAK_QUEUES") or 1000)
 local GROUPS = { "g1", "g2", "g3", "g4" }
 local RETRY_LIMIT = 3
+local CHURN_QUEUES = 4
+local PARKED_PER_QUEUE = 3
+local CHURN_GROUPS = 30 -- new groups on a churn queue before it is retired
 
 math.randomseed(tonumber(os.getenv("SOAK_SEED") or 42))
 
@@ -31,20 +36,91 @@ local conn = assert(socket.connect("127.0.0.1", PORT))
 conn:setoption("tcp-nodelay", true)
 conn:settimeout(30)
 
-local function request(method, path, body)
+local function send(sock, method, path, body)
     local head = method .. " " .. path .. " HTTP/1.1\r\nHost: soak\r\n"
     if body then head = head .. "Content-Length: " .. #body .. "\r\n" end
-    assert(conn:send(head .. "\r\n" .. (body or "")))
-    local status = tonumber(assert(conn:receive("*l")):match(" (%d%d%d) "))
+    assert(sock:send(head .. "\r\n" .. (body or "")))
+end
+
+local function receive(sock)
+    local status = tonumber(assert(sock:receive("*l")):match(" (%d%d%d) "))
     local len = 0
     while true do
-        local h = assert(conn:receive("*l"))
+        local h = assert(sock:receive("*l"))
         if h == "" then break end
         local n = h:match("^[Cc]ontent%-[Ll]ength:%s*(%d+)")
         if n then len = tonumber(n) end
     end
-    local text = len > 0 and assert(conn:receive(len)) or ""
+    local text = len > 0 and assert(sock:receive(len)) or ""
     return status, text ~= "" and cjson.decode(text) or nil
+end
+
+local function request(method, path, body)
+    send(conn, method, path, body)
+    return receive(conn)
+end
+
+-- The churn: parked pops on their own connections, answered by pushes,
+-- timeouts or the deletion of their queue, and parked again.
+local churn = { parked = 0, answered = 0, delivered = 0, groups = 0,
+                retired = 0 }
+local parked_socks, churn_groups = {}, {}
+
+local function park(sock, k)
+    send(sock, "GET", "/api/v1/ephemeral/pop?queue=churn-" .. k
+                      .. "&wait=true&timeout=2000&autoAck=true")
+    churn.parked = churn.parked + 1
+end
+
+for k = 1, CHURN_QUEUES do
+    churn_groups[k] = 0
+    for _ = 1, PARKED_PER_QUEUE do
+        local s = assert(socket.connect("127.0.0.1", PORT))
+        s:settimeout(30)
+        parked_socks[#parked_socks + 1] = s
+        parked_socks[s] = k
+        park(s, k)
+    end
+end
+
+-- Reads the answers that have arrived and parks those pops again (or not,
+-- at the end); waits up to wait seconds for the first.
+local function reap(wait, again)
+    local ready = socket.select(parked_socks, nil, wait)
+    for _, s in ipairs(ready) do
+        local status, res = receive(s)
+        assert(status == 200, "parked pop answered " .. tostring(status))
+        churn.answered = churn.answered + 1
+        churn.delivered = churn.delivered + #res.messages
+        if again then park(s, parked_socks[s]) end
+    end
+end
+
+local function churn_step()
+    local k = math.random(CHURN_QUEUES)
+    local r = math.random()
+    if r < 0.5 then
+        churn.groups = churn.groups + 1
+        churn_groups[k] = churn_groups[k] + 1
+        local status = request("GET", "/api/v1/ephemeral/pop?queue=churn-" .. k
+                                      .. "&group=c" .. churn.groups)
+        assert(status == 200, "new group's pop answered " .. tostring(status))
+    elseif r < 0.8 then
+        local status = request("POST", "/api/v1/ephemeral/push",
+            '{"queue":"churn-' .. k .. '","messages":[{"payload":0}]}')
+        assert(status == 201, "churn push answered " .. tostring(status))
+    end
+    if churn_groups[k] >= CHURN_GROUPS then
+        -- Retires the queue's groups with it; 503 while PostgreSQL is away.
+        local status = request("DELETE", "/api/v1/ephemeral/queue/churn-" .. k)
+        assert(status == 200 or status == 503,
+               "churn delete answered " .. tostring(status))
+        if status == 200 then
+            churn_groups[k] = 0
+            churn.retired = churn.retired + 1
+        end
+    end
+    reap(0, true)
 end
 
 -- The books.
@@ -150,6 +226,7 @@ while socket.gettime() - t0 < SECONDS do
     for _ = 1, 4 do
         consume(qname(math.random(QUEUES)), GROUPS[math.random(#GROUPS)])
     end
+    churn_step()
     if not restarted and socket.gettime() - t0 > SECONDS / 2 and PG then
         -- PostgreSQL goes away and comes back; the hot path must not care.
         os.execute(ROOT .. "/scripts/pg.sh stop " .. PG)
@@ -163,6 +240,17 @@ while socket.gettime() - t0 < SECONDS do
         restarted = true
     end
 end
+-- Every parked pop is answered within its timeout, and nothing is parked
+-- again.
+local reaped_at = socket.gettime()
+while churn.answered < churn.parked and socket.gettime() - reaped_at < 10 do
+    reap(1, false)
+end
+for _, s in ipairs(parked_socks) do s:close() end
+for k = 1, CHURN_QUEUES do
+    request("DELETE", "/api/v1/ephemeral/queue/churn-" .. k)
+end
+
 -- Heal: configure works again without a broker restart.
 local healed_at = socket.gettime()
 while socket.gettime() - healed_at < 15 do
@@ -233,7 +321,7 @@ local report = {
     pushed = counts.pushed, delivered = counts.delivered,
     acked = counts.acked, failed = counts.failed, retried = counts.retried,
     expired = counts.expired,
-    drops = drops,
+    drops = drops, churn = churn,
     client_expected_retry_drops = expected_drops,
     lost = lost, acked_and_dropped = both, phantom = phantom,
     pg_restart = { configure_503 = counts.configure_503,
@@ -242,6 +330,7 @@ local report = {
 }
 print(cjson.encode(report))
 local ok = lost == 0 and phantom == 0 and both == 0
+           and churn.answered == churn.parked and churn.retired > 0
            and broker_retry == expected_drops
            and drops.bounds == 0 and drops.ttl == 0
            and (not PG or (counts.configure_503 > 0 and counts.configure_201 > 0))
