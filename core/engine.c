@@ -49,6 +49,19 @@ static void list_append(ephd_list_t *l, ephd_queue_t *q) {
   l->count++;
 }
 
+/* Every byte the engine holds for a queue is charged here, so the queue's,
+ * the tenant's and the cell's footprints can never disagree. Unsigned
+ * arithmetic wraps, so a negative d subtracts. */
+static void charge(ephd_queue_t *q, uint64_t d) {
+  q->footprint += d;
+  q->tenant->bytes += d;
+  *q->tenant->cell_bytes += d;
+}
+
+static void uncharge(ephd_queue_t *q, uint64_t d) {
+  charge(q, (uint64_t)0 - d);
+}
+
 static ephd_list_t *list_of(ephd_engine_t *e, ephd_queue_t *q) {
   return q->declared ? &e->declared : &e->idle;
 }
@@ -68,6 +81,7 @@ void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
   e->defaults = *defaults;
   e->max_cell_bytes = max_cell_bytes;
   e->idle_ms = idle_ms;
+  e->forget_ms = idle_ms;
   e->loop = loop;
   ephd_leases_init(&e->leases, loop, on_lease_expired, e);
   /* Ticking at half the idle time bounds how late a collection is; a second
@@ -83,12 +97,14 @@ void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
 /* Every change of a ring's contents goes through here, so the queue, tenant
  * and cell totals can never disagree with the rings. */
 static void account(ephd_engine_t *e, ephd_queue_t *q, uint64_t depth_before,
-                    uint64_t bytes_before, const ephd_ring_t *r) {
+                    uint64_t bytes_before, ephd_ring_t *r) {
+  (void)e;
   uint64_t depth_after = ephd_ring_depth(r), bytes_after = r->bytes;
   q->depth = q->depth - depth_before + depth_after;
   q->bytes = q->bytes - bytes_before + bytes_after;
-  q->tenant->bytes = q->tenant->bytes - bytes_before + bytes_after;
-  e->cell_bytes = e->cell_bytes - bytes_before + bytes_after;
+  uint64_t held = ephd_cost_messages(r);
+  charge(q, held - r->charged);
+  r->charged = held;
 }
 
 static void reclaim(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
@@ -99,6 +115,7 @@ static void reclaim(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
 
 static void free_lease(ephd_engine_t *e, ephd_lease_t *l, int in_heap) {
   if (in_heap) ephd_leases_remove(&e->leases, l);
+  uncharge(l->queue, EPHD_COST_LEASE);
   free(l);
 }
 
@@ -134,6 +151,29 @@ static void drop_leases(ephd_engine_t *e, ephd_ring_t *r) {
   }
 }
 
+static void empty_remove(ephd_engine_t *e, ephd_tenant_t *t) {
+  if (t->prev_empty)
+    t->prev_empty->next_empty = t->next_empty;
+  else
+    e->empty_head = t->next_empty;
+  if (t->next_empty)
+    t->next_empty->prev_empty = t->prev_empty;
+  else
+    e->empty_tail = t->prev_empty;
+  t->prev_empty = t->next_empty = NULL;
+}
+
+static void empty_append(ephd_engine_t *e, ephd_tenant_t *t, uint64_t now) {
+  t->empty_ms = now;
+  t->next_empty = NULL;
+  t->prev_empty = e->empty_tail;
+  if (e->empty_tail)
+    e->empty_tail->next_empty = t;
+  else
+    e->empty_head = t;
+  e->empty_tail = t;
+}
+
 static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
                                   size_t len) {
   ephd_tenant_t *t = ephd_map_get(&e->tenants, name, len);
@@ -141,9 +181,20 @@ static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
   t = xcalloc(1, sizeof(*t));
   t->name = xstrndup(name, len);
   t->len = len;
+  t->cell_bytes = &e->cell_bytes;
+  t->born = ++e->tenants_born;
   ephd_map_init(&t->queues);
   ephd_map_put(&e->tenants, t->name, len, t);
+  e->cell_bytes += ephd_cost_tenant(len);
+  /* Opened for a queue, which the caller adds at once: never empty. */
   return t;
+}
+
+static void tenant_free(ephd_engine_t *e, ephd_tenant_t *t) {
+  e->cell_bytes -= ephd_cost_tenant(t->len);
+  ephd_map_free(&t->queues);
+  free(t->name);
+  free(t);
 }
 
 ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
@@ -164,6 +215,7 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
   ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
   ephd_queue_t *q = ephd_map_get(&t->queues, queue, queue_len);
   if (q) return q;
+  if (t->prev_empty || e->empty_head == t) empty_remove(e, t);
   q = xcalloc(1, sizeof(*q));
   q->name = xstrndup(queue, queue_len);
   q->name_len = queue_len;
@@ -173,6 +225,7 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
   ephd_map_init(&q->rings_by_name);
   ephd_map_put(&t->queues, q->name, queue_len, q);
   list_append(&e->idle, q);
+  charge(q, ephd_cost_queue(queue_len));
   return q;
 }
 
@@ -205,6 +258,15 @@ void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms) {
       e->collected++;
     } else
       ephd_engine_touch(e, q, now_ms);
+  }
+  /* A tenant without a queue has nothing parked and no footprint but its
+   * record; its counters stopped when its last queue went, so the meter
+   * (which ticks more often than forget_ms, see main.c) has seen them. */
+  ephd_tenant_t *t;
+  while ((t = e->empty_head) && t->empty_ms + e->forget_ms <= now_ms) {
+    empty_remove(e, t);
+    ephd_map_del(&e->tenants, t->name, t->len);
+    tenant_free(e, t);
   }
 }
 
@@ -264,6 +326,7 @@ ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
   if (r) return r;
   r = ephd_ring_new(name, len);
   for (uint32_t i = 0; i < q->ngroups; i++) ephd_ring_add_cursor(r);
+  charge(q, ephd_cost_ring(len) + q->ngroups * EPHD_COST_CURSOR);
   if (q->nrings == q->rings_cap) {
     q->rings_cap = q->rings_cap ? q->rings_cap * 2 : 1;
     q->rings = realloc(q->rings, q->rings_cap * sizeof(*q->rings));
@@ -322,6 +385,7 @@ uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
   g->len = len;
   ephd_gate_init(&g->gate, &q->tenant->parked);
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_add_cursor(q->rings[i]);
+  charge(q, ephd_cost_group(len) + q->nrings * EPHD_COST_CURSOR);
   q->groups[q->ngroups] = g;
   return q->ngroups++;
 }
@@ -345,9 +409,53 @@ static void wake(ephd_queue_t *q, ephd_ring_t *r) {
     ephd_gate_wake(&q->groups[i]->gate, r);
 }
 
+uint32_t ephd_engine_over_budget(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                 uint64_t grow, uint64_t cell_only,
+                                 const ephd_tenant_limits_t *limits) {
+  uint32_t refusals = 0;
+  if (grow && limits && limits->max_bytes &&
+      (t ? t->bytes : 0) + grow > limits->max_bytes)
+    refusals |= EPHD_REFUSE_TENANT_BYTES;
+  if ((grow || cell_only) &&
+      e->cell_bytes + grow + cell_only > e->max_cell_bytes)
+    refusals |= EPHD_REFUSE_CELL_BYTES;
+  return refusals;
+}
+
+/* What creating the tenant (cell_only), queue, ring and group among these
+ * that are new would charge. A new ring gets a cursor per existing group,
+ * and a new group one per ring, the new ring included. */
+static uint64_t names_cost(const ephd_tenant_t *t, size_t tenant_len,
+                           const ephd_queue_t *q, size_t queue_len,
+                           int new_ring, size_t partition_len, int new_group,
+                           size_t group_len, uint64_t *cell_only) {
+  uint64_t cost = 0, nrings = q ? q->nrings : 0, ngroups = q ? q->ngroups : 0;
+  *cell_only = t ? 0 : ephd_cost_tenant(tenant_len);
+  if (q == NULL) cost += ephd_cost_queue(queue_len);
+  if (new_ring) {
+    cost += ephd_cost_ring(partition_len) + ngroups * EPHD_COST_CURSOR;
+    nrings++;
+  }
+  if (new_group) cost += ephd_cost_group(group_len) + nrings * EPHD_COST_CURSOR;
+  return cost;
+}
+
+uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, const ephd_queue_t *q,
+                                size_t queue_len, int new_ring,
+                                size_t partition_len, int new_group,
+                                size_t group_len,
+                                const ephd_tenant_limits_t *limits) {
+  uint64_t cell_only;
+  uint64_t grow = names_cost(t, tenant_len, q, queue_len, new_ring,
+                             partition_len, new_group, group_len, &cell_only);
+  return ephd_engine_over_budget(e, t, grow, cell_only, limits);
+}
+
 void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
-                           const ephd_queue_t *q, const ephd_ring_t *r,
-                           uint32_t n, uint64_t bytes,
+                           size_t tenant_len, const ephd_queue_t *q,
+                           size_t queue_len, const ephd_ring_t *r,
+                           size_t partition_len, uint32_t n, uint64_t bytes,
                            const ephd_tenant_limits_t *limits,
                            ephd_push_plan_t *plan) {
   const ephd_options_t *o = q ? &q->opts : &e->defaults;
@@ -373,12 +481,15 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   if (q == NULL && limits && limits->max_queues &&
       (t ? t->queues.count : 0) >= limits->max_queues)
     plan->refusals |= EPHD_REFUSE_TENANT_QUEUES;
-  uint64_t grow = bytes > plan->evict_bytes ? bytes - plan->evict_bytes : 0;
-  if (grow && limits && limits->max_bytes &&
-      (t ? t->bytes : 0) + grow > limits->max_bytes)
-    plan->refusals |= EPHD_REFUSE_TENANT_BYTES;
-  if (grow && e->cell_bytes + grow > e->max_cell_bytes)
-    plan->refusals |= EPHD_REFUSE_CELL_BYTES;
+  /* The footprint it adds: new names, then messages net of evictions (the
+   * slot array's growth is left to the next plan: at most one doubling). */
+  uint64_t cell_only;
+  uint64_t adds = names_cost(t, tenant_len, q, queue_len, r == NULL,
+                             partition_len, 0, 0, &cell_only) +
+                  bytes + n * EPHD_COST_MSG;
+  uint64_t frees = plan->evict_bytes + plan->evict * EPHD_COST_MSG;
+  plan->refusals |= ephd_engine_over_budget(
+      e, t, adds > frees ? adds - frees : 0, cell_only, limits);
 }
 
 void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
@@ -440,6 +551,7 @@ static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     l->queue = q;
     ephd_map_put(&c->leases, (const char *)&l->seq, 8, l);
     ephd_leases_add(&e->leases, l);
+    charge(q, EPHD_COST_LEASE);
     if (!redo) m->holds++;
   }
   if (auto_ack && got) reclaim(e, q, r);
@@ -549,6 +661,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->nrings; i++) ephd_ring_free(q->rings[i]);
   for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i]);
   ephd_tenant_t *t = q->tenant;
+  uncharge(q, q->footprint);
   list_remove(list_of(e, q), q);
   ephd_map_del(&t->queues, q->name, q->name_len);
   ephd_map_free(&q->rings_by_name);
@@ -556,7 +669,10 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   free(q->groups);
   free(q->name);
   free(q);
-  if (t->queues.count == 0) ephd_map_free(&t->queues);
+  if (t->queues.count == 0) {
+    ephd_map_free(&t->queues);
+    empty_append(e, t, uv_now(e->loop));
+  }
 }
 
 void ephd_engine_close(ephd_engine_t *e) {
@@ -566,11 +682,7 @@ void ephd_engine_close(ephd_engine_t *e) {
   while (e->declared.head) ephd_engine_delete(e, e->declared.head);
   ephd_tenant_t *t;
   size_t pos = 0;
-  while ((t = ephd_map_next(&e->tenants, &pos))) {
-    ephd_map_free(&t->queues);
-    free(t->name);
-    free(t);
-  }
+  while ((t = ephd_map_next(&e->tenants, &pos))) tenant_free(e, t);
   ephd_map_free(&e->tenants);
   ephd_leases_close(&e->leases);
   uv_close((uv_handle_t *)&e->housekeeping, NULL);

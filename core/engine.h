@@ -54,16 +54,23 @@ struct ephd_queue {
   uint32_t rr; /* where an any-partition pop starts, for fairness */
   ephd_group_t **groups;
   uint32_t ngroups, groups_cap;
-  uint64_t depth, bytes;
+  uint64_t depth, bytes; /* messages and their payload bytes */
+  uint64_t footprint;    /* what it holds, in the costs below */
   uint64_t drops_bounds, drops_ttl, drops_retry;
 };
 
-/* Tenants outlive their queues, so their counters do too. */
+/* Tenants outlive their queues, so their counters do too, until a tenant
+ * has held no queue for the engine's forget_ms: then it is forgotten, and
+ * seen again it starts from zero under a new `born`. */
 typedef struct ephd_tenant {
   char *name;
   size_t len;
   ephd_map_t queues;
-  uint64_t bytes;
+  uint64_t bytes;       /* the footprint of its queues, in the costs below */
+  uint64_t *cell_bytes; /* the engine's, charged with it */
+  uint64_t born;        /* the engine's count of tenant records, at creation */
+  uint64_t empty_ms;    /* when its last queue went */
+  struct ephd_tenant *prev_empty, *next_empty; /* while it has no queue */
   uint64_t parked;
   uint64_t pushed;
   uint64_t delivered;
@@ -87,7 +94,11 @@ typedef struct {
   uint32_t epoch;
   uint64_t next_seq; /* per delivery: never repeats within an epoch */
   ephd_map_t tenants;
-  uint64_t cell_bytes;
+  uint64_t tenants_born; /* tenant records ever created */
+  /* Tenants without a queue, longest first: forgotten after forget_ms. */
+  struct ephd_tenant *empty_head, *empty_tail;
+  uint64_t forget_ms;
+  uint64_t cell_bytes; /* the footprint of everything, in the costs below */
   uint64_t max_cell_bytes;
   ephd_options_t defaults;
   ephd_leases_t leases;
@@ -104,6 +115,54 @@ typedef struct {
   uint32_t max_groups;
   uint64_t acked; /* leases settled completed, ever */
 } ephd_engine_t;
+
+/* What the engine charges for what it holds: honest estimates of the heap
+ * each structure takes, so the tenant's and the cell's byte budgets bound
+ * memory rather than payload alone. Every allocation pays malloc's header
+ * and rounding (glibc: 8 bytes, then up to 16; 16 on average); arrays that
+ * double are charged at twice their use. A message pays its header, its
+ * allocation and its payload; its ring's slot array is charged as it is
+ * (slots x 8). Names are charged at their length. Leases are charged while
+ * they live, but never refused: they are deliveries of messages already
+ * paid for, and the next push or new name is what the budget refuses.
+ * docs/architecture.md has the table. */
+#define EPHD_ALLOC_OVERHEAD 16
+#define EPHD_COST_MSG (sizeof(ephd_msg_t) + EPHD_ALLOC_OVERHEAD)
+#define EPHD_COST_SLOT (sizeof(ephd_msg_t *))
+#define EPHD_COST_CURSOR (sizeof(ephd_cursor_t))
+#define EPHD_COST_LEASE                                              \
+  (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD +                      \
+   2 * sizeof(ephd_map_slot_t) /* its entry in the cursor's map */ + \
+   2 * sizeof(ephd_lease_t *) /* its place in the heap */)
+
+/* A tenant's record and its name, its slot in the engine's map, and its
+ * queue map's first table: the cell's, as nothing of the tenant's own. */
+static inline uint64_t ephd_cost_tenant(size_t name_len) {
+  return sizeof(ephd_tenant_t) + name_len + 1 + 2 * EPHD_ALLOC_OVERHEAD +
+         2 * sizeof(ephd_map_slot_t);
+}
+/* A queue's record and name, and its slot in the tenant's map. */
+static inline uint64_t ephd_cost_queue(size_t name_len) {
+  return sizeof(ephd_queue_t) + name_len + 1 + 2 * EPHD_ALLOC_OVERHEAD +
+         2 * sizeof(ephd_map_slot_t);
+}
+/* A partition's ring and name, its places in the queue's array and map,
+ * and its cursor array; one cursor per group comes on top. */
+static inline uint64_t ephd_cost_ring(size_t name_len) {
+  return sizeof(ephd_ring_t) + name_len + 1 + 3 * EPHD_ALLOC_OVERHEAD +
+         2 * sizeof(ephd_ring_t *) + 2 * sizeof(ephd_map_slot_t);
+}
+/* A group and its name, and its place in the queue's array; one cursor
+ * per partition comes on top. */
+static inline uint64_t ephd_cost_group(size_t name_len) {
+  return sizeof(ephd_group_t) + name_len + 1 + EPHD_ALLOC_OVERHEAD +
+         2 * sizeof(ephd_group_t *);
+}
+/* A ring's messages and slot array. */
+static inline uint64_t ephd_cost_messages(const ephd_ring_t *r) {
+  return r->bytes + ephd_ring_depth(r) * EPHD_COST_MSG +
+         (r->cap ? r->cap * EPHD_COST_SLOT + EPHD_ALLOC_OVERHEAD : 0);
+}
 
 void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
                       const ephd_options_t *defaults, uint64_t max_cell_bytes,
@@ -136,9 +195,10 @@ uint32_t ephd_queue_named_groups(const ephd_queue_t *q);
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
 /* Marks q as used now: an implicit queue's idle clock restarts. */
 void ephd_engine_touch(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
-/* The periodic sweep: ttl drops on declared queues with a ttl, and
- * collection of implicit queues empty, unpolled and unparked for idle_ms.
- * Walks the idle list only as far as its stale head. */
+/* The periodic sweep: ttl drops on declared queues with a ttl, collection
+ * of implicit queues empty, unpolled and unparked for idle_ms, and
+ * forgetting tenants without a queue for forget_ms. Walks the idle and
+ * empty lists only as far as their stale heads. */
 void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms);
 /* Declares q (or creates it declared) with opts, stamped with load gen. */
 ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
@@ -153,17 +213,35 @@ void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen);
 ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
                                   size_t len);
 
+/* The budgets that growing t's footprint by grow, and the cell's by grow
+ * plus cell_only (a new tenant's record), would break. Growing by nothing
+ * is never refused. */
+uint32_t ephd_engine_over_budget(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                 uint64_t grow, uint64_t cell_only,
+                                 const ephd_tenant_limits_t *limits);
+/* What a pop or a declaration naming these would create, and the budgets
+ * that would refuse it: t and q NULL when they do not exist yet, new_ring
+ * and new_group when the partition or group is new. */
+uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, const ephd_queue_t *q,
+                                size_t queue_len, int new_ring,
+                                size_t partition_len, int new_group,
+                                size_t group_len,
+                                const ephd_tenant_limits_t *limits);
+
 /* A push is planned whole before anything changes: every budget that would
  * refuse it, and what dropOldest would evict. t, q and r may be NULL for a
- * tenant, queue or partition the push would create. */
+ * tenant, queue or partition the push would create (named by the lengths,
+ * for their cost). */
 typedef struct {
   uint32_t refusals;
   uint64_t evict;
   uint64_t evict_bytes;
 } ephd_push_plan_t;
 void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
-                           const ephd_queue_t *q, const ephd_ring_t *r,
-                           uint32_t n, uint64_t bytes,
+                           size_t tenant_len, const ephd_queue_t *q,
+                           size_t queue_len, const ephd_ring_t *r,
+                           size_t partition_len, uint32_t n, uint64_t bytes,
                            const ephd_tenant_limits_t *limits,
                            ephd_push_plan_t *plan);
 /* Carries out a plan without refusals; payloads[i] is a span of base. */

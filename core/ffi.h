@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 11 };
+enum { EPHD_FFI_ABI_VERSION = 12 };
 
 enum {
   EPHD_OK = 0,
@@ -83,9 +83,11 @@ typedef struct {
   uint64_t max_parked; /* pops parked at once */
 } ephd_tenant_limits_t;
 
-/* What a tenant holds and has done, for policy and metering. */
+/* What a tenant holds and has done, for policy and metering. A tenant with
+ * no queue for the implicit idle time (at least the meter's interval) is
+ * forgotten; seen again, its counters start from zero under a new born. */
 typedef struct {
-  uint64_t bytes;
+  uint64_t bytes; /* its footprint: payload, per-message overhead, names */
   uint64_t queues;
   uint64_t parked;
   uint64_t pushed;    /* messages, item by item */
@@ -94,6 +96,7 @@ typedef struct {
   uint64_t dropped_bounds;
   uint64_t dropped_ttl;
   uint64_t dropped_retry;
+  uint64_t born; /* which record of this tenant these counters belong to */
 } ephd_tenant_stats_t;
 
 /* One stored grant (queen.ephemeral_quota); -1 is SQL NULL. */

@@ -126,6 +126,10 @@ int main(int argc, char **argv) {
                    s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
   engine.max_partitions = (uint32_t)s.max_partitions;
   engine.max_groups = (uint32_t)s.max_groups;
+  /* A tenant without queues is forgotten no sooner than a meter tick has
+   * seen its last counts (they cannot change while it has no queue). */
+  uint64_t meter_ms = s.meter_s * 1000;
+  engine.forget_ms = engine.idle_ms > meter_ms ? engine.idle_ms : meter_ms;
   ephd_verbs_init(&engine, loop);
   ephd_metrics_init(&engine);
 

@@ -91,8 +91,13 @@ static void write_engine(ephd_buf_t *o, size_t connections) {
   sample(o, d, "{cause=\"ttl\"}", ttl);
   sample(o, d, "{cause=\"retry\"}", retry);
   family(o, "queen_ephemeral_bytes", "gauge",
-         "Payload bytes held by the whole broker (cellBytes).");
+         "The whole broker's footprint (cellBytes): payloads, per-message "
+         "overhead, names and structures.");
   sample(o, "queen_ephemeral_bytes", "", engine->cell_bytes);
+  family(o, "queen_ephemeral_tenants", "gauge",
+         "Tenant records in memory (forgotten after the idle time without "
+         "a queue).");
+  sample(o, "queen_ephemeral_tenants", "", engine->tenants.count);
   family(o, "queen_ephemeral_queues", "gauge", "Queues in memory.");
   sample(o, "queen_ephemeral_queues", "", queues);
   family(o, "queen_ephemeral_parked_polls", "gauge",

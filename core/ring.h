@@ -40,6 +40,7 @@ typedef struct {
   uint64_t cap;
   uint64_t head, tail; /* messages live at [head, tail) */
   uint64_t bytes;
+  uint64_t charged; /* what the engine last charged for its messages */
   /* Indexed by the queue's group index, and moved when a group is added:
    * leases and waiters name a cursor by (ring, group), never by address. */
   ephd_cursor_t *cursors;

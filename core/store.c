@@ -301,10 +301,14 @@ int ephd_configure(const ephd_request_t *req, const char *tenant,
                    const ephd_tenant_limits_t *limits, uint32_t *refusals) {
   *refusals = 0;
   ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
-  if (limits->max_queues && t && t->queues.count >= limits->max_queues &&
-      !ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len)) {
-    *refusals = EPHD_REFUSE_TENANT_QUEUES;
-    return EPHD_E_REFUSED;
+  ephd_queue_t *q =
+      ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
+  if (q == NULL) {
+    if (limits->max_queues && t && t->queues.count >= limits->max_queues)
+      *refusals |= EPHD_REFUSE_TENANT_QUEUES;
+    *refusals |= ephd_engine_plan_names(engine, t, tenant_len, NULL, queue_len,
+                                        0, 0, 0, 0, limits);
+    if (*refusals) return EPHD_E_REFUSED;
   }
   if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);

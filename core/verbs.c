@@ -218,7 +218,8 @@ int ephd_push_commit(const char *tenant, size_t tenant_len,
   /* Planned before anything exists: a refused push leaves no queue or
    * partition behind. */
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(engine, t, q, r, s->count, s->bytes, limits, &plan);
+  ephd_engine_plan_push(engine, t, tenant_len, q, s->queue.len, r,
+                        s->partition.len, s->count, s->bytes, limits, &plan);
   *refusals = plan.refusals;
   if (plan.refusals) return EPHD_E_REFUSED;
   if (q == NULL)
@@ -242,38 +243,36 @@ static void answer_pop(ephd_conn_t *c, const ephd_queue_t *q,
   ephd_http_end(c);
 }
 
-/* Whether creating one more queue would pass the tenant's allowance. */
-static int at_queue_allowance(const char *tenant, size_t tenant_len,
-                              const ephd_tenant_limits_t *limits) {
-  if (limits == NULL || limits->max_queues == 0) return 0;
-  ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
-  return t && t->queues.count >= limits->max_queues;
-}
-
 int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
+  const ephd_tenant_limits_t *limits = a->limits;
+  ephd_tenant_t *t = ephd_engine_tenant(engine, a->tenant, a->tenant_len);
+  ephd_queue_t *q = t ? ephd_map_get(&t->queues, a->queue, a->queue_len) : NULL;
+  ephd_ring_t *r = a->partition && q
+                       ? ephd_queue_ring(q, a->partition, a->partition_len)
+                       : NULL;
+  const char *gname = a->group ? a->group : "";
+  size_t glen = a->group ? a->group_len : 0;
+  uint32_t g;
+  int new_ring = a->partition && r == NULL;
+  int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
+  /* Everything a pop would create is planned before any of it exists: a
+   * refused pop leaves no tenant, queue, partition or group behind. */
   a->refusals = 0;
-  ephd_queue_t *q = ephd_engine_queue(engine, a->tenant, a->tenant_len,
-                                      a->queue, a->queue_len);
-  if (q == NULL && at_queue_allowance(a->tenant, a->tenant_len, a->limits)) {
-    a->refusals = EPHD_REFUSE_TENANT_QUEUES;
-    return EPHD_E_REFUSED;
-  }
+  if (q == NULL && limits && limits->max_queues && t &&
+      t->queues.count >= limits->max_queues)
+    a->refusals |= EPHD_REFUSE_TENANT_QUEUES;
+  if (q && ((new_ring && ephd_queue_full_of_partitions(engine, q)) ||
+            (a->group && new_group && ephd_queue_full_of_groups(engine, q))))
+    a->refusals |= EPHD_REFUSE_QUEUE_PARTS;
+  a->refusals |= ephd_engine_plan_names(
+      engine, t, a->tenant_len, q, a->queue_len, new_ring, a->partition_len,
+      new_group, glen, limits);
+  if (a->refusals) return EPHD_E_REFUSED;
   if (q == NULL)
     q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,
                                a->queue_len);
-  uint32_t g;
-  ephd_ring_t *r =
-      a->partition ? ephd_queue_ring(q, a->partition, a->partition_len) : NULL;
-  if ((a->partition && r == NULL && ephd_queue_full_of_partitions(engine, q)) ||
-      (a->group && !ephd_queue_group_find(q, a->group, a->group_len, &g) &&
-       ephd_queue_full_of_groups(engine, q))) {
-    a->refusals = EPHD_REFUSE_QUEUE_PARTS;
-    return EPHD_E_REFUSED;
-  }
-  if (a->partition && r == NULL)
-    r = ephd_queue_ring_open(q, a->partition, a->partition_len);
-  g = a->group ? ephd_queue_group_open(q, a->group, a->group_len)
-               : ephd_queue_group_open(q, "", 0);
+  if (new_ring) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
+  if (new_group) g = ephd_queue_group_open(q, gname, glen);
   ephd_conn_t *c = ephd_http_conn(req);
   uint64_t now = now_ms();
   ephd_engine_touch(engine, q, now);
@@ -541,6 +540,7 @@ static void fill_stats(const ephd_tenant_t *t, ephd_tenant_stats_t *out) {
   out->dropped_bounds = t->drops_bounds;
   out->dropped_ttl = t->drops_ttl;
   out->dropped_retry = t->drops_retry;
+  out->born = t->born;
 }
 
 int ephd_tenant_stats(const char *tenant, size_t tenant_len,

@@ -116,7 +116,8 @@ static void push(uint8_t qi) {
   if (q) ephd_engine_expire(&e, q, now);
   ephd_ring_t *r = q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, tenant, q, r, n, bytes, &limits, &plan);
+  ephd_engine_plan_push(&e, tenant, 1, q, 2, r, strlen(part), n, bytes, &limits,
+                        &plan);
   if (plan.refusals) return;
   if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
   if (r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));
@@ -130,20 +131,23 @@ static void pop(uint8_t qi, int wait) {
   size_t glen = group_name(gb, gname);
   const char *part = pb % 5 ? NULL : partitions[pb / 5 % 4];
   const char *t = tenant_of(qi), *qn = queues[qi % NQUEUES];
+  ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
   ephd_queue_t *q = find_queue(qi);
-  if (q == NULL && limits.max_queues) {
-    ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
-    if (tenant && tenant->queues.count >= limits.max_queues) return;
-  }
-  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
-  ephd_ring_t *r = part ? ephd_queue_ring(q, part, strlen(part)) : NULL;
+  ephd_ring_t *r = part && q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
   uint32_t g;
-  if ((part && r == NULL && ephd_queue_full_of_partitions(&e, q)) ||
-      (glen && !ephd_queue_group_find(q, gname, glen, &g) &&
-       ephd_queue_full_of_groups(&e, q)))
+  int new_ring = part && r == NULL;
+  int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
+  /* As ephd_pop: everything planned before anything is created. */
+  if (q == NULL && tenant && tenant->queues.count >= limits.max_queues) return;
+  if (q && ((new_ring && ephd_queue_full_of_partitions(&e, q)) ||
+            (glen && new_group && ephd_queue_full_of_groups(&e, q))))
     return;
-  if (part && r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));
-  g = ephd_queue_group_open(q, gname, glen);
+  if (ephd_engine_plan_names(&e, tenant, 1, q, 2, new_ring,
+                             part ? strlen(part) : 0, new_group, glen, &limits))
+    return;
+  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
+  if (new_ring) r = ephd_queue_ring_open(q, part, strlen(part));
+  if (new_group) g = ephd_queue_group_open(q, gname, glen);
   ephd_engine_touch(&e, q, now);
   out.len = 0;
   uint32_t batch = 1 + flags % 4;
@@ -224,6 +228,21 @@ static void declare(uint8_t qi) {
   ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
 }
 
+/* What a queue holds, counted from its structures, in the engine's costs. */
+static uint64_t recount(const ephd_queue_t *q) {
+  uint64_t n = ephd_cost_queue(q->name_len);
+  for (uint32_t i = 0; i < q->nrings; i++) {
+    const ephd_ring_t *r = q->rings[i];
+    if (r->charged != ephd_cost_messages(r)) abort();
+    n += ephd_cost_ring(r->name_len) + r->charged;
+    for (uint32_t c = 0; c < r->ncursors; c++)
+      n += EPHD_COST_CURSOR + r->cursors[c].leases.count * EPHD_COST_LEASE;
+  }
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    n += ephd_cost_group(q->groups[i]->len);
+  return n;
+}
+
 /* What the engine counts must be what it holds. */
 static void check(void) {
   uint64_t cell = 0, parked = 0;
@@ -234,16 +253,17 @@ static void check(void) {
     size_t p2 = 0;
     ephd_queue_t *q;
     while ((q = ephd_map_next(&t->queues, &p2))) {
-      uint64_t depth = 0, qbytes = 0;
+      uint64_t depth = 0, payload = 0;
       for (uint32_t i = 0; i < q->nrings; i++) {
         depth += ephd_ring_depth(q->rings[i]);
-        qbytes += q->rings[i]->bytes;
+        payload += q->rings[i]->bytes;
       }
-      if (depth != q->depth || qbytes != q->bytes) abort();
-      bytes += q->bytes;
+      if (depth != q->depth || payload != q->bytes) abort();
+      if (recount(q) != q->footprint) abort();
+      bytes += q->footprint;
     }
     if (bytes != t->bytes) abort();
-    cell += t->bytes;
+    cell += ephd_cost_tenant(t->len) + t->bytes;
     parked += t->parked;
   }
   if (cell != e.cell_bytes || parked != parked_waiters) abort();
@@ -254,11 +274,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   left = size;
   uv_loop_init(&loop);
   ephd_options_t defaults = {256, 32, 0, 0, 5, 3, 0, 0};
-  ephd_engine_init(&e, &loop, 7, &defaults, 4096, 2000);
+  ephd_engine_init(&e, &loop, 7, &defaults, 16384, 2000);
   e.max_partitions = 3;
   e.max_groups = 12;
   memset(&limits, 0, sizeof(limits));
-  limits.max_bytes = 2048;
+  limits.max_bytes = 8192;
   limits.max_queues = 3;
   now = uv_now(&loop);
   nids = 0;

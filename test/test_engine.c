@@ -46,8 +46,8 @@ static uint32_t push(ephd_queue_t *q, const char *part, int first, int n,
   ephd_ring_t *r = ephd_queue_ring_open(q, part, strlen(part));
   ephd_engine_expire(&e, q, now);
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q->tenant, q, r, (uint32_t)n, bytes, &limits,
-                        &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, q, 1, r, strlen(part), (uint32_t)n,
+                        bytes, &limits, &plan);
   if (plan.refusals == 0)
     ephd_engine_push(&e, q, r, base, spans, (uint32_t)n, &plan, now);
   return plan.refusals;
@@ -115,13 +115,21 @@ TEST_IMPL(engine_push_too_big_for_empty_ring) {
   return stop();
 }
 
+/* The cell counts what the broker holds: names, structures and each
+ * message's overhead as well as its payload. */
 TEST_IMPL(engine_cell_budget) {
-  start(1000, 100, 0, 5);
+  start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
   ASSERT_EQ(push(q, "p", 1, 5, 0), 0); /* five one-byte payloads */
-  ASSERT_EQ(e.cell_bytes, 5);
+  ASSERT_EQ(q->bytes, 5);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + ephd_cost_queue(1) +
+                              ephd_cost_ring(1) + 5 * (1 + EPHD_COST_MSG) +
+                              8 * EPHD_COST_SLOT + EPHD_ALLOC_OVERHEAD);
+  e.max_cell_bytes = e.cell_bytes + EPHD_COST_MSG;
   ASSERT_EQ(push(q, "p", 6, 1, 0), EPHD_REFUSE_CELL_BYTES);
   ASSERT_EQ(q->depth, 5);
+  e.max_cell_bytes++;
+  ASSERT_EQ(push(q, "p", 6, 1, 0), 0);
   return stop();
 }
 
@@ -137,7 +145,7 @@ TEST_IMPL(engine_ttl_head_drop) {
   ASSERT_EQ(q->depth, 1);
   ASSERT_EQ(q->drops_ttl, 2);
   ASSERT_EQ(q->tenant->drops_ttl, 2);
-  ASSERT_EQ(e.cell_bytes, 1);
+  ASSERT_EQ(q->bytes, 1);
   return stop();
 }
 
@@ -234,13 +242,17 @@ TEST_IMPL(engine_reset_and_delete) {
   ASSERT_EQ(e.leases.len, 2);
   ASSERT_EQ(ephd_engine_reset(&e, q), 4);
   ASSERT_EQ(e.leases.len, 0);
-  ASSERT_EQ(e.cell_bytes, 0);
+  /* The messages and leases are no longer charged; the names are. */
+  ASSERT_EQ(q->footprint, ephd_cost_queue(1) + ephd_cost_ring(1) +
+                              ephd_cost_group(1) + EPHD_COST_CURSOR +
+                              8 * EPHD_COST_SLOT + EPHD_ALLOC_OVERHEAD);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
   push(q, "p", 5, 1, 0);
   ASSERT_EQ(pop(q, "g", 10, 0, &out), 1); /* the cursor was rewound */
   ephd_engine_delete(&e, q);
   ASSERT(ephd_engine_queue(&e, "t", 1, "q", 1) == NULL);
   ASSERT_EQ(e.leases.len, 0);
-  ASSERT_EQ(e.cell_bytes, 0);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1)); /* until it is forgotten */
   ephd_buf_free(&out);
   return stop();
 }
@@ -248,20 +260,25 @@ TEST_IMPL(engine_reset_and_delete) {
 TEST_IMPL(engine_tenant_allowances) {
   start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
-  limits.max_bytes = 3;
   ASSERT_EQ(push(q, "p", 1, 3, 0), 0);
+  /* Room for the payload but not for what a message costs besides. */
+  limits.max_bytes = q->tenant->bytes + EPHD_COST_MSG;
   ASSERT_EQ(push(q, "p", 4, 1, 0), EPHD_REFUSE_TENANT_BYTES);
+  limits.max_bytes++;
+  ASSERT_EQ(push(q, "p", 4, 1, 0), 0);
   /* A new queue past the tenant's queue allowance, reported with every
    * other budget it breaks. */
   limits.max_queues = 1;
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q->tenant, NULL, NULL, 1, 1, &limits, &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits,
+                        &plan);
   ASSERT_EQ(plan.refusals,
             EPHD_REFUSE_TENANT_QUEUES | EPHD_REFUSE_TENANT_BYTES);
   limits.max_bytes = 0;
-  ephd_engine_plan_push(&e, q->tenant, NULL, NULL, 1, 1, &limits, &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits,
+                        &plan);
   ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
-  ASSERT_EQ(q->tenant->pushed, 3);
+  ASSERT_EQ(q->tenant->pushed, 4);
   return stop();
 }
 
@@ -286,10 +303,10 @@ TEST_IMPL(engine_caps_partitions_and_groups) {
   ASSERT_EQ(push(q, "p1", 1, 1, 0), 0);
   ASSERT_EQ(push(q, "p2", 1, 1, 0), 0);
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q->tenant, q, NULL, 1, 1, &limits, &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, q, 1, NULL, 2, 1, 1, &limits, &plan);
   ASSERT_EQ(plan.refusals, EPHD_REFUSE_QUEUE_PARTS); /* a third partition */
-  ephd_engine_plan_push(&e, q->tenant, q, ephd_queue_ring(q, "p1", 2), 1, 1,
-                        &limits, &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, q, 1, ephd_queue_ring(q, "p1", 2), 2,
+                        1, 1, &limits, &plan);
   ASSERT_EQ(plan.refusals, 0); /* an existing one is fine */
   ASSERT(!ephd_queue_full_of_groups(&e, q));
   ephd_queue_group_open(q, "", 0); /* queue mode is not a named group */
@@ -371,5 +388,111 @@ TEST_IMPL(engine_new_groups_while_parked) {
     ephd_waiter_close(&tw[i].w, NULL);
     ephd_buf_free(&tw[i].out);
   }
+  return stop();
+}
+
+/* Names cost what they hold: a group pays a cursor in every partition and
+ * a partition one for every group, and a budget refuses the name that
+ * would pass it before anything is created. */
+TEST_IMPL(engine_charges_names) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  uint64_t base = q->footprint;
+  ASSERT_EQ(base, ephd_cost_queue(1));
+  char name[16];
+  for (int i = 0; i < 10; i++) {
+    snprintf(name, sizeof(name), "p%d", i);
+    ephd_queue_ring_open(q, name, strlen(name));
+  }
+  for (int i = 0; i < 4; i++) {
+    snprintf(name, sizeof(name), "group%d", i);
+    ephd_queue_group_open(q, name, strlen(name));
+  }
+  ASSERT_EQ(q->footprint, base + 10 * ephd_cost_ring(2) +
+                              4 * ephd_cost_group(6) + 40 * EPHD_COST_CURSOR);
+  ASSERT_EQ(q->tenant->bytes, q->footprint);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  /* A fifth group would add a cursor to each of the ten partitions. */
+  uint64_t group = ephd_cost_group(6) + 10 * EPHD_COST_CURSOR;
+  limits.max_bytes = q->tenant->bytes + group - 1;
+  ASSERT_EQ(ephd_engine_plan_names(&e, q->tenant, 1, q, 1, 0, 0, 1, 6, &limits),
+            EPHD_REFUSE_TENANT_BYTES);
+  limits.max_bytes++;
+  ASSERT_EQ(ephd_engine_plan_names(&e, q->tenant, 1, q, 1, 0, 0, 1, 6, &limits),
+            0);
+  /* A new partition and a new group together: the new ring gets the four
+   * groups' cursors and the group eleven. */
+  uint64_t both =
+      ephd_cost_ring(3) + ephd_cost_group(6) + (4 + 11) * EPHD_COST_CURSOR;
+  e.max_cell_bytes = e.cell_bytes + both - 1;
+  limits.max_bytes = 0;
+  ASSERT_EQ(ephd_engine_plan_names(&e, q->tenant, 1, q, 1, 1, 3, 1, 6, &limits),
+            EPHD_REFUSE_CELL_BYTES);
+  e.max_cell_bytes++;
+  ASSERT_EQ(ephd_engine_plan_names(&e, q->tenant, 1, q, 1, 1, 3, 1, 6, &limits),
+            0);
+  /* Naming nothing new is never refused, whatever the footprint. */
+  e.max_cell_bytes = 0;
+  ASSERT_EQ(ephd_engine_plan_names(&e, q->tenant, 1, q, 1, 0, 0, 0, 0, &limits),
+            0);
+  /* A new tenant's record is the cell's. */
+  ASSERT_EQ(ephd_engine_plan_names(&e, NULL, 2, NULL, 1, 0, 0, 0, 0, &limits),
+            EPHD_REFUSE_CELL_BYTES);
+  return stop();
+}
+
+/* A million one-byte messages were counted as a megabyte: each pays its
+ * header and allocation too, and its leases while they live. */
+TEST_IMPL(engine_charges_messages_and_leases) {
+  start(1 << 20, 1 << 20, 0, 1u << 31);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "g", 1, 0, &out);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", 0, 10, 0), 0);
+  ASSERT_EQ(q->bytes, 1000);
+  ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
+  uint64_t messages = 1000 * (1 + EPHD_COST_MSG) + r->cap * EPHD_COST_SLOT +
+                      EPHD_ALLOC_OVERHEAD;
+  uint64_t names = ephd_cost_queue(1) + ephd_cost_ring(1) + ephd_cost_group(1) +
+                   EPHD_COST_CURSOR;
+  ASSERT_EQ(q->footprint, names + messages);
+  ASSERT_EQ(pop(q, "g", 10, 0, &out), 10);
+  ASSERT_EQ(q->footprint, names + messages + 10 * EPHD_COST_LEASE);
+  ephd_leases_expire(&e.leases, 60 * 1000); /* back for redelivery */
+  ASSERT_EQ(q->footprint, names + messages);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+/* Tenant records were kept forever, one per tenant id ever seen: a tenant
+ * whose last queue went is forgotten after forget_ms, unless it opens a
+ * queue again first. */
+TEST_IMPL(engine_forgets_empty_tenants) {
+  start(1000, 100, 0, 1 << 20);
+  e.forget_ms = 1000;
+  uint64_t t0 = uv_now(&loop);
+  ephd_queue_t *a = ephd_engine_queue_open(&e, "a", 1, "q", 1);
+  ephd_queue_t *b = ephd_engine_queue_open(&e, "b", 1, "q", 1);
+  uint64_t born = b->tenant->born;
+  ASSERT_EQ(push(a, "p", 1, 1, t0), 0);
+  ASSERT_EQ(a->tenant->pushed, 1);
+  ephd_engine_delete(&e, a);
+  ephd_engine_delete(&e, b);
+  ASSERT_EQ(e.tenants.count, 2); /* the meter still sees their counts */
+  ASSERT_EQ(ephd_engine_tenant(&e, "a", 1)->pushed, 1);
+  ephd_engine_queue_open(&e, "b", 1, "q2", 2); /* b is back in time */
+  ephd_engine_housekeep(&e, t0 + 999);
+  ASSERT_EQ(e.tenants.count, 2);
+  ephd_engine_housekeep(&e, t0 + 1000);
+  ASSERT_EQ(e.tenants.count, 1);
+  ASSERT(ephd_engine_tenant(&e, "a", 1) == NULL);
+  ASSERT_EQ(ephd_engine_tenant(&e, "b", 1)->born, born);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + ephd_cost_queue(2));
+  /* Seen again, a is a new record: counters from zero, a new born. */
+  ephd_queue_t *again = ephd_engine_queue_open(&e, "a", 1, "q", 1);
+  ASSERT_EQ(again->tenant->pushed, 0);
+  ASSERT(again->tenant->born > born);
   return stop();
 }

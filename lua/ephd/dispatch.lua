@@ -121,7 +121,11 @@ function _M.meter()
     if not hooks.active.hooks.meter then return end
     local deltas = {}
     for _, t in ipairs(metering.all()) do
-        local before = last[t.tenant] or { pushed = 0, delivered = 0 }
+        local before = last[t.tenant]
+        -- A tenant the engine forgot and saw again counts from zero.
+        if not before or before.born ~= t.born then
+            before = { pushed = 0, delivered = 0 }
+        end
         deltas[#deltas + 1] = {
             tenant = t.tenant,
             pushed = t.pushed - before.pushed,

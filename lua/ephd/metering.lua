@@ -19,6 +19,7 @@ local function table_of(s)
         parked = tonumber(s.parked),
         bytes = tonumber(s.bytes),
         queues = tonumber(s.queues),
+        born = tonumber(s.born),
         drops = { bounds = tonumber(s.dropped_bounds),
                   ttl = tonumber(s.dropped_ttl),
                   retry = tonumber(s.dropped_retry) },

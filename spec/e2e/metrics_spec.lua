@@ -5,6 +5,7 @@ local daemon = require("e2e.daemon")
 local FAMILIES = {
     "queen_ephemeral_messages_total", "queen_ephemeral_dropped_total",
     "queen_ephemeral_bytes", "queen_ephemeral_queues",
+    "queen_ephemeral_tenants",
     "queen_ephemeral_parked_polls", "queen_ephemeral_connections",
     "queen_ephemeral_http_requests_total",
     "queen_ephemeral_request_duration_seconds",
@@ -59,7 +60,11 @@ describe("metrics", function()
         assert.equals(3, value(text, 'queen_ephemeral_request_duration_seconds_bucket{route="push",le="+Inf"}'))
         assert.equals(3, value(text, 'queen_ephemeral_request_duration_seconds_count{route="push"}'))
         assert.equals(1, value(text, "queen_ephemeral_queues"))
-        assert.equals(1, value(text, "queen_ephemeral_bytes")) -- "4" is left
+        -- "4" is left, with what its message and names cost besides.
+        local listing = d:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(1, listing.queues[1].bytes)
+        assert.equals(listing.cellBytes, value(text, "queen_ephemeral_bytes"))
+        assert.is_true(listing.cellBytes > 1)
     end)
 
     it("shows parked polls while they wait", function()

@@ -106,7 +106,9 @@ describe("push at a bound", function()
     lazy_setup(function()
         d = daemon.start({ env = {
             QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "5",
-            QUEEN_EPHEMERAL_MAX_BYTES = "40",
+            -- The cell counts names and per-message overhead too: "b"
+            -- below takes about 840 bytes, "cell" 710, the tenant 270.
+            QUEEN_EPHEMERAL_MAX_BYTES = "2048",
         } })
     end)
     lazy_teardown(function() d:stop() end)
@@ -122,7 +124,7 @@ describe("push at a bound", function()
 
     it("answers 503 at the broker's byte ceiling", function()
         local blob = '"' .. ("x"):rep(30) .. '"'
-        assert.equals(201, d:push("cell", { blob }).status) -- 32 bytes
+        assert.equals(201, d:push("cell", { blob }).status)
         local res = d:push("cell2", { blob })
         assert.refused_with("ephemeral_unavailable", res)
         -- A refused push does not even leave an empty queue behind.
@@ -130,7 +132,7 @@ describe("push at a bound", function()
     end)
 
     it("names the queue bound when the cell is full too", function()
-        -- 6 messages break maxLength 5 and the 40-byte cell at once.
+        -- 6 messages break maxLength 5 and the full cell at once.
         local res = d:push("both", { '"aaaaaaaaaa"', "1", "1", "1", "1", "1" })
         assert.refused_with("queue_full", res)
     end)

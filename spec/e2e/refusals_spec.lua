@@ -105,10 +105,14 @@ describe("refusals", function()
     end)
 
     it("ephemeral_quota_exceeded: the tenant's bytes and queues", function()
-        grant(T, { max_bytes = 10, max_queues = 1 })
+        -- Bytes are the footprint (docs/architecture.md): the queue, its
+        -- consumer, its partition and one message of ten bytes take about
+        -- 830, and a second message passes 850.
+        grant(T, { max_bytes = 850, max_queues = 1 })
         local d = daemon.start({ db = true, env = {
             QUEEN_TENANCY_HEADER = "true" } })
         finally(function() d:stop() end)
+        assert.equals(200, d:pop("queue=one", TH).status)
         assert.equals(201, d:push("one", { '"12345678"' }, nil, TH).status)
         assert.refused_with("ephemeral_quota_exceeded",
                             d:push("one", { '"12345678"' }, nil, TH))

@@ -1,0 +1,130 @@
+-- What names cost: queues, partitions and groups named by pops are charged
+-- to the cell's footprint (QUEEN_EPHEMERAL_MAX_BYTES) with the messages,
+-- and refused past it without creating anything; tenant records of tenants
+-- that hold nothing are forgotten.
+local daemon = require("e2e.daemon")
+
+local CELL = 65536
+
+local function tenant(i)
+    return { ["x-queen-tenant"] = ("%08x-0000-4000-8000-000000000000")
+                                  :format(i) }
+end
+
+local function gauge(d, name)
+    local text = "\n" .. d:request("GET", "/metrics").body
+    return tonumber(text:match("\n" .. name .. " (%d+)"))
+end
+
+-- Pops naming a new name each until one is refused; the number named.
+local function name_until_refused(c, query, limit)
+    for i = 1, limit do
+        local res = c:request("GET", "/api/v1/ephemeral/pop?" .. query(i))
+        if res.status ~= 200 then
+            assert.refused_with("ephemeral_unavailable", res)
+            return i - 1
+        end
+    end
+    error("nothing refused after " .. limit .. " names")
+end
+
+describe("footprint", function()
+    it("refuses partitions, groups and queues past the cell", function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = tostring(CELL),
+            QUEEN_TENANCY_HEADER = "true",
+            QUEEN_EPHEMERAL_REQUIRE_GRANT = "false" } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        local parts = name_until_refused(c, function(i)
+            return "queue=names&partition=p" .. i
+        end, 10000)
+        -- A partition is a few hundred bytes, not its name's length.
+        assert.is_true(parts > 20 and parts < 400, tostring(parts))
+        local listing = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.is_true(listing.cellBytes <= CELL)
+        assert.is_true(listing.cellBytes > CELL - 1024)
+        -- Full: no new group, queue or tenant either, and nothing of any
+        -- refused request was created.
+        assert.refused_with("ephemeral_unavailable",
+                            c:request("GET", "/api/v1/ephemeral/pop?"
+                                             .. "queue=names&group=late"))
+        assert.refused_with("ephemeral_unavailable",
+                            c:request("GET", "/api/v1/ephemeral/pop?"
+                                             .. "queue=another"))
+        local tenants = gauge(d, "queen_ephemeral_tenants")
+        assert.refused_with("ephemeral_unavailable", c:request("GET",
+            "/api/v1/ephemeral/pop?queue=q", nil, tenant(7)))
+        assert.equals(tenants, gauge(d, "queen_ephemeral_tenants"))
+        local after = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(1, after.count)
+        assert.equals(parts, after.queues[1].partitions)
+        assert.equals(0, after.queues[1].groups)
+        assert.equals(listing.cellBytes, after.cellBytes)
+        -- What exists still works.
+        assert.equals(200, c:request("GET", "/api/v1/ephemeral/pop?"
+                                            .. "queue=names&partition=p1")
+                               .status)
+        c:close()
+    end)
+
+    it("charges groups a cursor in every partition", function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = tostring(CELL) } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        for i = 1, 100 do
+            assert.equals(201, c:request("POST", "/api/v1/ephemeral/push",
+                '{"queue":"wide","partition":"p' .. i
+                .. '","messages":[{"payload":1}]}').status)
+        end
+        local groups = name_until_refused(c, function(i)
+            return "queue=wide&group=g" .. i
+        end, 1000)
+        -- Each group pays a hundred cursors: few fit.
+        assert.is_true(groups >= 1 and groups < 20, tostring(groups))
+        local listing = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(groups, listing.queues[1].groups)
+        assert.is_true(listing.cellBytes <= CELL)
+        c:close()
+    end)
+
+    it("refuses queues past the cell", function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = tostring(CELL) } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        local queues = name_until_refused(c, function(i)
+            return "queue=inbox-" .. i
+        end, 10000)
+        assert.is_true(queues > 20 and queues < 400, tostring(queues))
+        assert.equals(queues, c:request("GET", "/api/v1/ephemeral/queues")
+                                  .json.count)
+        c:close()
+    end)
+
+    it("forgets tenants that hold nothing", function()
+        local d = daemon.start({ env = {
+            QUEEN_TENANCY_HEADER = "true",
+            QUEEN_EPHEMERAL_REQUIRE_GRANT = "false",
+            QUEEN_EPHEMERAL_IMPLICIT_IDLE_S = "1",
+            QUEEN_EPHEMERAL_METER_S = "1" } })
+        finally(function() d:stop() end)
+        local before = gauge(d, "queen_ephemeral_tenants")
+        local c = d:connect()
+        for i = 1, 300 do
+            assert.equals(200, c:request("GET",
+                "/api/v1/ephemeral/pop?queue=q", nil, tenant(i)).status)
+        end
+        assert.equals(before + 300, gauge(d, "queen_ephemeral_tenants"))
+        -- Their queues are collected after a second idle, then the tenants
+        -- a second later.
+        local deadline = daemon.now() + 10
+        while gauge(d, "queen_ephemeral_tenants") > before
+                and daemon.now() < deadline do
+            daemon.sleep(0.2)
+        end
+        assert.equals(before, gauge(d, "queen_ephemeral_tenants"))
+        c:close()
+    end)
+end)
