@@ -119,14 +119,15 @@ typedef struct {
 /* What the engine charges for what it holds: honest estimates of the heap
  * each structure takes, so the tenant's and the cell's byte budgets bound
  * memory rather than payload alone. Every allocation pays malloc's header
- * and rounding (glibc: 8 bytes, then up to 16; 16 on average); arrays that
- * double are charged at twice their use. A message pays its header, its
- * allocation and its payload; its ring's slot array is charged as it is
- * (slots x 8). Names are charged at their length. Leases are charged while
- * they live, but never refused: they are deliveries of messages already
- * paid for, and the next push or new name is what the budget refuses.
- * docs/architecture.md has the table. */
-#define EPHD_ALLOC_OVERHEAD 16
+ * and rounding at worst (glibc: 8 bytes, then up to 16 more): a million
+ * one-byte messages are within a few percent of what they take, larger
+ * ones a little over. Arrays that double are charged at twice their use. A
+ * message pays its header, its allocation and its payload; its ring's slot
+ * array is charged as it is (slots x 8). Names are charged at their length.
+ * Leases are charged while they live, but never refused: they are deliveries of
+ * messages already paid for, and the next push or new name is what the budget
+ * refuses. docs/architecture.md has the table. */
+#define EPHD_ALLOC_OVERHEAD 24
 #define EPHD_COST_MSG (sizeof(ephd_msg_t) + EPHD_ALLOC_OVERHEAD)
 #define EPHD_COST_SLOT (sizeof(ephd_msg_t *))
 #define EPHD_COST_CURSOR (sizeof(ephd_cursor_t))
