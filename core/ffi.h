@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 11 };
+enum { EPHD_FFI_ABI_VERSION = 12 };
 
 enum {
   EPHD_OK = 0,
@@ -166,6 +166,12 @@ void ephd_respond_as(const ephd_request_t *req, int status,
 /* Percent-decodes once (and '+' as a space in a query); returns the decoded
  * length or -1 on a bad escape. out must hold len bytes. */
 long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space);
+
+/* Whether s is strict UTF-8 (RFC 3629: no overlong form, no surrogate,
+ * nothing above U+10FFFF, no truncated sequence): 1 or 0. The JSON scanner
+ * checks every string it walks; this is for names that were percent-decoded
+ * instead. */
+int ephd_utf8_valid(const char *s, size_t len);
 
 /* The raw text of a top-level member of a JSON object (the last one when
  * repeated): 1 found, 0 absent, -1 not a JSON object. Lets Lua check a

@@ -38,11 +38,19 @@ function _M.name(s, what)
     end
     -- Names are joined into one composite key: no control characters. A
     -- byte loop, because a pattern with a class leaves the JIT's trace.
+    local high = false
     for i = 1, #s do
         local b = byte(s, i)
         if b < 32 or b == 127 then
             return nil, what .. " contains a control character"
         end
+        high = high or b >= 128
+    end
+    -- Every answer that lists the name must stay parseable: strict UTF-8.
+    -- Names from the JSON scanners were checked as they were walked; a
+    -- percent-decoded one is checked here, and only if it is not ASCII.
+    if high and C.ephd_utf8_valid(s, #s) == 0 then
+        return nil, what .. " is not UTF-8 (RFC 3629)"
     end
     return s
 end

@@ -21,6 +21,27 @@ describe("ephd.validate", function()
 
     it("accepts multibyte UTF-8 in names", function()
         assert.equals("café", validate.name("café", "queue"))
+        for _, good in ipairs({ "\194\128", "\223\191", "\224\160\128",
+                                "\237\159\191", "\238\128\128",
+                                "\240\144\128\128", "\244\143\191\191",
+                                "日本", "😀" }) do
+            assert.equals(good, validate.name(good, "queue"))
+        end
+    end)
+
+    -- A percent-decoded name arrives here unchecked (the JSON scanner
+    -- checks the names it walks).
+    it("refuses names that are not strict UTF-8", function()
+        for _, bad in ipairs({
+            "\128", "caf\233", "\192\128", "\193\191", "\224\128\128",
+            "\240\128\128\128", "\237\160\128", "\237\191\191",
+            "\244\144\128\128", "\245\128\128\128", "\255",
+            "a\195", "a\230\151", "\240\159\152",
+        }) do
+            local ok, err = validate.name(bad, "partition")
+            assert.is_nil(ok, bad)
+            assert.equals("partition is not UTF-8 (RFC 3629)", err)
+        end
     end)
 
     it("parses booleans as true/false/1/0 only", function()
