@@ -60,8 +60,8 @@ int main(int argc, char **argv) {
     }
     bytes += scan.bytes;
   }
-  printf("%s: %ld requests, %ld payloads, %llu payload bytes\n", kind,
-         requests, requests * PAYLOADS, (unsigned long long)bytes);
+  printf("%s: %ld requests, %ld payloads, %llu payload bytes\n", kind, requests,
+         requests * PAYLOADS, (unsigned long long)bytes);
   ephd_buf_free(&body);
   return 0;
 }
