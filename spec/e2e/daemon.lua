@@ -36,10 +36,9 @@ _M.database_url = pg_script("url")
 function _M.pg_stop() pg_script("stop") end
 function _M.pg_start() pg_script("start") end
 
--- Runs SQL through psql (on the private cluster's database, or on url);
--- returns its unaligned output.
-function _M.sql(statement, url)
-    local p = io.popen("psql '" .. (url or _M.database_url) .. "' -XAtq -v "
+-- Runs SQL through psql; returns its unaligned output.
+function _M.sql(statement)
+    local p = io.popen("psql '" .. _M.database_url .. "' -XAtq -v "
                        .. "ON_ERROR_STOP=0 -c " .. shell_quote(statement)
                        .. " 2>&1")
     local out = p:read("*a")

@@ -1,8 +1,7 @@
 -- Strict UTF-8 on every route and in every place a client's string lands:
 -- a name that is not UTF-8 would make the tenant's listing unparseable for
 -- every client, and a payload string that is not would be handed, byte for
--- byte, to every consumer. And a database error's text never reaches a
--- client.
+-- byte, to every consumer.
 local daemon = require("e2e.daemon")
 
 local PUSH = "/api/v1/ephemeral/push"
@@ -159,43 +158,5 @@ describe("strict UTF-8", function()
         assert.refused_with("ephemeral_bad_request", res)
         assert.truthy(res.json.error:find('"a' .. ("é"):rep(31) .. '"', 1,
                                           true))
-    end)
-end)
-
-describe("database errors", function()
-    local d, url
-    local DB = "ephd_dberror"
-    lazy_setup(function()
-        daemon.sql("DROP DATABASE IF EXISTS " .. DB)
-        daemon.sql("CREATE DATABASE " .. DB)
-        url = daemon.database_url:gsub("///postgres", "///" .. DB)
-        d = daemon.start({ db = url })
-    end)
-    lazy_teardown(function()
-        d:stop()
-        daemon.sql("DROP DATABASE IF EXISTS " .. DB)
-    end)
-
-    -- The table is gone under a running broker: PostgreSQL's error names
-    -- the relation; the client is told only what failed.
-    it("are logged, and answered with the code and a fixed message",
-       function()
-        assert.equals(201, d:request("POST", "/api/v1/ephemeral/configure",
-                                     '{"queue":"kept"}').status)
-        daemon.sql("DROP TABLE queen.ephemeral_queues", url)
-        local res = d:request("POST", "/api/v1/ephemeral/configure",
-                              '{"queue":"q","options":{"maxLength":5}}')
-        assert.refused_with("ephemeral_configure_failed", res)
-        assert.same({ error = "the declaration could not be written",
-                      code = "ephemeral_configure_failed" }, res.json)
-        res = d:request("DELETE", "/api/v1/ephemeral/queue/kept")
-        assert.refused_with("ephemeral_delete_failed", res)
-        assert.same({ error = "the declaration could not be removed",
-                      code = "ephemeral_delete_failed" }, res.json)
-        local log = d:read_log()
-        assert.truthy(log:find("event=ephemeral_configure_failed [^\n]*"
-                               .. "queue=q reason=[^\n]*ephemeral_queues"))
-        assert.truthy(log:find("event=ephemeral_delete_failed [^\n]*"
-                               .. "queue=kept reason=[^\n]*ephemeral_queues"))
     end)
 end)
