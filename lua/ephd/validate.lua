@@ -93,10 +93,13 @@ function _M.boolean(v, what, default)
     return nil, what .. " must be true, false, 1 or 0"
 end
 
--- A non-negative integer written in digits only (no sign, no fraction).
+-- A non-negative integer written in digits only (no sign, no fraction),
+-- however many: the callers clamp it to a ceiling far below 2^53, under
+-- which a double is exact, and a value too long for one is infinity, which
+-- clamps alike.
 function _M.integer(v, what, default)
     if v == nil then return default end
-    if v == "" or #v > 15 or find(v, "[^0-9]") then
+    if v == "" or find(v, "[^0-9]") then
         return nil, what .. " must be a non-negative integer"
     end
     return tonumber(v)

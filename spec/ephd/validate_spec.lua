@@ -59,9 +59,22 @@ describe("ephd.validate", function()
         assert.equals(250, validate.integer("250", "batch"))
         assert.equals(7, validate.integer(nil, "batch", 7))
         for _, bad in ipairs({ "", "-1", "1.5", "1e3", " 1", "0x10",
-                               "1234567890123456" }) do
+                               "+1", "1_000" }) do
             assert.is_nil((validate.integer(bad, "batch")), bad)
         end
+    end)
+
+    -- Past 15 digits they are still non-negative integers, for the caller
+    -- to clamp; past a double's range they are infinity, which clamps too.
+    it("parses integers of any length", function()
+        assert.equals(1234567890123456, validate.integer("1234567890123456",
+                                                         "batch"))
+        assert.equals(12, validate.integer("000000000000000000012", "batch"))
+        assert.equals(2 ^ 64, validate.integer("18446744073709551616",
+                                               "timeout"))
+        assert.equals(math.huge, validate.integer(("9"):rep(400), "timeout"))
+        assert.equals(10000, validate.clamp(validate.integer(("9"):rep(40),
+                                            "batch"), 1, 10000))
     end)
 
     it("clamps", function()
