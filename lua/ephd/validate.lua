@@ -55,6 +55,18 @@ function _M.name(s, what)
     return s
 end
 
+-- A :queue path segment: one segment (a '/' in a name arrives as %2F),
+-- percent-decoded exactly once, then a name.
+function _M.segment(raw, what)
+    if find(raw, "/", 1, true) then
+        return nil, what .. " must be one path segment (a / in a name is "
+                    .. "%2F)"
+    end
+    local s, err = _M.unescape(raw, false)
+    if not s then return nil, err end
+    return _M.name(s, what)
+end
+
 -- Parses a query string into a table; unknown or repeated keys are refused,
 -- so a typo such as `timout` is not silently the default.
 function _M.query(qs, known)
