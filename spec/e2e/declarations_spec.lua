@@ -274,6 +274,11 @@ describe("declarations", function()
     -- client is told only what failed.
     it("answer 500 when the write itself fails", function()
         daemon.sql("ALTER TABLE queen.ephemeral_queues RENAME TO moved")
+        -- A failed assertion must not leave later specs without the table.
+        finally(function()
+            daemon.sql("ALTER TABLE IF EXISTS queen.moved RENAME TO "
+                       .. "ephemeral_queues")
+        end)
         local res = configure(d, "broken", '{"maxLength":5}')
         assert.refused_with("ephemeral_configure_failed", res)
         assert.same({ error = "the declaration could not be written",
