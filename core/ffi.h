@@ -170,6 +170,12 @@ void ephd_respond_as(const ephd_request_t *req, int status,
  * length or -1 on a bad escape. out must hold len bytes. */
 long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space);
 
+/* Whether s is strict UTF-8 (RFC 3629: no overlong form, no surrogate,
+ * nothing above U+10FFFF, no truncated sequence): 1 or 0. The JSON scanner
+ * checks every string it walks; this is for names that were percent-decoded
+ * instead. */
+int ephd_utf8_valid(const char *s, size_t len);
+
 /* The raw text of a top-level member of a JSON object (the last one when
  * repeated): 1 found, 0 absent, -1 not a JSON object. Lets Lua check a
  * value's JSON type where lua-cjson decodes [] and {} alike. */

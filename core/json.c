@@ -7,6 +7,7 @@
 #endif
 
 #include "ffi.h"
+#include "utf8.h"
 
 const char *ephd_json_ws(const char *p, const char *end) {
   while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
@@ -58,27 +59,45 @@ static void put_utf8(ephd_buf_t *out, unsigned cp) {
 }
 
 /* The end of a run of plain string bytes: the first quote, backslash or
- * control byte. A batched push spends most of its time here, walking
+ * control byte, or the first byte >= 0x80 that does not begin a strict
+ * UTF-8 sequence. A batched push spends most of its time here, walking
  * payload strings, so on x86-64 it tests sixteen bytes a step (SSE2 is
- * part of the architecture); the byte loop finishes the tail and serves
- * other machines. */
+ * part of the architecture) and a block of plain ASCII needs no UTF-8
+ * check. A byte >= 0x80 leaves the blocks for the characters that follow
+ * one another from it, then the blocks go on; the byte loop finishes the
+ * tail and serves other machines. */
 static const char *plain_run(const char *p, const char *end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-  const __m128i below_space = _mm_set1_epi8(0x1f);
-  while (end - p >= 16) {
-    __m128i v = _mm_loadu_si128((const __m128i *)p);
-    /* max(v, 0x1f) == 0x1f exactly for the bytes 0x00..0x1f, unsigned */
-    __m128i stop = _mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-        _mm_cmpeq_epi8(_mm_max_epu8(v, below_space), below_space));
-    int mask = _mm_movemask_epi8(stop);
-    if (mask) return p + __builtin_ctz((unsigned)mask);
-    p += 16;
-  }
+  const __m128i unit_sep = _mm_set1_epi8(0x1f);
 #endif
-  while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
-  return p;
+  for (;;) {
+#if defined(__SSE2__)
+    while (end - p >= 16) {
+      __m128i v = _mm_loadu_si128((const __m128i *)p);
+      /* Signed, the bytes above 0x1f are 0x20..0x7f: neither a control
+       * (0x00..0x1f) nor a byte >= 0x80, so one compare excludes both. */
+      __m128i plain = _mm_andnot_si128(
+          _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+          _mm_cmpgt_epi8(v, unit_sep));
+      int mask = _mm_movemask_epi8(plain) ^ 0xffff;
+      if (mask) {
+        p += __builtin_ctz((unsigned)mask);
+        break;
+      }
+      p += 16;
+    }
+#endif
+    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 &&
+           (unsigned char)*p < 0x80)
+      p++;
+    if (p >= end || (unsigned char)*p < 0x80) return p;
+    do {
+      size_t n = ephd_utf8_sequence(p, end);
+      if (n == 0) return p; /* not UTF-8: the string is refused here */
+      p += n;
+    } while (p < end && (unsigned char)*p >= 0x80);
+  }
 }
 
 /* One walker for both skipping and decoding, so the two can never disagree on
@@ -91,9 +110,12 @@ static const char *string_walk(const char *p, const char *end,
     const char *run = p;
     p = plain_run(p, end);
     if (out) ephd_buf_append(out, run, (size_t)(p - run));
-    if (p >= end || (unsigned char)*p < 0x20) return NULL;
+    /* The run stopped at a quote, a backslash, or a byte no string may
+     * hold raw: a control byte, or one that is not UTF-8. */
+    if (p >= end) return NULL;
     if (*p == '"') return p + 1;
-    p++; /* backslash */
+    if (*p != '\\') return NULL;
+    p++;
     if (p >= end) return NULL;
     char c = *p++;
     char lit;

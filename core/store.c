@@ -240,6 +240,7 @@ static write_t *write_new(const ephd_request_t *req, const char *tenant,
   if (w->tenant == NULL || w->queue == NULL) abort();
   memcpy(w->tenant, tenant, tenant_len);
   memcpy(w->queue, queue, queue_len);
+  w->tenant[tenant_len] = w->queue[queue_len] = 0; /* for the log */
   w->tenant_len = tenant_len;
   w->queue_len = queue_len;
   w->conn = ephd_http_conn(req);
@@ -264,14 +265,14 @@ static void write_free(write_t *w) {
   free(w);
 }
 
-/* PostgreSQL's messages end in a newline; the answer's should not. */
-static void answer_error(ephd_conn_t *c, int status, const char *code,
-                         const char *what, const char *err) {
-  char msg[320];
-  snprintf(msg, sizeof(msg), "%s: %s", what, err ? err : "unknown error");
-  size_t n = strlen(msg);
-  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
-  ephd_http_refuse(c, status, code, msg);
+/* A database error's text is for the operator: it names the schema and
+ * quotes values, so it is logged, and the client is answered with the
+ * taxonomy's code and a fixed message. */
+static void answer_failed(ephd_conn_t *c, const write_t *w, const char *code,
+                          const char *message, const char *err) {
+  ephd_log("error", code, "tenant", w->tenant, "queue", w->queue, "reason",
+           err ? err : "unknown error", NULL);
+  if (c) ephd_http_refuse(c, 500, code, message);
 }
 
 static void on_configured(void *data, PGresult *res, const char *err) {
@@ -288,9 +289,9 @@ static void on_configured(void *data, PGresult *res, const char *err) {
     ephd_buf_append(out, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
     ephd_buf_append(out, "}", 1);
     ephd_http_end(c);
-  } else if (c) {
-    answer_error(c, 500, "ephemeral_configure_failed",
-                 "the declaration could not be written", err);
+  } else {
+    answer_failed(c, w, "ephemeral_configure_failed",
+                  "the declaration could not be written", err);
   }
   write_free(w);
 }
@@ -352,10 +353,8 @@ static void on_deleted(void *data, PGresult *res, const char *err) {
     if (c)
       answer_delete(c, w->queue, w->queue_len, existed || declared, declared);
   } else {
-    ephd_conn_t *c = release(w);
-    if (c)
-      answer_error(c, 500, "ephemeral_delete_failed",
-                   "the declaration could not be removed", err);
+    answer_failed(release(w), w, "ephemeral_delete_failed",
+                  "the declaration could not be removed", err);
   }
   write_free(w);
 }

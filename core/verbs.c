@@ -61,6 +61,25 @@ static int fail(char *message, const char *text) {
   return EPHD_E_BAD_REQUEST;
 }
 
+/* How much of a decoded key a message quotes: at most 64 bytes, cut before
+ * a character rather than inside one, so the answer stays UTF-8. */
+static int shown(const ephd_buf_t *key) {
+  size_t n = key->len > 64 ? 64 : key->len;
+  while (n < key->len && n > 0 && ((unsigned char)key->base[n] & 0xC0) == 0x80)
+    n--;
+  return (int)n;
+}
+
+/* Why a refused body was refused, when the reason is its encoding: the
+ * scanner stops at the first string that is not UTF-8 without knowing it
+ * will be refused, so the whole body is checked again, on this path only. */
+static void explain_encoding(const ephd_request_t *req, char *message) {
+  if (!ephd_utf8_valid(req->body.ptr, req->body.len))
+    fail(message,
+         "the body is not UTF-8: every string must be strict "
+         "UTF-8 (RFC 3629)");
+}
+
 static int key_is(const ephd_buf_t *key, const char *name) {
   size_t n = strlen(name);
   return key->len == n && memcmp(key->base, name, n) == 0;
@@ -177,8 +196,7 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
       snprintf(s->message, 200,
                "unknown or repeated field \"%.*s\": a push has queue, "
                "partition and messages",
-               (int)(scratch_key.len > 64 ? 64 : scratch_key.len),
-               scratch_key.base ? scratch_key.base : "");
+               shown(&scratch_key), scratch_key.base ? scratch_key.base : "");
       goto done;
     }
   }
@@ -197,6 +215,7 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
+  if (rc != EPHD_OK) explain_encoding(req, s->message);
   scratch_release();
   return rc;
 }
@@ -471,8 +490,7 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
       snprintf(s->message, 200,
                "unknown or repeated field \"%.*s\": an ack has queue, group "
                "and acks",
-               (int)(scratch_key.len > 64 ? 64 : scratch_key.len),
-               scratch_key.base ? scratch_key.base : "");
+               shown(&scratch_key), scratch_key.base ? scratch_key.base : "");
       goto done;
     }
   }
@@ -491,6 +509,7 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
+  if (rc != EPHD_OK) explain_encoding(req, s->message);
   scratch_release();
   return rc;
 }

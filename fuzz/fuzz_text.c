@@ -1,7 +1,9 @@
 /* The small parsers of untrusted text, each with a property: message ids
  * (EPHD_TEXT_ID: what parses, re-written, parses to the same), percent
- * decoding (EPHD_TEXT_URL: never longer than its input), and JSON values
- * (EPHD_TEXT_JSON: what skips is what a string walk or a re-skip agrees). */
+ * decoding (EPHD_TEXT_URL: never longer than its input), JSON values
+ * (EPHD_TEXT_JSON: what skips is what a string walk agrees, and a string
+ * decodes to UTF-8), and strict UTF-8 (EPHD_TEXT_UTF8: the validator, the
+ * JSON walk and a reference written from RFC 3629's table all agree). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,43 @@
 #include "ffi.h"
 #include "id.h"
 #include "json.h"
+
+#if defined(EPHD_TEXT_UTF8)
+/* RFC 3629 section 4, transcribed: each lead byte's range for the byte
+ * after it; the rest are 80..BF. */
+static int reference_valid(const unsigned char *s, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    unsigned c = s[i], lo = 0x80, hi = 0xBF;
+    size_t n;
+    if (c <= 0x7F) {
+      i++;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c == 0xE0) {
+      n = 3, lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
+      n = 3;
+    } else if (c == 0xED) {
+      n = 3, hi = 0x9F;
+    } else if (c == 0xF0) {
+      n = 4, lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3) {
+      n = 4;
+    } else if (c == 0xF4) {
+      n = 4, hi = 0x8F;
+    } else {
+      return 0;
+    }
+    if (len - i < n || s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (size_t k = 2; k < n; k++)
+      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+    i += n;
+  }
+  return 1;
+}
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = malloc(size ? size : 1);
@@ -31,6 +70,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   long n = ephd_url_decode(s, size, out, size % 2);
   if (n > (long)size) abort();
   free(out);
+#elif defined(EPHD_TEXT_UTF8)
+  /* The JSON walk sees the bytes between quotes, where the bytes it stops
+   * at anyway (quote, backslash, control) are made plain first. */
+  char *quoted = malloc(size + 2);
+  quoted[0] = quoted[size + 1] = '"';
+  for (size_t i = 0; i < size; i++) {
+    unsigned char c = (unsigned char)s[i];
+    quoted[i + 1] = c < 0x20 || c == '"' || c == '\\' ? 'x' : s[i];
+  }
+  int want = reference_valid((const unsigned char *)quoted + 1, size);
+  if (ephd_utf8_valid(quoted + 1, size) != want) abort();
+  const char *end = ephd_json_skip(quoted, quoted + size + 2);
+  if ((end == quoted + size + 2) != want) abort();
+  free(quoted);
 #else
   const char *end = ephd_json_skip(s, s + size);
   if (end && (end < s || end > s + size)) abort();
@@ -39,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ephd_buf_init(&b);
     const char *q = ephd_json_string(s, s + size, &b);
     if ((q == NULL) != (end == NULL)) abort();
+    if (q && !ephd_utf8_valid(b.base ? b.base : "", b.len)) abort();
     ephd_buf_free(&b);
   }
 #endif

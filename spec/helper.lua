@@ -42,7 +42,7 @@ local function engine()
 end
 
 local PURE = { ephd_url_decode = true, ephd_json_field = true,
-               ephd_log_fields = true }
+               ephd_log_fields = true, ephd_utf8_valid = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
 local NOOP = { ephd_policy_enter = function() end,

@@ -31,7 +31,13 @@ end
 -- Returns the decoded object, or nil and why it is not one; keys outside
 -- `allowed` are refused and named.
 function _M.object(req, allowed)
+    -- The walk checks every string as strict UTF-8, which lua-cjson does
+    -- not: a body it refuses may be refused for its encoding.
     if C.ephd_json_field(req.body.ptr, req.body.len, "", value) < 0 then
+        if C.ephd_utf8_valid(req.body.ptr, req.body.len) == 0 then
+            return nil, "the body is not UTF-8: every string must be "
+                        .. "strict UTF-8 (RFC 3629)"
+        end
         return nil, "the body must be a JSON object"
     end
     local obj = decode(ffi.string(req.body.ptr, req.body.len))

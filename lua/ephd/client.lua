@@ -38,7 +38,8 @@ _M.CODES = {
     ephemeral_forward_failed = true, ephemeral_disabled = true,
     unauthorized = true, forbidden = true,
     -- A 404 from anything but the depth read: the broker (or a proxy in
-    -- front of it) predates the routes. The contract's name for it.
+    -- front of it) predates the routes. The contract's name for it; a
+    -- broker's own route_not_found is reported so too.
     ephemeral_unsupported = true,
     -- The broker could not be reached or answered something that is not
     -- this wire; never sent by a broker.

@@ -159,7 +159,8 @@ function _M.dispatch()
     local method = ffi_string(req.method.ptr, req.method.len)
     local route, param, message, allow = router.route(method, path)
     if not route then
-        return reply.refuse(req, "ephemeral_bad_request", message, param,
+        return reply.refuse(req, param == 404 and "route_not_found"
+                                 or "ephemeral_bad_request", message, param,
                             allow and ("Allow: " .. allow .. "\r\n"))
     end
     C.ephd_request_route(req, router.ID[route])

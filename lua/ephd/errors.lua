@@ -30,8 +30,15 @@ _M.ACCESS = {
     forbidden = 403,
 }
 
+-- The HTTP layer's own answer for a path that is no route: outside the
+-- family's taxonomy too, since a client must not read it as the depth
+-- read's ephemeral_queue_not_found, nor as a malformed request.
+_M.ROUTING = {
+    route_not_found = 404,
+}
+
 function _M.status(code)
-    return _M.STATUS[code] or _M.ACCESS[code]
+    return _M.STATUS[code] or _M.ACCESS[code] or _M.ROUTING[code]
 end
 
 function _M.body(code, message)

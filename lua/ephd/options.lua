@@ -17,12 +17,15 @@ local INTEGERS = {
 }
 local POLICIES = { reject = true, dropOldest = true }
 
--- Integers exactly representable in a double, which is what cjson yields.
-local MAX_INT = 2 ^ 53
-
+-- What lua-cjson yields for a non-negative integer literal: a double,
+-- which above 2^53 has lost digits (and past ~1e308 is infinity). That is
+-- harmless: the declaration is stored as sent (PostgreSQL takes it from
+-- the body, and jsonb keeps every digit) and answered from what was
+-- stored, while the double only meets the ceilings of the values in
+-- force, all far below 2^53. Whether it is an integer is the literal's
+-- question (see literal below); NaN is not one.
 local function integer(v)
-    return type(v) == "number" and v >= 0 and v <= MAX_INT
-           and v == math.floor(v)
+    return type(v) == "number" and v >= 0 and v == math.floor(v)
 end
 
 -- Whether member k of the JSON object text raw is written in digits only.

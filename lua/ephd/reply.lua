@@ -15,12 +15,21 @@ function _M.json(req, status, body)
     C.ephd_respond(req, status, nil, body, #body)
 end
 
+-- A message may quote what the client sent (a path, a parameter's name);
+-- the answer must still be UTF-8 JSON, so bytes that are not are shown as
+-- '?' (rarely: names and bodies were checked before any message quotes
+-- them).
+local function utf8(message)
+    if C.ephd_utf8_valid(message, #message) ~= 0 then return message end
+    return (message:gsub("[\128-\255]", "?"))
+end
+
 function _M.refuse(req, code, message, status, headers)
-    errors.answer(respond, req, code, message, status, headers)
+    errors.answer(respond, req, code, utf8(message), status, headers)
 end
 
 function _M.bad_request(req, message)
-    errors.answer(respond, req, "ephemeral_bad_request", message)
+    errors.answer(respond, req, "ephemeral_bad_request", utf8(message))
 end
 
 return _M

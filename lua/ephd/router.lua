@@ -1,6 +1,6 @@
 -- Method and path to a handler name. Only paths; queries and bodies are the
 -- handlers' business.
-local sub, find = string.sub, string.find
+local sub = string.sub
 
 local _M = {}
 
@@ -49,18 +49,19 @@ local function allow(methods)
     return table.concat(list, ", ")
 end
 
--- The :queue segment is returned raw (still percent-encoded); it must be one
--- segment, since a '/' in a name arrives as %2F.
+-- The :queue segment is returned raw (still percent-encoded), and also
+-- when it is empty or more than one segment: that is a request for the
+-- route with a malformed name, a 400 of its handler's, since a 404 here
+-- says the route (or the depth read's queue) does not exist.
 local function param(path, prefix, suffix)
     if sub(path, 1, #prefix) ~= prefix then return nil end
     local rest = sub(path, #prefix + 1)
     if suffix then
-        if #rest <= #suffix or sub(rest, -#suffix) ~= suffix then
+        if #rest < #suffix or sub(rest, -#suffix) ~= suffix then
             return nil
         end
         rest = sub(rest, 1, -#suffix - 1)
     end
-    if rest == "" or find(rest, "/", 1, true) then return nil end
     return rest
 end
 

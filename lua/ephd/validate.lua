@@ -38,13 +38,33 @@ function _M.name(s, what)
     end
     -- Names are joined into one composite key: no control characters. A
     -- byte loop, because a pattern with a class leaves the JIT's trace.
+    local high = false
     for i = 1, #s do
         local b = byte(s, i)
         if b < 32 or b == 127 then
             return nil, what .. " contains a control character"
         end
+        high = high or b >= 128
+    end
+    -- Every answer that lists the name must stay parseable: strict UTF-8.
+    -- Names from the JSON scanners were checked as they were walked; a
+    -- percent-decoded one is checked here, and only if it is not ASCII.
+    if high and C.ephd_utf8_valid(s, #s) == 0 then
+        return nil, what .. " is not UTF-8 (RFC 3629)"
     end
     return s
+end
+
+-- A :queue path segment: one segment (a '/' in a name arrives as %2F),
+-- percent-decoded exactly once, then a name.
+function _M.segment(raw, what)
+    if find(raw, "/", 1, true) then
+        return nil, what .. " must be one path segment (a / in a name is "
+                    .. "%2F)"
+    end
+    local s, err = _M.unescape(raw, false)
+    if not s then return nil, err end
+    return _M.name(s, what)
 end
 
 -- Parses a query string into a table; unknown or repeated keys are refused,
@@ -85,10 +105,13 @@ function _M.boolean(v, what, default)
     return nil, what .. " must be true, false, 1 or 0"
 end
 
--- A non-negative integer written in digits only (no sign, no fraction).
+-- A non-negative integer written in digits only (no sign, no fraction),
+-- however many: the callers clamp it to a ceiling far below 2^53, under
+-- which a double is exact, and a value too long for one is infinity, which
+-- clamps alike.
 function _M.integer(v, what, default)
     if v == nil then return default end
-    if v == "" or #v > 15 or find(v, "[^0-9]") then
+    if v == "" or find(v, "[^0-9]") then
         return nil, what .. " must be a non-negative integer"
     end
     return tonumber(v)

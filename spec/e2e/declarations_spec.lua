@@ -84,6 +84,37 @@ describe("declarations", function()
         assert.equals(cjson.null, o.windowBuffer)
     end)
 
+    -- Non-negative integers past 2^53 (where lua-cjson loses digits, or
+    -- reads infinity) are stored and echoed as sent, and clamped in force.
+    it("store integers of any size as sent and clamp them in force",
+       function()
+        local huge = ("9"):rep(40)
+        local opts = '{"maxBytes":18446744073709551616,"maxLength":' .. huge
+                     .. ',"ttlSeconds":9007199254740993,"windowBuffer":'
+                     .. '{"ms":' .. huge .. ',"count":' .. ("9"):rep(400)
+                     .. '}}'
+        local res = configure(d, "huge", opts)
+        assert.equals(201, res.status)
+        for _, digits in ipairs({ "18446744073709551616", huge,
+                                  "9007199254740993", ("9"):rep(400) }) do
+            assert.truthy(res.body:find(digits, 1, true), digits)
+            assert.truthy(stored("huge"):find(digits, 1, true), digits)
+        end
+        local want = {
+            maxBytes = 100000000, maxLength = 10000000, policy = "reject",
+            ttlSeconds = 604800, leaseSeconds = 30, retryLimit = 5,
+            windowBuffer = { ms = 300000, count = 10000 },
+        }
+        assert.same(want, entry(d, "huge").options)
+        -- The stored row checks again at the next boot.
+        d:stop()
+        d = daemon.start({ db = true, env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = "100000000",
+        } })
+        assert.equals("declared", entry(d, "huge").tier)
+        assert.same(want, entry(d, "huge").options)
+    end)
+
     it("replace the whole declaration on each configure", function()
         configure(d, "whole", '{"maxLength":7,"policy":"dropOldest"}')
         configure(d, "whole", '{"retryLimit":1}')
@@ -239,13 +270,30 @@ describe("declarations", function()
                     res.json)
     end)
 
+    -- PostgreSQL's text names the relation: it goes to the log, and the
+    -- client is told only what failed.
     it("answer 500 when the write itself fails", function()
         daemon.sql("ALTER TABLE queen.ephemeral_queues RENAME TO moved")
+        -- A failed assertion must not leave later specs without the table.
+        finally(function()
+            daemon.sql("ALTER TABLE IF EXISTS queen.moved RENAME TO "
+                       .. "ephemeral_queues")
+        end)
         local res = configure(d, "broken", '{"maxLength":5}')
         assert.refused_with("ephemeral_configure_failed", res)
+        assert.same({ error = "the declaration could not be written",
+                      code = "ephemeral_configure_failed" }, res.json)
         assert.is_nil(entry(d, "broken"))
         res = d:request("DELETE", "/api/v1/ephemeral/queue/broken")
         assert.refused_with("ephemeral_delete_failed", res)
+        assert.same({ error = "the declaration could not be removed",
+                      code = "ephemeral_delete_failed" }, res.json)
+        local log = d:read_log()
+        for _, event in ipairs({ "configure", "delete" }) do
+            assert.truthy(log:find("event=ephemeral_" .. event .. "_failed "
+                                   .. "[^\n]*queue=broken reason=[^\n]*"
+                                   .. "ephemeral_queues"), event)
+        end
         daemon.sql("ALTER TABLE queen.moved RENAME TO ephemeral_queues")
         assert.equals(201, configure(d, "broken", '{"maxLength":5}').status)
     end)

@@ -65,8 +65,11 @@ describe("http", function()
     it("answers 404 outside the API and 405 with Allow for a wrong method",
        function()
         local res = d:request("GET", "/api/v1/other")
-        assert.refused_with("ephemeral_bad_request", res, 404)
-        assert.equals(404, res.status)
+        assert.refused_with("route_not_found", res)
+        for _, path in ipairs({ "/api/v1/ephemeral/queues/q",
+                                "/api/v1/ephemeral/nowhere", "/" }) do
+            assert.refused_with("route_not_found", d:request("GET", path))
+        end
         res = d:request("GET", "/api/v1/ephemeral/push")
         assert.equals(405, res.status)
         assert.equals("POST", res.headers["allow"])

@@ -88,6 +88,23 @@ describe("pop", function()
                              .json.messages)
     end)
 
+    -- Past 15 digits (or a double's range) they are still non-negative
+    -- integers: clamped, to 10,000 and 300,000 ms.
+    it("clamps batch and timeout of any length", function()
+        d:push("long", { "1", "2", "3" })
+        local res = d:pop("queue=long&autoAck=1&batch="
+                          .. ("9"):rep(20) .. "&timeout=" .. ("9"):rep(400))
+        assert.equals(200, res.status)
+        assert.equals(3, #res.json.messages)
+        local c = d:connect()
+        c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=long&wait=1"
+                                    .. "&timeout=" .. ("9"):rep(20)))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        d:push("long", { '"late"' })
+        assert.same({ "late" }, payloads(c:receive(5)))
+        c:close()
+    end)
+
     it("answers a parked wait=true pop with a push within milliseconds",
        function()
         local c = d:connect()

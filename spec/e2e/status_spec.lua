@@ -63,6 +63,28 @@ describe("status reads", function()
         assert.refused_with("ephemeral_bad_request", d:depth("a%G1"))
     end)
 
+    -- Only an unknown queue is the depth read's 404; an SDK reads any
+    -- other 404 as a broker without these routes.
+    it("answers 400 for an empty or many-segment name in a path", function()
+        for _, c in ipairs({
+            { "GET", "/api/v1/ephemeral/queues//depth", "queue is required" },
+            { "GET", "/api/v1/ephemeral/queues/a/b/depth",
+              "queue must be one path segment (a / in a name is %2F)" },
+            { "DELETE", "/api/v1/ephemeral/queue/", "queue is required" },
+            { "DELETE", "/api/v1/ephemeral/queue/a/b",
+              "queue must be one path segment (a / in a name is %2F)" },
+        }) do
+            local res = d:request(c[1], c[2])
+            assert.refused_with("ephemeral_bad_request", res)
+            assert.equals(c[3], res.json.error)
+        end
+        -- A '/' in a name is %2F, and reaches its queue.
+        d:push("a/b", { "1" })
+        assert.equals(1, d:depth("a%2Fb").json.pending)
+        assert.is_true(d:request("DELETE", "/api/v1/ephemeral/queue/a%2Fb")
+                       .json.deleted)
+    end)
+
     it("keeps other queues out of a queue's depth", function()
         d:push("s3", { "1" })
         d:push("s4", { "1", "2" })

@@ -24,6 +24,22 @@ describe("ephd.body", function()
         end
     end)
 
+    -- lua-cjson would take these bytes as they are; the walk before it
+    -- refuses them, and says why.
+    it("refuses a body whose strings are not UTF-8", function()
+        for _, text in ipairs({ '{"queue":"caf\233"}',
+                                '{"queue":"q","options":{"p\237\160\128":1}}',
+                                '{"queue":"\192\175"}' }) do
+            local ok, err = body.object(req(text), { queue = true,
+                                                     options = true })
+            assert.is_nil(ok, text)
+            assert.equals("the body is not UTF-8: every string must be "
+                          .. "strict UTF-8 (RFC 3629)", err)
+        end
+        assert.same({ queue = "café" },
+                    body.object(req('{"queue":"café"}'), { queue = true }))
+    end)
+
     it("accepts an empty object", function()
         assert.same({}, body.object(req("{}"), { queue = true }))
         assert.same({}, body.object(req(" { } "), { queue = true }))

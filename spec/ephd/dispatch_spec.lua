@@ -40,11 +40,13 @@ describe("ephd.dispatch", function()
         assert.same({ "00000000-0000-0000-0000-000000000001" }, queues_calls)
     end)
 
-    it("answers 404 and 405 with codes of the taxonomy", function()
+    it("answers 404 route_not_found, and 405 with a code of the taxonomy",
+       function()
         setup()
         call("GET", "/elsewhere")
         call("PUT", "/api/v1/ephemeral/queues")
         assert.equals(404, answers[1].status)
+        assert.equals("route_not_found", cjson.decode(answers[1].body).code)
         assert.equals(405, answers[2].status)
         assert.equals("Allow: GET\r\n", answers[2].headers)
         assert.equals("ephemeral_bad_request",

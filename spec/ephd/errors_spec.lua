@@ -19,6 +19,16 @@ describe("ephd.errors", function()
         }, errors.STATUS)
     end)
 
+    -- Beside the family's codes: the access layer's, and the HTTP layer's
+    -- for a path that is no route (never the depth read's 404 code).
+    it("has codes of its own for identity and for unknown routes", function()
+        assert.same({ unauthorized = 401, forbidden = 403 }, errors.ACCESS)
+        assert.same({ route_not_found = 404 }, errors.ROUTING)
+        assert.equals(404, errors.status("route_not_found"))
+        assert.same({ error = "no route /x", code = "route_not_found" },
+                    cjson.decode(errors.body("route_not_found", "no route /x")))
+    end)
+
     it("builds {error, code} bodies", function()
         local body = cjson.decode(errors.body("queue_full", 'a "quoted" why'))
         assert.same({ error = 'a "quoted" why', code = "queue_full" }, body)

@@ -23,10 +23,30 @@ describe("ephd.options", function()
     end)
 
     it("takes non-negative integers only", function()
-        for _, v in ipairs({ 1.5, -1, "3", true, 2 ^ 60 }) do
+        for _, v in ipairs({ 1.5, -1, "3", true, 0 / 0, -math.huge }) do
             assert.is_nil((options.check({ ttlSeconds = v })))
         end
         assert.truthy(options.check({ ttlSeconds = 0 }))
+    end)
+
+    -- lua-cjson reads them as doubles that lost digits (or as infinity);
+    -- they are integers still, stored as sent and clamped in force.
+    it("takes integers above 2^53 and clamps them in force", function()
+        local ffi = require("ffi")
+        local config = require("ephd.core").config
+        local raw = '{"maxBytes":18446744073709551616,"maxLength":'
+                    .. ("9"):rep(400) .. ',"ttlSeconds":9007199254740993,'
+                    .. '"windowBuffer":{"ms":99999999999999999999,'
+                    .. '"count":99999999999999999999}}'
+        local o = options.check(require("cjson").decode(raw), raw)
+        assert.truthy(o)
+        local out = options.in_force(o, config, ffi.new("ephd_options_t"))
+        assert.equals(tonumber(config.max_cell_bytes), tonumber(out.max_bytes))
+        assert.equals(options.CEILINGS.maxLength, tonumber(out.max_length))
+        assert.equals(options.CEILINGS.ttlSeconds, tonumber(out.ttl_s))
+        assert.equals(options.CEILINGS.windowMs, tonumber(out.window_ms))
+        assert.equals(options.CEILINGS.windowCount,
+                      tonumber(out.window_count))
     end)
 
     it("takes only integer literals when given the raw JSON", function()

@@ -24,4 +24,15 @@ describe("ephd.reply", function()
         assert.equals(405, answers[2].status)
         assert.equals("Allow: GET\r\n", answers[2].headers)
     end)
+
+    it("keeps a refusal UTF-8 when its message quotes bytes that are not",
+       function()
+        reply.refuse("req", "ephemeral_bad_request", "no route caf\233")
+        assert.equals('{"error":"no route caf?","code":"ephemeral_bad_request"}',
+                      answers[1].body)
+        reply.bad_request("req", "unknown parameter \255\254")
+        assert.equals("unknown parameter ??", cjson.decode(answers[2].body).error)
+        reply.bad_request("req", "no queue café")
+        assert.equals("no queue café", cjson.decode(answers[3].body).error)
+    end)
 end)

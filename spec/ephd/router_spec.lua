@@ -21,12 +21,28 @@ describe("ephd.router", function()
 
     it("answers 404 for paths outside the family", function()
         for _, path in ipairs({ "/", "/api/v1/ephemeral", "/api/v1/ephemeral/",
-                                "/api/v1/ephemeral/queue/", "/api/v1/ephemeral/queue/a/b",
-                                "/api/v1/ephemeral/queues//depth",
+                                "/api/v1/ephemeral/queues/q",
+                                "/api/v1/ephemeral/queues/depth",
                                 "/api/v1/ephemeral/queues/q/depthx" }) do
             local name, status = router.route("GET", path)
             assert.is_nil(name)
             assert.equals(404, status)
+        end
+    end)
+
+    -- A malformed name is the handler's 400: a 404 would read as "no such
+    -- route" (or, on the depth read, "no such queue").
+    it("routes an empty or many-segment :queue to its handler", function()
+        for _, c in ipairs({
+            { "DELETE", "/api/v1/ephemeral/queue/", "delete", "" },
+            { "DELETE", "/api/v1/ephemeral/queue/a/b", "delete", "a/b" },
+            { "DELETE", "/api/v1/ephemeral/queue//", "delete", "/" },
+            { "GET", "/api/v1/ephemeral/queues//depth", "depth", "" },
+            { "GET", "/api/v1/ephemeral/queues/a/b/depth", "depth", "a/b" },
+        }) do
+            local name, param = router.route(c[1], c[2])
+            assert.equals(c[3], name)
+            assert.equals(c[4], param)
         end
     end)
 

@@ -21,6 +21,27 @@ describe("ephd.validate", function()
 
     it("accepts multibyte UTF-8 in names", function()
         assert.equals("café", validate.name("café", "queue"))
+        for _, good in ipairs({ "\194\128", "\223\191", "\224\160\128",
+                                "\237\159\191", "\238\128\128",
+                                "\240\144\128\128", "\244\143\191\191",
+                                "日本", "😀" }) do
+            assert.equals(good, validate.name(good, "queue"))
+        end
+    end)
+
+    -- A percent-decoded name arrives here unchecked (the JSON scanner
+    -- checks the names it walks).
+    it("refuses names that are not strict UTF-8", function()
+        for _, bad in ipairs({
+            "\128", "caf\233", "\192\128", "\193\191", "\224\128\128",
+            "\240\128\128\128", "\237\160\128", "\237\191\191",
+            "\244\144\128\128", "\245\128\128\128", "\255",
+            "a\195", "a\230\151", "\240\159\152",
+        }) do
+            local ok, err = validate.name(bad, "partition")
+            assert.is_nil(ok, bad)
+            assert.equals("partition is not UTF-8 (RFC 3629)", err)
+        end
     end)
 
     it("parses booleans as true/false/1/0 only", function()
@@ -38,9 +59,22 @@ describe("ephd.validate", function()
         assert.equals(250, validate.integer("250", "batch"))
         assert.equals(7, validate.integer(nil, "batch", 7))
         for _, bad in ipairs({ "", "-1", "1.5", "1e3", " 1", "0x10",
-                               "1234567890123456" }) do
+                               "+1", "1_000" }) do
             assert.is_nil((validate.integer(bad, "batch")), bad)
         end
+    end)
+
+    -- Past 15 digits they are still non-negative integers, for the caller
+    -- to clamp; past a double's range they are infinity, which clamps too.
+    it("parses integers of any length", function()
+        assert.equals(1234567890123456, validate.integer("1234567890123456",
+                                                         "batch"))
+        assert.equals(12, validate.integer("000000000000000000012", "batch"))
+        assert.equals(2 ^ 64, validate.integer("18446744073709551616",
+                                               "timeout"))
+        assert.equals(math.huge, validate.integer(("9"):rep(400), "timeout"))
+        assert.equals(10000, validate.clamp(validate.integer(("9"):rep(40),
+                                            "batch"), 1, 10000))
     end)
 
     it("clamps", function()

@@ -9,8 +9,7 @@ local C = core.C
 local _M = {}
 
 function _M.parse(ctx)
-    local queue, err = validate.unescape(ctx.param, false)
-    if queue then queue, err = validate.name(queue, "queue") end
+    local queue, err = validate.segment(ctx.param, "queue")
     ctx.queue = queue
     return err
 end

@@ -12,8 +12,7 @@ local KNOWN = { group = true }
 local _M = {}
 
 function _M.parse(ctx)
-    local queue, err = validate.unescape(ctx.param, false)
-    if queue then queue, err = validate.name(queue, "queue") end
+    local queue, err = validate.segment(ctx.param, "queue")
     if not queue then return err end
     local q = ctx.req.query
     local params
