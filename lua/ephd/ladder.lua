@@ -48,6 +48,17 @@ local function paused(ctx)
            retry_after(math.ceil(after))
 end
 
+-- The level of an identity the broker takes without the policy vouching
+-- for it. An x-queen-tenant header is a claim anyone can make, so it never
+-- holds admin: the kill switch, a reload and every tenant's metering need
+-- an identity from the policy's authenticate hook. Without tenancy headers
+-- the broker has one tenant and whoever reaches its port is its operator
+-- (`ephd status` and the dashboard work with no credentials); guarding the
+-- port is then the network's job, or the policy's.
+local function unvouched_level()
+    return config.tenancy_header ~= 0 and "read-write" or "admin"
+end
+
 local function authenticated(ctx)
     local request = ctx.request
     local tenant, why = tenancy.tenant(ctx.req)
@@ -55,7 +66,7 @@ local function authenticated(ctx)
     request.tenant = tenant
     local ok, who, reason = hooks.call("authenticate", request)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    local level = "admin"
+    local level = unvouched_level()
     if type(who) == "string" then
         if errors.status(who) then
             return type(reason) == "string" and reason or "refused by policy",

@@ -11,10 +11,12 @@ return {
             return nil
         end,
 
-        -- authenticate(request) -> nothing to accept with request.tenant at
-        -- level "admin"; {tenant = uuid, level = level} to accept as that
-        -- identity; or code, reason to refuse (unauthorized, forbidden or a
-        -- code of the taxonomy).
+        -- authenticate(request) -> nothing to accept request.tenant at the
+        -- broker's level for it (read-write when the tenant came from an
+        -- x-queen-tenant header, admin for the single tenant otherwise);
+        -- {tenant = uuid, level = level} to accept as that identity, the
+        -- only way to admin under tenancy headers; or code, reason to
+        -- refuse (unauthorized, forbidden or a code of the taxonomy).
         authenticate = function(request)
             return nil
         end,

@@ -71,16 +71,23 @@ describe("refusals", function()
     end)
 
     it("a paused surface never leaks a quota answer", function()
-        local d = daemon.start({ db = true, env = {
-            QUEEN_TENANCY_HEADER = "true" } })
+        -- Header identities are not admin: the operator's token is.
+        local function opts()
+            return { db = true, env = { QUEEN_TENANCY_HEADER = "true" },
+                     args = { "--policy-dir " .. helper.root
+                              .. "/spec/e2e/policies/operator" } }
+        end
+        local d = daemon.start(opts())
         finally(function() d:stop() end)
         grant(T, { max_bytes = 1 })
         -- Grants load at boot and refresh; restart to read this one now.
         d:stop()
-        d = daemon.start({ db = true, env = { QUEEN_TENANCY_HEADER = "true" } })
+        d = daemon.start(opts())
         assert.refused_with("ephemeral_quota_exceeded",
                             d:push("big", { '"xyz"' }, nil, TH))
-        d:request("POST", SWITCH, '{"enabled":false}', TH)
+        assert.equals(200, d:request("POST", SWITCH, '{"enabled":false}',
+            { ["x-queen-tenant"] = T, Authorization = "Bearer operator" })
+            .status)
         local res = d:push("big", { '"xyz"' }, nil, TH)
         assert.refused_with("ephemeral_disabled", res)
         assert.equals("30", res.headers["retry-after"])
