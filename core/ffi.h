@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 11 };
+enum { EPHD_FFI_ABI_VERSION = 12 };
 
 enum {
   EPHD_OK = 0,
@@ -74,6 +74,7 @@ typedef struct {
   uint64_t burst;         /* the bucket's depth */
   uint64_t max_parked;    /* parked pops per tenant; 0: no limit */
   uint64_t retry_after_s; /* Retry-After of a paused surface */
+  uint64_t tenant_max_queues; /* a tenant's queues, unless granted; 0: none */
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */

@@ -27,6 +27,10 @@ end
 
 local HOOK_FAILED = "the policy could not decide this request"
 
+-- The longest a paused hook may ask clients to wait, as the switch route.
+local MAX_RETRY_AFTER = 86400
+local HUGE = math.huge
+
 -- Each check returns nothing to pass, or message, headers, code to refuse
 -- (code defaults to the rung's).
 
@@ -40,8 +44,11 @@ local function paused(ctx)
     local ok, after, reason = hooks.call("paused", ctx.request)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     if after == nil then return end
-    if type(after) ~= "number" or after < 1 then
-        hooks.reject("paused", "paused must return seconds >= 1 or nothing")
+    -- Written so NaN fails it: NaN compares false with everything.
+    if type(after) ~= "number"
+            or not (after >= 1 and after <= MAX_RETRY_AFTER) then
+        hooks.reject("paused", "paused must return seconds from 1 to "
+                     .. MAX_RETRY_AFTER .. ", or nothing")
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     return type(reason) == "string" and reason or "paused by policy",
@@ -91,12 +98,6 @@ local function authenticated(ctx)
     end
     ctx.tenant = tenant
     ctx.level = level
-    if ctx.family then
-        ctx.limits = limits.get(tenant)
-        if not ctx.limits then
-            return HOOK_FAILED, nil, "ephemeral_unavailable"
-        end
-    end
 end
 
 local function granted(ctx)
@@ -109,14 +110,21 @@ local function shaped(ctx)
     return ctx.handler.parse(ctx)
 end
 
+-- The tenant's limits are asked for only here, past the grant and the
+-- shape, so a request refused earlier leaves no state behind it: tenant
+-- ids are the client's to choose.
 local function within_rate(ctx)
+    if not ctx.family then return end
+    local l = limits.get(ctx.tenant)
+    if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+    ctx.limits = l
     local push = ctx.push
     if not push then return end
-    local l = ctx.limits
     local ok, cost = hooks.call("cost", push)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if type(cost) ~= "number" or cost < 0 then
-        hooks.reject("cost", "cost must return a non-negative number")
+    if type(cost) ~= "number" or not (cost >= 0 and cost < HUGE) then
+        hooks.reject("cost", "cost must return a finite non-negative "
+                     .. "number")
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     local taken, wait = rate.take(ctx.tenant, cost, l.rate, l.burst,

@@ -145,6 +145,26 @@ describe("policy faults", function()
         assert.equals(201, d:push("q", { "1" }).status)
     end)
 
+    it("answers 503 for a cost of NaN and keeps the tenant's bucket",
+       function()
+        local dir = policy_dir('return { name = "nan", version = 1, '
+            .. 'hooks = { cost = function(p) if p.queue == "nan" then '
+            .. 'return 0 / 0 end if p.queue == "inf" then return 1 / 0 end '
+            .. 'return p.messages end, limits = function() return '
+            .. '{ rate = 10, burst = 10 } end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_unavailable", d:push("nan", { "1" }))
+        assert.refused_with("ephemeral_unavailable", d:push("inf", { "1" }))
+        -- Before, the bucket held NaN and refused every push after with
+        -- Retry-After: nan, until a restart.
+        assert.equals(201, d:push("q", { "1" }).status)
+        local res = d:push("q", { "1", "2", "3", "4", "5", "6", "7", "8", "9",
+                                  "10" })
+        assert.refused_with("rate_limited", res)
+        assert.equals("1", res.headers["retry-after"])
+    end)
+
     it("answers 503 for a hook that returns garbage", function()
         local dir = policy_dir('return { name = "garbage", version = 1, '
             .. 'hooks = { authenticate = function() return 42 end } }')
