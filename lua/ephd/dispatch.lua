@@ -114,27 +114,45 @@ end
 
 -- The metering tick: each tenant's counts since the last tick go to the
 -- policy's meter hook, and every record it returns is logged as one
--- logfmt line, for a billing pipeline that reads the log.
+-- logfmt line, for a billing pipeline that reads the log. `last` is
+-- rebuilt from what C reports at each tick, so a tenant C forgot is
+-- forgotten here too; one C forgot and met again counts from zero.
 local last = {}
+local ZERO = { pushed = 0, delivered = 0 }
 
 function _M.meter()
-    if not hooks.active.hooks.meter then return end
-    local deltas = {}
-    for _, t in ipairs(metering.all()) do
-        local before = last[t.tenant] or { pushed = 0, delivered = 0 }
+    if not hooks.active.hooks.meter then
+        last = {}
+        return
+    end
+    local deltas, now = {}, {}
+    metering.each(function(tenant, t)
+        local before = last[tenant]
+        if not before or t.pushed < before.pushed
+                or t.delivered < before.delivered then
+            before = ZERO
+        end
         deltas[#deltas + 1] = {
-            tenant = t.tenant,
+            tenant = tenant,
             pushed = t.pushed - before.pushed,
             delivered = t.delivered - before.delivered,
             parked = t.parked, bytes = t.bytes, queues = t.queues,
         }
-        last[t.tenant] = t
-    end
+        now[tenant] = { pushed = t.pushed, delivered = t.delivered }
+    end)
+    last = now
     local ok, records = hooks.call("meter", deltas)
     if not ok or type(records) ~= "table" then return end
     for _, r in ipairs(records) do
         if type(r) == "table" then log.info("meter", r) end
     end
+end
+
+-- Tenants whose last metered counts are kept (for specs).
+function _M.metered()
+    local n = 0
+    for _ in pairs(last) do n = n + 1 end
+    return n
 end
 
 -- One context, refilled per request: dispatch is never re-entered (a push
