@@ -251,6 +251,8 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
   if (L == NULL) return -1;
   if (ephd_watchdog_start(L, budget_ms, pdir) != 0) {
     snprintf(err, errlen, "cannot start the policy watchdog");
+    lua_close(L);
+    L = NULL;
     return -1;
   }
   policy_dir = strdup(pdir);
@@ -267,6 +269,14 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
   dir_free(&dfiles);
   if (rc != 0) {
     snprintf(err, errlen, "policy %s: %s", pdir, why);
+    /* The state's memory is the allocator's: give it back, or a boot that
+     * fails would leak it. */
+    ephd_watchdog_stop();
+    lua_close(L);
+    L = NULL;
+    free(policy_dir);
+    free(default_dir);
+    policy_dir = default_dir = NULL;
     return -1;
   }
   char v[32];

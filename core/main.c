@@ -152,6 +152,7 @@ int main(int argc, char **argv) {
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
+    ephd_lua_host_close();
     return 2;
   }
   uv_timer_init(loop, &quiet_timer);
