@@ -157,23 +157,21 @@ static int call_load(lua_State *l, const char *fn, const char *pdir,
  * LuaJIT raises as "not enough memory" in the policy code, and the guarded
  * call answers 503. The broker's own code is never refused (its tables are
  * bounded by design), so a full state costs policy calls, not the broker.
- * (The OpenResty branch of LuaJIT takes a custom allocator on 64-bit; the
- * stock GC64 build would refuse lua_newstate.) */
-static size_t lua_bytes, lua_max_bytes;
+ * The cap wraps LuaJIT's own allocator (lua_setallocf), so the broker's
+ * allocations cost what they did; lua_bytes is the same sum LuaJIT keeps
+ * as its GC count. */
+static lua_Alloc lj_alloc;
+static void *lj_alloc_ud;
+static int64_t lua_bytes, lua_max_bytes;
 
 static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   (void)ud;
   if (ptr == NULL) osize = 0;
-  if (nsize == 0) {
-    free(ptr);
-    lua_bytes -= osize;
+  int64_t grow = (int64_t)nsize - (int64_t)osize;
+  if (grow > 0 && lua_bytes + grow > lua_max_bytes && ephd_policy_running())
     return NULL;
-  }
-  if (nsize > osize && lua_max_bytes &&
-      lua_bytes - osize + nsize > lua_max_bytes && ephd_policy_running())
-    return NULL;
-  void *p = realloc(ptr, nsize);
-  if (p) lua_bytes = lua_bytes - osize + nsize;
+  void *p = lj_alloc(lj_alloc_ud, ptr, osize, nsize);
+  if (p != NULL || nsize == 0) lua_bytes += grow;
   return p;
 }
 
@@ -181,13 +179,13 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
  * path (where Debian's lua-cjson and luasocket are); capped when
  * max_bytes is not 0. */
 static lua_State *plain_state(const char *lua_path, size_t max_bytes) {
-  lua_State *l;
-  if (max_bytes) {
-    lua_bytes = 0;
-    lua_max_bytes = max_bytes;
-    l = lua_newstate(capped_alloc, NULL);
-  } else {
-    l = luaL_newstate();
+  lua_State *l = luaL_newstate();
+  if (l != NULL && max_bytes) {
+    lj_alloc = lua_getallocf(l, &lj_alloc_ud);
+    lua_bytes =
+        (int64_t)lua_gc(l, LUA_GCCOUNT, 0) * 1024 + lua_gc(l, LUA_GCCOUNTB, 0);
+    lua_max_bytes = (int64_t)max_bytes;
+    lua_setallocf(l, capped_alloc, NULL);
   }
   if (l == NULL) return NULL;
   luaL_openlibs(l);
