@@ -25,6 +25,7 @@ typedef struct {
   uint64_t refresh_s;
   uint64_t meter_s;
   uint64_t policy_budget_ms;
+  uint64_t policy_max_bytes;
   uint64_t max_partitions;
   uint64_t max_groups;
   ephd_config_t lua; /* the part Lua reads through ephd_config() */

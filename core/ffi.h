@@ -74,6 +74,8 @@ typedef struct {
   uint64_t burst;         /* the bucket's depth */
   uint64_t max_parked;    /* parked pops per tenant; 0: no limit */
   uint64_t retry_after_s; /* Retry-After of a paused surface */
+  /* queues a tenant may hold unless its grant says; 0: no limit */
+  uint64_t tenant_max_queues;
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */

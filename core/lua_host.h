@@ -13,10 +13,12 @@
 
 /* lua_path is a ';'-separated package.path prefix where ephd.* lives.
  * Hooks the operator's policy_dir does not define come from default_dir. */
+/* budget_ms bounds each call into policy code, max_bytes (0: none) the Lua
+ * state while policy code runs. */
 int ephd_lua_host_start(uv_loop_t *loop, const char *lua_path,
                         const char *policy_dir, const char *default_dir,
-                        uint64_t meter_ms, uint64_t budget_ms, char *err,
-                        size_t errlen);
+                        uint64_t meter_ms, uint64_t budget_ms,
+                        uint64_t max_bytes, char *err, size_t errlen);
 void ephd_lua_host_dispatch(const ephd_request_t *req);
 void ephd_lua_host_apply_declarations(void);
 void ephd_lua_host_apply_grants(void);
@@ -29,7 +31,8 @@ void ephd_lua_host_close(void);
 /* `ephd policy check DIR`: loads DIR the way the broker would and prints
  * what is wrong; returns the exit status. */
 int ephd_lua_host_check(const char *lua_path, const char *dir,
-                        const char *default_dir);
+                        const char *default_dir, uint64_t budget_ms,
+                        uint64_t max_bytes);
 
 /* `ephd status` and `ephd policy test`: runs ephd.cli in a plain LuaJIT
  * state (no broker) with argv from the command on; returns the exit

@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */
     if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0) return 2;
-    return ephd_lua_host_check(lua_path, argv[3], policy_dir);
+    return ephd_lua_host_check(lua_path, argv[3], policy_dir,
+                               s.policy_budget_ms, s.policy_max_bytes);
   }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;
@@ -135,8 +136,8 @@ int main(int argc, char **argv) {
 
   char err[512];
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
-                          s.meter_s * 1000, s.policy_budget_ms, err,
-                          sizeof(err)) != 0) {
+                          s.meter_s * 1000, s.policy_budget_ms,
+                          s.policy_max_bytes, err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
     return 2;
   }
@@ -155,6 +156,7 @@ int main(int argc, char **argv) {
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
+    ephd_lua_host_close();
     return 2;
   }
   uv_timer_init(loop, &quiet_timer);

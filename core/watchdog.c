@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
@@ -16,6 +17,12 @@
 
 static lua_State *state;
 static uint64_t budget_ns;
+/* Chunk names of the operator's policy code start with this ("@DIR/"). */
+static char guarded[4096];
+static size_t guarded_len;
+/* Set by the signal handler, cleared when policy code is left; the loop
+ * thread is the only one to touch it. */
+static volatile sig_atomic_t hooked;
 static _Atomic uint64_t deadline; /* 0: not inside policy code */
 static _Atomic int running;
 static _Atomic uint64_t interrupts;
@@ -42,18 +49,38 @@ void ephd_policy_enter(void) {
   if (atomic_load(&dozing)) rouse();
 }
 
+/* The debug hook goes only here, once the policy code it stopped has
+ * been left: until then it must keep raising. */
 void ephd_policy_leave(void) {
   atomic_store_explicit(&deadline, 0, memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);
+  if (hooked) {
+    hooked = 0;
+    lua_sethook(state, NULL, 0, 0);
+  }
+}
+
+int ephd_policy_overran(void) {
+  uint64_t d = atomic_load_explicit(&deadline, memory_order_relaxed);
+  return d != 0 && uv_hrtime() > d;
+}
+
+int ephd_policy_running(void) {
+  return atomic_load_explicit(&deadline, memory_order_relaxed) != 0;
 }
 
 uint64_t ephd_watchdog_interrupts(void) { return atomic_load(&interrupts); }
 
-/* Runs inside the policy code that overran: clear the hook and raise, so
- * the guarded call in ephd.hooks catches it. */
+/* Runs at every instruction, call and return once the budget is spent,
+ * until ephd_policy_leave: each instruction of the operator's code raises
+ * again, so a hook that catches the error with pcall and carries on meets
+ * it at its next instruction, and only leaving gets it out. The broker's
+ * own code on the way out (the guarded call in ephd.hooks) is let run. */
 static void overrun(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  lua_sethook(L, NULL, 0, 0);
-  luaL_error(L, "the policy hook ran past its time budget");
+  if (!ephd_policy_running()) return;
+  if (lua_getinfo(L, "S", ar) && guarded_len &&
+      strncmp(ar->source, guarded, guarded_len) == 0)
+    luaL_error(L, "the policy hook ran past its time budget");
 }
 
 /* On the loop thread, asynchronously: setting a hook is what lua_sethook is
@@ -61,6 +88,7 @@ static void overrun(lua_State *L, lua_Debug *ar) {
 static void on_interrupt(int sig) {
   (void)sig;
   if (atomic_load_explicit(&deadline, memory_order_relaxed) == 0) return;
+  hooked = 1;
   lua_sethook(state, overrun, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
@@ -98,9 +126,12 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-int ephd_watchdog_start(lua_State *L, uint64_t budget_ms) {
+int ephd_watchdog_start(lua_State *L, uint64_t budget_ms,
+                        const char *policy_dir) {
   state = L;
   budget_ns = budget_ms * 1000000;
+  int n = snprintf(guarded, sizeof(guarded), "@%s/", policy_dir);
+  guarded_len = n > 0 && (size_t)n < sizeof(guarded) ? (size_t)n : 0;
   loop_thread = pthread_self();
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));

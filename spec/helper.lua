@@ -30,6 +30,7 @@ helper.DEFAULT_CONFIG = {
                  window_count = 0 },
     max_cell_bytes = 268435456,
     rate = 5000, burst = 10000, max_parked = 100000, retry_after_s = 30,
+    tenant_max_queues = 100000,
     require_grant = 0,
 }
 

@@ -327,8 +327,10 @@ function Client:system()
     return self:request("GET", "/api/v1/system/ephemeral")
 end
 
-function Client:metering()
-    return self:request("GET", "/api/v1/system/metering")
+-- query: "limit=N" (the N biggest holders) or "tenant=UUID".
+function Client:metering(query)
+    return self:request("GET", "/api/v1/system/metering"
+                               .. (query and ("?" .. query) or ""))
 end
 
 return _M

@@ -48,11 +48,18 @@ local API = {
     counters = metering.of,
 }
 
+-- `ephd policy check` has no engine behind it: every tenant is one never
+-- seen.
+local CHECK_API = {
+    now = API.now,
+    counters = function() return nil end,
+}
+
 -- Loading runs the policy's top level, which is policy code too.
-local function load(dir, files, default_dir, default_files)
+local function load(dir, files, default_dir, default_files, api)
     C.ephd_policy_enter()
     local ok, p, err = pcall(policy.load, dir, files, default_dir,
-                             default_files, API)
+                             default_files, api or API)
     C.ephd_policy_leave()
     if not ok then return nil, p end
     if not p then return nil, err end
@@ -83,7 +90,7 @@ function _M.reload(dir, files, default_dir, default_files)
 end
 
 function _M.check(dir, files, default_dir, default_files)
-    local p, err = load(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files, CHECK_API)
     if not p then return nil, err end
     return true, p.name, p.version
 end
@@ -114,31 +121,46 @@ end
 
 -- The metering tick: each tenant's counts since the last tick go to the
 -- policy's meter hook, and every record it returns is logged as one
--- logfmt line, for a billing pipeline that reads the log.
+-- logfmt line, for a billing pipeline that reads the log. `last` is
+-- rebuilt from what C reports at each tick, so a tenant C forgot is
+-- forgotten here too; one C forgot and met again (a new born) counts
+-- from zero.
 local last = {}
+local ZERO = { pushed = 0, delivered = 0 }
 
 function _M.meter()
-    if not hooks.active.hooks.meter then return end
-    local deltas = {}
-    for _, t in ipairs(metering.all()) do
-        local before = last[t.tenant]
-        -- A tenant the engine forgot and saw again counts from zero.
+    if not hooks.active.hooks.meter then
+        last = {}
+        return
+    end
+    local deltas, now = {}, {}
+    metering.each(function(tenant, t)
+        local before = last[tenant]
         if not before or before.born ~= t.born then
-            before = { pushed = 0, delivered = 0 }
+            before = ZERO
         end
         deltas[#deltas + 1] = {
-            tenant = t.tenant,
+            tenant = tenant,
             pushed = t.pushed - before.pushed,
             delivered = t.delivered - before.delivered,
             parked = t.parked, bytes = t.bytes, queues = t.queues,
         }
-        last[t.tenant] = t
-    end
+        now[tenant] = { pushed = t.pushed, delivered = t.delivered,
+                        born = t.born }
+    end)
+    last = now
     local ok, records = hooks.call("meter", deltas)
     if not ok or type(records) ~= "table" then return end
     for _, r in ipairs(records) do
         if type(r) == "table" then log.info("meter", r) end
     end
+end
+
+-- Tenants whose last metered counts are kept (for specs).
+function _M.metered()
+    local n = 0
+    for _ in pairs(last) do n = n + 1 end
+    return n
 end
 
 -- One context, refilled per request: dispatch is never re-entered (a push

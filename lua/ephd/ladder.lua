@@ -27,6 +27,10 @@ end
 
 local HOOK_FAILED = "the policy could not decide this request"
 
+-- The longest a paused hook may ask clients to wait, as the switch route.
+local MAX_RETRY_AFTER = 86400
+local HUGE = math.huge
+
 -- Each check returns nothing to pass, or message, headers, code to refuse
 -- (code defaults to the rung's).
 
@@ -40,12 +44,26 @@ local function paused(ctx)
     local ok, after, reason = hooks.call("paused", ctx.request)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     if after == nil then return end
-    if type(after) ~= "number" or after < 1 then
-        hooks.reject("paused", "paused must return seconds >= 1 or nothing")
+    -- Written so NaN fails it: NaN compares false with everything.
+    if type(after) ~= "number"
+            or not (after >= 1 and after <= MAX_RETRY_AFTER) then
+        hooks.reject("paused", "paused must return seconds from 1 to "
+                     .. MAX_RETRY_AFTER .. ", or nothing")
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     return type(reason) == "string" and reason or "paused by policy",
            retry_after(math.ceil(after))
+end
+
+-- The level of an identity the broker takes without the policy vouching
+-- for it. An x-queen-tenant header is a claim anyone can make, so it never
+-- holds admin: the kill switch, a reload and every tenant's metering need
+-- an identity from the policy's authenticate hook. Without tenancy headers
+-- the broker has one tenant and whoever reaches its port is its operator
+-- (`ephd status` and the dashboard work with no credentials); guarding the
+-- port is then the network's job, or the policy's.
+local function unvouched_level()
+    return config.tenancy_header ~= 0 and "read-write" or "admin"
 end
 
 local function authenticated(ctx)
@@ -55,7 +73,7 @@ local function authenticated(ctx)
     request.tenant = tenant
     local ok, who, reason = hooks.call("authenticate", request)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    local level = "admin"
+    local level = unvouched_level()
     if type(who) == "string" then
         if errors.status(who) then
             return type(reason) == "string" and reason or "refused by policy",
@@ -80,12 +98,6 @@ local function authenticated(ctx)
     end
     ctx.tenant = tenant
     ctx.level = level
-    if ctx.family then
-        ctx.limits = limits.get(tenant)
-        if not ctx.limits then
-            return HOOK_FAILED, nil, "ephemeral_unavailable"
-        end
-    end
 end
 
 local function granted(ctx)
@@ -98,14 +110,21 @@ local function shaped(ctx)
     return ctx.handler.parse(ctx)
 end
 
+-- The tenant's limits are asked for only here, past the grant and the
+-- shape, so a request refused earlier leaves no state behind it: tenant
+-- ids are the client's to choose.
 local function within_rate(ctx)
+    if not ctx.family then return end
+    local l = limits.get(ctx.tenant)
+    if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+    ctx.limits = l
     local push = ctx.push
     if not push then return end
-    local l = ctx.limits
     local ok, cost = hooks.call("cost", push)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if type(cost) ~= "number" or cost < 0 then
-        hooks.reject("cost", "cost must return a non-negative number")
+    if type(cost) ~= "number" or not (cost >= 0 and cost < HUGE) then
+        hooks.reject("cost", "cost must return a finite non-negative "
+                     .. "number")
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     local taken, wait = rate.take(ctx.tenant, cost, l.rate, l.burst,

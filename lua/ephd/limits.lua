@@ -1,19 +1,32 @@
 -- A tenant's limits, as the policy's limits hook decides from its grant and
--- the broker's knobs. Asked once per tenant and kept, in the form C takes,
--- until a reload or a grants refresh forgets them all.
+-- the broker's knobs, kept in the form C takes until a reload or a grants
+-- refresh forgets them all. Tenant ids are the client's to choose, so the
+-- cache is bounded: two generations of at most GENERATION tenants each. A
+-- tenant asked about in the young generation stays there; one found in
+-- the old is moved up; when the young fills, the old is dropped whole and
+-- the young becomes it. A tenant idle for a generation is asked again, one
+-- hook call, which is all forgetting costs.
 local ffi = require("ffi")
 local core = require("ephd.core")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 
 local config = core.config
+local floor, type = math.floor, type
 
 local _M = {}
 
-local cache = {}
+_M.GENERATION = 10000
+
+local young, old, size = {}, {}, 0
+
+-- Integers exactly representable in a double: NaN fails `v >= 0`, the
+-- infinities and anything past 2^53 the upper bound, fractions the floor.
+local MAX_COUNT = 2 ^ 53
 
 local function count(v)
-    return v == nil or (type(v) == "number" and v >= 0 and v == math.floor(v))
+    return v == nil or (type(v) == "number" and v >= 0 and v < MAX_COUNT
+                        and v == floor(v))
 end
 
 function _M.defaults()
@@ -21,14 +34,12 @@ function _M.defaults()
         rate = tonumber(config.rate),
         burst = tonumber(config.burst),
         max_parked = tonumber(config.max_parked),
+        max_queues = tonumber(config.tenant_max_queues),
     }
 end
 
--- Returns {rate, burst, c = ephd_tenant_limits_t} or nil when the hook
--- failed (the request is then a 503).
-function _M.get(tenant)
-    local l = cache[tenant]
-    if l then return l end
+-- Asks the policy; returns the limits or nil when the hook failed.
+local function decide(tenant)
     local ok, t = hooks.call("limits", tenant, grants.get(tenant),
                              _M.defaults())
     if not ok then return nil end
@@ -36,24 +47,52 @@ function _M.get(tenant)
             and count(t.max_bytes) and count(t.max_queues)
             and count(t.max_parked)) then
         hooks.reject("limits", "limits must return a table of "
-                     .. "non-negative integers")
+                     .. "non-negative integers below 2^53")
         return nil
     end
-    l = {
-        rate = t.rate or 0,
-        burst = t.burst or tonumber(config.burst),
+    local rate = t.rate or 0
+    return {
+        rate = rate,
+        -- A rate bounds its own burst unless the policy says otherwise
+        -- (Queen's rule: rate = burst).
+        burst = t.burst or (rate > 0 and rate or tonumber(config.burst)),
         c = ffi.new("ephd_tenant_limits_t", {
             max_bytes = t.max_bytes or 0,
             max_queues = t.max_queues or 0,
             max_parked = t.max_parked or 0,
         }),
     }
-    cache[tenant] = l
+end
+
+-- Returns {rate, burst, c = ephd_tenant_limits_t} or nil when the hook
+-- failed (the request is then a 503, and nothing is kept).
+function _M.get(tenant)
+    local l = young[tenant]
+    if l then return l end
+    l = old[tenant]
+    if l then
+        old[tenant] = nil
+    else
+        l = decide(tenant)
+        if not l then return nil end
+    end
+    if size >= _M.GENERATION then
+        old, young, size = young, {}, 0
+    end
+    young[tenant] = l
+    size = size + 1
     return l
 end
 
+-- Tenants whose limits are kept (for specs and the curious).
+function _M.size()
+    local n = size
+    for _ in pairs(old) do n = n + 1 end
+    return n
+end
+
 function _M.forget()
-    cache = {}
+    young, old, size = {}, {}, 0
 end
 
 return _M

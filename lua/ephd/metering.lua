@@ -5,6 +5,7 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 
 local C = core.C
+local floor = math.floor
 
 local _M = {}
 
@@ -35,17 +36,66 @@ function _M.of(tenant)
     return table_of(stats)
 end
 
--- Every tenant's counters, sorted by tenant.
-function _M.all()
-    local out = {}
+-- Calls fn(tenant, counters) for every tenant C knows, in no order.
+function _M.each(fn)
     pos[0] = 0
     while C.ephd_tenant_next(pos, name, stats) ~= 0 do
-        local t = table_of(stats)
-        t.tenant = ffi.string(name.ptr, name.len)
-        out[#out + 1] = t
+        fn(ffi.string(name.ptr, name.len), table_of(stats))
     end
-    table.sort(out, function(a, b) return a.tenant < b.tenant end)
-    return out
+end
+
+-- A min-heap on bytes, for top(): heap[1] is the smallest holder kept.
+local function sift_up(h, i)
+    while i > 1 do
+        local parent = floor(i / 2)
+        if h[parent].bytes <= h[i].bytes then return end
+        h[parent], h[i] = h[i], h[parent]
+        i = parent
+    end
+end
+
+local function sift_down(h, i, n)
+    while true do
+        local least, l, r = i, 2 * i, 2 * i + 1
+        if l <= n and h[l].bytes < h[least].bytes then least = l end
+        if r <= n and h[r].bytes < h[least].bytes then least = r end
+        if least == i then return end
+        h[least], h[i] = h[i], h[least]
+        i = least
+    end
+end
+
+local function entry()
+    local t = table_of(stats)
+    t.tenant = ffi.string(name.ptr, name.len)
+    return t
+end
+
+local function first(a, b)
+    if a.bytes ~= b.bytes then return a.bytes > b.bytes end
+    return a.tenant < b.tenant
+end
+
+-- The `limit` tenants holding the most bytes, most first (which of equal
+-- holders make the cut is unspecified), and how many tenants there are.
+-- One pass over C's tenants keeping a heap of `limit`: a table is made
+-- only for a tenant that enters it, and nothing sorts every tenant.
+function _M.top(limit)
+    local heap, n, total = {}, 0, 0
+    pos[0] = 0
+    while C.ephd_tenant_next(pos, name, stats) ~= 0 do
+        total = total + 1
+        if n < limit then
+            n = n + 1
+            heap[n] = entry()
+            sift_up(heap, n)
+        elseif tonumber(stats.bytes) > heap[1].bytes then
+            heap[1] = entry()
+            sift_down(heap, 1, n)
+        end
+    end
+    table.sort(heap, first)
+    return heap, total
 end
 
 return _M

@@ -29,10 +29,28 @@ local function copy(t)
     return c
 end
 
+-- table.sort is C that no debug hook reaches and superlinear: sorting the
+-- 30 million numbers that fit under the memory cap takes seconds. Policy
+-- code sorts at most this many items (a few milliseconds); the other C
+-- functions it can reach take time linear in the memory they make, which
+-- the cap bounds (docs/policy.md).
+_M.MAX_SORT = 100000
+
+local sort = table.sort
+
+local function bounded_sort(t, cmp)
+    if type(t) == "table" and #t > _M.MAX_SORT then
+        error("table.sort: more than " .. _M.MAX_SORT
+              .. " items in policy code", 2)
+    end
+    return sort(t, cmp)
+end
+
 local function sandbox(dir, files, api, interpreted)
     local env = {}
     for _, name in ipairs(SAFE) do env[name] = _G[name] end
     for _, name in ipairs(SAFE_LIBS) do env[name] = copy(require(name)) end
+    env.table.sort = bounded_sort
     env.ephd = copy(api or {})
     env.ephd.api_version = _M.API_VERSION
     local loaded = {}

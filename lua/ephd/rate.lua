@@ -1,11 +1,33 @@
 -- Per-tenant token buckets, one token per message pushed (or whatever the
 -- policy's cost hook says a push costs). Buckets live here, outside the
 -- policy, so a reload keeps them; a new rate applies from the next take.
+--
+-- Tenant ids are the client's to choose, so buckets are forgotten: a
+-- bucket that has refilled to its burst says nothing a new one would not,
+-- and is dropped by a sweep that runs when the count of buckets doubles
+-- since the last sweep (amortized O(1) per new bucket). Buckets live as
+-- long as their tenant pushes faster than its rate, no longer.
 local ceil = math.ceil
 
 local _M = {}
 
-local buckets = {}
+-- Fewer buckets than this are never swept.
+_M.SWEEP_FLOOR = 4096
+
+local buckets, count, sweep_at = {}, 0, _M.SWEEP_FLOOR
+
+-- Drops every bucket full by now_ms; the next sweep waits for as many
+-- new buckets as are left.
+local function sweep(now_ms)
+    for tenant, b in pairs(buckets) do
+        if b.full_at <= now_ms then
+            buckets[tenant] = nil
+            count = count - 1
+        end
+    end
+    sweep_at = count * 2
+    if sweep_at < _M.SWEEP_FLOOR then sweep_at = _M.SWEEP_FLOOR end
+end
 
 -- Takes `cost` tokens at `now_ms`. Returns true, or false and an honest
 -- Retry-After in seconds (at least 1). A cost above the burst is let
@@ -15,30 +37,39 @@ function _M.take(tenant, cost, rate, burst, now_ms)
     if rate == 0 then return true end
     local b = buckets[tenant]
     if not b then
-        b = { tokens = burst, at = now_ms }
+        if count >= sweep_at then sweep(now_ms) end
+        b = { tokens = burst, at = now_ms, full_at = now_ms }
         buckets[tenant] = b
+        count = count + 1
     end
     local tokens = b.tokens + (now_ms - b.at) * rate / 1000
     if tokens > burst then tokens = burst end
     b.at = now_ms
     local need = cost < burst and cost or burst
-    if tokens >= need then
-        b.tokens = tokens - cost
-        return true
-    end
+    local ok = tokens >= need
+    if ok then tokens = tokens - cost end
     b.tokens = tokens
+    -- When it will hold its burst again, at this rate.
+    b.full_at = now_ms + (burst - tokens) * 1000 / rate
+    if ok then return true end
     local wait = ceil((need - tokens) / rate)
     return false, wait < 1 and 1 or wait
 end
 
--- Gives back what a push took when a later rung refused it.
+-- Gives back what a push took when a later rung refused it (full_at stays
+-- where it was: later than need be, so the bucket is kept a little long).
 function _M.refund(tenant, cost)
     local b = buckets[tenant]
     if b then b.tokens = b.tokens + cost end
 end
 
+-- Buckets held (for specs and the curious).
+function _M.size()
+    return count
+end
+
 function _M.reset()
-    buckets = {}
+    buckets, count, sweep_at = {}, 0, _M.SWEEP_FLOOR
 end
 
 return _M

@@ -102,7 +102,7 @@ end
 function Policy:limits(tenant, grant, defaults)
     return self:hook("limits", tenant, grant,
                      defaults or { rate = 5000, burst = 10000,
-                                   max_parked = 100000 })
+                                   max_parked = 100000, max_queues = 100000 })
 end
 
 function Policy:cost(push)

@@ -11,23 +11,30 @@ return {
             return nil
         end,
 
-        -- authenticate(request) -> nothing to accept with request.tenant at
-        -- level "admin"; {tenant = uuid, level = level} to accept as that
-        -- identity; or code, reason to refuse (unauthorized, forbidden or a
-        -- code of the taxonomy).
+        -- authenticate(request) -> nothing to accept request.tenant at the
+        -- broker's level for it (read-write when the tenant came from an
+        -- x-queen-tenant header, admin for the single tenant otherwise);
+        -- {tenant = uuid, level = level} to accept as that identity, the
+        -- only way to admin under tenancy headers; or code, reason to
+        -- refuse (unauthorized, forbidden or a code of the taxonomy).
         authenticate = function(request)
             return nil
         end,
 
         -- limits(tenant, grant, defaults) -> {rate, burst, max_bytes,
-        -- max_queues, max_parked}; nil fields are no limit (rate: none).
-        -- Asked once per tenant, again after a reload or a grants refresh.
+        -- max_queues, max_parked}, integers; nil fields are no limit (rate:
+        -- none; burst: the rate). Asked when a tenant is first seen, again
+        -- after a reload, a grants refresh or a while idle.
         limits = function(tenant, grant, defaults)
+            local granted_rate = grant and grant.max_msgs_per_sec
             return {
-                rate = grant and grant.max_msgs_per_sec or defaults.rate,
-                burst = defaults.burst,
+                -- A grant's rate is its burst too (Queen: rate = burst):
+                -- a tenant granted 5/s pushes 5 at once, not 10,000.
+                rate = granted_rate or defaults.rate,
+                burst = granted_rate or defaults.burst,
                 max_bytes = grant and grant.max_bytes,
-                max_queues = grant and grant.max_queues,
+                max_queues = grant and grant.max_queues
+                             or defaults.max_queues,
                 max_parked = defaults.max_parked,
             }
         end,

@@ -145,6 +145,26 @@ describe("policy faults", function()
         assert.equals(201, d:push("q", { "1" }).status)
     end)
 
+    it("answers 503 for a cost of NaN and keeps the tenant's bucket",
+       function()
+        local dir = policy_dir('return { name = "nan", version = 1, '
+            .. 'hooks = { cost = function(p) if p.queue == "nan" then '
+            .. 'return 0 / 0 end if p.queue == "inf" then return 1 / 0 end '
+            .. 'return p.messages end, limits = function() return '
+            .. '{ rate = 10, burst = 10 } end } }')
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_unavailable", d:push("nan", { "1" }))
+        assert.refused_with("ephemeral_unavailable", d:push("inf", { "1" }))
+        -- Before, the bucket held NaN and refused every push after with
+        -- Retry-After: nan, until a restart.
+        assert.equals(201, d:push("q", { "1" }).status)
+        local res = d:push("q", { "1", "2", "3", "4", "5", "6", "7", "8", "9",
+                                  "10" })
+        assert.refused_with("rate_limited", res)
+        assert.equals("1", res.headers["retry-after"])
+    end)
+
     it("answers 503 for a hook that returns garbage", function()
         local dir = policy_dir('return { name = "garbage", version = 1, '
             .. 'hooks = { authenticate = function() return 42 end } }')
@@ -168,6 +188,44 @@ describe("metering", function()
         assert.equals(5, t.delivered)
         assert.equals(1, t.queues)
         assert.same({ bounds = 0, ttl = 0, retry = 0 }, t.drops)
+    end)
+
+    it("answers one tenant, or the biggest few, never every tenant",
+       function()
+        local d = daemon.start({ env = { QUEEN_TENANCY_HEADER = "true",
+            QUEEN_EPHEMERAL_REQUIRE_GRANT = "false" }, args = {
+            "--policy-dir " .. helper.root .. "/spec/e2e/policies/operator" } })
+        finally(function() d:stop() end)
+        local ADMIN = { Authorization = "Bearer operator" }
+        for i = 1, 30 do
+            local h = { ["x-queen-tenant"] =
+                ("%08d-0000-0000-0000-000000000000"):format(i) }
+            assert.equals(201, d:push("m", { ('"%s"'):format(("x"):rep(i)) },
+                                      nil, h).status)
+        end
+        local m = d:request("GET", "/api/v1/system/metering?limit=3", nil,
+                            ADMIN).json
+        assert.equals(30, m.count)
+        assert.equals(3, #m.tenants)
+        assert.equals("00000030-0000-0000-0000-000000000000",
+                      m.tenants[1].tenant)
+        assert.equals(32, m.tenants[1].bytes)
+        -- By default the first hundred: here all of them.
+        assert.equals(30, #d:request("GET", "/api/v1/system/metering", nil,
+                                     ADMIN).json.tenants)
+        m = d:request("GET", "/api/v1/system/metering?tenant="
+                      .. "00000007-0000-0000-0000-000000000000", nil, ADMIN).json
+        assert.equals(1, #m.tenants)
+        assert.equals(1, m.tenants[1].pushed)
+        m = d:request("GET", "/api/v1/system/metering?tenant="
+                      .. "99999999-0000-0000-0000-000000000000", nil, ADMIN).json
+        assert.same({}, m.tenants)
+        for _, q in ipairs({ "limit=0", "limit=1001", "tenant=nope",
+                             "limit=2&tenant=00000007-0000-0000-0000-"
+                             .. "000000000000", "sort=bytes" }) do
+            assert.refused_with("ephemeral_bad_request", d:request("GET",
+                "/api/v1/system/metering?" .. q, nil, ADMIN))
+        end
     end)
 
     it("hands the counters to the meter hook, which the log records",

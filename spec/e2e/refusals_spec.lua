@@ -39,6 +39,38 @@ describe("refusals", function()
         assert.equals(201, d:push("r", { "5" }).status)
     end)
 
+    it("rate_limited: a grant's rate is its burst too", function()
+        grant(T, { rate = 5 })
+        local d = daemon.start({ db = true, env = {
+            QUEEN_TENANCY_HEADER = "true" } })
+        finally(function() d:stop() end)
+        for i = 1, 5 do
+            assert.equals(201, d:push("g5", { tostring(i) }, nil, TH).status)
+        end
+        local res = d:push("g5", { "6" }, nil, TH)
+        assert.refused_with("rate_limited", res)
+        assert.equals("1", res.headers["retry-after"])
+        assert.equals(5, d:request("GET", "/api/v1/ephemeral/queues/g5/depth",
+                                   nil, TH).json.pending)
+    end)
+
+    it("ephemeral_quota_exceeded: the tenants' default queue allowance",
+       function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_TENANT_MAX_QUEUES = "2" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("a1", { "1" }).status)
+        assert.equals(200, d:pop("queue=a2").status)
+        assert.refused_with("ephemeral_quota_exceeded", d:push("a3", { "1" }))
+        assert.refused_with("ephemeral_quota_exceeded", d:pop("queue=a3"))
+        assert.refused_with("ephemeral_quota_exceeded", d:request("POST",
+            "/api/v1/ephemeral/configure", '{"queue":"a3"}'))
+        -- The queues it holds still work.
+        assert.equals(201, d:push("a2", { "2" }).status)
+        assert.equals(2, d:request("GET", "/api/v1/ephemeral/queues")
+                          .json.count)
+    end)
+
     it("ephemeral_disabled: 503 with Retry-After on every family route",
        function()
         local d = daemon.start()
@@ -71,16 +103,23 @@ describe("refusals", function()
     end)
 
     it("a paused surface never leaks a quota answer", function()
-        local d = daemon.start({ db = true, env = {
-            QUEEN_TENANCY_HEADER = "true" } })
+        -- Header identities are not admin: the operator's token is.
+        local function opts()
+            return { db = true, env = { QUEEN_TENANCY_HEADER = "true" },
+                     args = { "--policy-dir " .. helper.root
+                              .. "/spec/e2e/policies/operator" } }
+        end
+        local d = daemon.start(opts())
         finally(function() d:stop() end)
         grant(T, { max_bytes = 1 })
         -- Grants load at boot and refresh; restart to read this one now.
         d:stop()
-        d = daemon.start({ db = true, env = { QUEEN_TENANCY_HEADER = "true" } })
+        d = daemon.start(opts())
         assert.refused_with("ephemeral_quota_exceeded",
                             d:push("big", { '"xyz"' }, nil, TH))
-        d:request("POST", SWITCH, '{"enabled":false}', TH)
+        assert.equals(200, d:request("POST", SWITCH, '{"enabled":false}',
+            { ["x-queen-tenant"] = T, Authorization = "Bearer operator" })
+            .status)
         local res = d:push("big", { '"xyz"' }, nil, TH)
         assert.refused_with("ephemeral_disabled", res)
         assert.equals("30", res.headers["retry-after"])

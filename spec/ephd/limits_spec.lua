@@ -4,7 +4,8 @@ describe("ephd.limits", function()
     local limits, hooks, grants, asked
     before_each(function()
         helper.core_double({ ephd_now_ms = function() return 0ULL end },
-                           { rate = 10, burst = 20, max_parked = 30 })
+                           { rate = 10, burst = 20, max_parked = 30,
+                             tenant_max_queues = 40 })
         limits = require("ephd.limits")
         hooks = require("ephd.hooks")
         grants = require("ephd.grants")
@@ -40,5 +41,42 @@ describe("ephd.limits", function()
     it("treats limits of the wrong shape as a failed hook", function()
         assert.is_nil(limits.get("bad"))
         assert.equals(1, hooks.failures.limits)
+    end)
+
+    it("refuses NaN, infinities and fractions, caching nothing", function()
+        local answers = {
+            nan = { rate = 0 / 0 }, inf = { rate = math.huge },
+            ninf = { burst = -math.huge }, bytes = { max_bytes = 1 / 0 },
+            half = { max_queues = 1.5 }, big = { max_parked = 2 ^ 64 },
+        }
+        hooks.active = { hooks = { limits = function(tenant)
+            asked = asked + 1
+            return answers[tenant]
+        end }, guarded = {} }
+        for tenant in pairs(answers) do
+            assert.is_nil(limits.get(tenant), tenant)
+        end
+        assert.is_nil(limits.get("nan"))
+        assert.equals(7, asked)
+    end)
+
+    it("hands the policy the knobs, the queue allowance with them",
+       function()
+        local seen
+        hooks.active = { hooks = { limits = function(_, _, d)
+            seen = d
+            return {}
+        end }, guarded = {} }
+        limits.get("t")
+        assert.same({ rate = 10, burst = 20, max_parked = 30,
+                      max_queues = 40 }, seen)
+    end)
+
+    it("bounds a rate's burst by the rate when the policy names none",
+       function()
+        hooks.active = { hooks = { limits = function()
+            return { rate = 5 }
+        end }, guarded = {} }
+        assert.equals(5, limits.get("t").burst)
     end)
 end)

@@ -18,6 +18,19 @@ describe("ephd.policy", function()
         assert.is_nil(p.hooks.meter)
     end)
 
+    it("sorts at most MAX_SORT items in policy code", function()
+        local p = assert(load({ init = 'return { name = "s", version = 1, '
+            .. 'hooks = { cost = function(push) local t = {} '
+            .. 'for i = push.messages, 1, -1 do t[#t + 1] = i end '
+            .. 'table.sort(t) return t[1] end } }' }))
+        assert.equals(1, p.hooks.cost({ messages = policy.MAX_SORT }))
+        local ok, err = pcall(p.hooks.cost, { messages = policy.MAX_SORT + 1 })
+        assert.is_false(ok)
+        assert.truthy(err:find("table.sort: more than", 1, true))
+        -- The broker's own table.sort is untouched.
+        assert.is_nil(table.sort({}))
+    end)
+
     it("takes hooks a policy lacks from the default", function()
         local p = assert(load({ init = 'return { name = "x", version = 2, '
             .. 'hooks = { cost = function(p) return 2 * p.messages end } }' }))

@@ -1,7 +1,8 @@
 -- Limits by plan: each tenant is on a plan (tenants.lua), each plan sets a
 -- message rate, bytes, queues and parked pops. Unknown tenants are on the
 -- free plan. A grant row's columns, where set, still win: the operator's
--- database overrides the plan for one tenant.
+-- database overrides the plan for one tenant (a granted rate is its burst
+-- too, as in Queen).
 local tenants = require("tenants")
 
 local PLANS = {
@@ -21,6 +22,7 @@ return {
             for k, v in pairs(plan) do l[k] = v end
             if grant then
                 l.rate = grant.max_msgs_per_sec or l.rate
+                l.burst = grant.max_msgs_per_sec or l.burst
                 l.max_bytes = grant.max_bytes or l.max_bytes
                 l.max_queues = grant.max_queues or l.max_queues
             end

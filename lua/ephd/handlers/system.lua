@@ -1,6 +1,7 @@
 -- The system routes (admin): the kill switch, policy reload and metering.
 -- They stay reachable while the family is paused, or nobody could unpause.
 local cjson = require("cjson.safe")
+local ffi = require("ffi")
 local core = require("ephd.core")
 local body = require("ephd.body")
 local hooks = require("ephd.hooks")
@@ -8,6 +9,8 @@ local killswitch = require("ephd.killswitch")
 local log = require("ephd.log")
 local metering = require("ephd.metering")
 local reply = require("ephd.reply")
+local tenancy = require("ephd.tenancy")
+local validate = require("ephd.validate")
 
 local C = core.C
 local config = core.config
@@ -123,13 +126,52 @@ _M.metrics = {
     end,
 }
 
--- GET /api/v1/system/metering
+-- GET /api/v1/system/metering[?tenant=UUID | ?limit=N]: one tenant, or
+-- the N holding the most bytes (100 by default, at most 1000) with the
+-- count of every tenant. Never every tenant: with tenant ids the clients'
+-- to choose there may be very many, and the dashboard asks every second.
+local METERING = { tenant = true, limit = true }
+local METERING_LIMIT, METERING_MAX = 100, 1000
+
+local function tenants_json(list)
+    return #list > 0 and encode(list) or "[]"
+end
+
 _M.metering = {
-    parse = no_query,
+    parse = function(ctx)
+        local q, err = validate.query(ffi.string(ctx.req.query.ptr,
+                                                 ctx.req.query.len), METERING)
+        if not q then return err end
+        if q.tenant and q.limit then
+            return "tenant and limit do not go together"
+        end
+        if q.tenant then
+            if not tenancy.valid(q.tenant) then
+                return "tenant must be a UUID"
+            end
+            ctx.param = { tenant = q.tenant:lower() }
+            return
+        end
+        local limit
+        limit, err = validate.integer(q.limit, "limit", METERING_LIMIT)
+        if not limit then return err end
+        if limit < 1 or limit > METERING_MAX then
+            return "limit must be from 1 to " .. METERING_MAX
+        end
+        ctx.param = { limit = limit }
+    end,
     commit = function(ctx)
-        local tenants = metering.all()
-        reply.json(ctx.req, 200, '{"tenants":' .. (#tenants > 0 and
-                   encode(tenants) or "[]") .. '}')
+        local p = ctx.param
+        if p.tenant then
+            local t = metering.of(p.tenant)
+            if t then t.tenant = p.tenant end
+            reply.json(ctx.req, 200, '{"tenants":'
+                       .. tenants_json({ t }) .. '}')
+            return 0
+        end
+        local top, count = metering.top(p.limit)
+        reply.json(ctx.req, 200, '{"tenants":' .. tenants_json(top)
+                   .. ',"count":' .. count .. '}')
         return 0
     end,
 }

@@ -24,6 +24,7 @@ describe("examples/policies/plan-tiers", function()
                            { enabled = true, max_msgs_per_sec = 7,
                              max_queues = 2 })
         assert.equals(7, l.rate)
+        assert.equals(7, l.burst)
         assert.equals(2, l.max_queues)
         assert.equals(1048576, l.max_bytes)
     end)
