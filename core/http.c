@@ -44,6 +44,7 @@ struct ephd_conn {
   int closed;
   int writing;
   int reading;
+  int output_paused; /* parsing waits for unwritten answers to drain */
   int open_handles;
   int resume_queued;
   int refuse;              /* 413 or 431 when a limit stopped the parser */
@@ -77,6 +78,13 @@ static ephd_http_limits_t limits;
 static ephd_http_dispatch_cb dispatch;
 static llhttp_settings_t settings;
 static char shared_in[65536];
+/* A connection that cannot parse further (a request parked or held, or
+ * parsing paused while its answers are unwritten) reads on until it holds
+ * this much unparsed input, then stops. Reading on is how a parked long
+ * poll learns at once that its client went away; stopping is what keeps a
+ * client streaming behind it from growing the broker without bound (nginx
+ * and Redis bound a client's unparsed input the same way). */
+#define STALLED_INPUT_BYTES sizeof(shared_in)
 static ephd_conn_t *conns;
 static size_t nconns;
 static uint64_t activity; /* requests dispatched and connections closed */
@@ -103,6 +111,25 @@ static void process(ephd_conn_t *c);
 static void flush(ephd_conn_t *c);
 static void conn_close(ephd_conn_t *c);
 static void on_resume(uv_idle_t *h);
+
+/* Answers made and not yet taken by the kernel: waiting, and in flight. */
+static size_t unwritten(const ephd_conn_t *c) {
+  return c->out.len + c->wbuf.len;
+}
+
+static int stalled(const ephd_conn_t *c) {
+  return c->parked || c->output_paused;
+}
+
+/* Parsing resumes later, never inside the call that allowed it (an answer
+ * may be made inside another connection's dispatch). */
+static void resume_later(ephd_conn_t *c) {
+  if (c->resume_queued || c->closing || c->closed) return;
+  c->resume_queued = 1;
+  c->resume_next = resume_head;
+  resume_head = c;
+  uv_idle_start(&resume_idle, on_resume);
+}
 
 /* In the order answers were made: a parked pop woken by a push leaves
  * before the push's own 201. */
@@ -234,14 +261,9 @@ void ephd_http_end(ephd_conn_t *c) {
   if (!c->keep_alive) c->closing = 1;
   if (c->parked) {
     /* A parked poll was answered from a wake or a timeout, possibly inside
-     * another connection's dispatch: resume its parsing later, never here. */
+     * another connection's dispatch. */
     c->parked = 0;
-    if (!c->resume_queued && !c->closing) {
-      c->resume_queued = 1;
-      c->resume_next = resume_head;
-      resume_head = c;
-      uv_idle_start(&resume_idle, on_resume);
-    }
+    resume_later(c);
   }
   flush_later(c);
 }
@@ -518,8 +540,17 @@ static void keep_leftover(ephd_conn_t *c) {
   if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
 }
 
+static void update_reading(ephd_conn_t *c);
+
 static void process(ephd_conn_t *c) {
   while (!c->parked && !c->closing && c->parsed < c->end) {
+    /* Pipelined requests wait while this connection's answers are unwritten
+     * past the bound (Redis's client-output-buffer-limit, without the
+     * close): a client that does not read holds the bound, no more. */
+    if (unwritten(c) > limits.max_unwritten_bytes) {
+      c->output_paused = 1;
+      break;
+    }
     llhttp_errno_t err =
         llhttp_execute(&c->parser, c->base + c->parsed, c->end - c->parsed);
     if (err == HPE_OK) {
@@ -538,11 +569,13 @@ static void process(ephd_conn_t *c) {
     break;
   }
   keep_leftover(c);
-  /* Between requests (nothing partial, nothing parked) the idle clock runs;
-   * a partial request runs against the header or body deadline counted from
-   * when it began or had its headers. */
+  update_reading(c);
+  /* Between requests (nothing partial, nothing parked) the idle clock runs,
+   * as it does while the client is not taking its answers; a partial
+   * request runs against the header or body deadline counted from when it
+   * began or had its headers. */
   if (c->parked || c->closing) return;
-  if (c->in.len == 0)
+  if (c->in.len == 0 || c->output_paused)
     arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
   else if (c->in_body)
     arm(c, DEADLINE_REQUEST, c->headers_ms + limits.body_timeout_ms);
@@ -627,10 +660,28 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   } else {
     buf->base = ephd_buf_reserve(&c->in, 16384);
     buf->len = c->in.cap - c->in.len;
+    /* update_reading stops reading before a stalled connection is full. */
+    if (stalled(c) && buf->len > STALLED_INPUT_BYTES - c->in.len)
+      buf->len = STALLED_INPUT_BYTES - c->in.len;
   }
 }
 
-static void start_reading(ephd_conn_t *c);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Reading stops while a write is in flight (the client is not taking its
+ * answers: that is the backpressure on requests that are still arriving),
+ * and while a stalled connection holds its bound of unparsed input. */
+static void update_reading(ephd_conn_t *c) {
+  int want = !c->closed && !c->closing && !c->writing &&
+             !(stalled(c) && c->in.len >= STALLED_INPUT_BYTES);
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+      c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+}
 
 static void on_write(uv_write_t *w, int status) {
   ephd_conn_t *c = w->data;
@@ -643,7 +694,7 @@ static void on_write(uv_write_t *w, int status) {
     return;
   }
   flush(c);
-  if (!c->writing && !c->closing) start_reading(c);
+  update_reading(c);
 }
 
 static void flush(ephd_conn_t *c) {
@@ -671,15 +722,19 @@ static void flush(ephd_conn_t *c) {
         return;
       }
       c->writing = 1;
-      if (c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = 0;
-      }
+      update_reading(c);
       return;
     }
     ephd_buf_shrink(&c->out, 1 << 20);
   }
-  if (c->closing) conn_close(c);
+  if (c->closing) {
+    conn_close(c);
+    return;
+  }
+  if (c->output_paused && unwritten(c) <= limits.max_unwritten_bytes) {
+    c->output_paused = 0;
+    resume_later(c);
+  }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -707,12 +762,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   process(c);
   flush_later(c);
-}
-
-static void start_reading(ephd_conn_t *c) {
-  if (c->reading || c->closed) return;
-  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-    c->reading = 1;
 }
 
 static void on_resume(uv_idle_t *h) {
@@ -752,7 +801,7 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
-  start_reading(c);
+  update_reading(c);
 }
 
 int ephd_http_start(uv_loop_t *l, const char *host, int port,
