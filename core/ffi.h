@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 11 };
+enum { EPHD_FFI_ABI_VERSION = 12 };
 
 enum {
   EPHD_OK = 0,
@@ -45,6 +45,11 @@ typedef struct {
   ephd_slice_t body;
   ephd_slice_t tenant;        /* x-queen-tenant header, empty when absent */
   ephd_slice_t authorization; /* Authorization header, empty when absent */
+  /* What the browser checks read (lua/ephd/browser.lua); empty when absent */
+  ephd_slice_t content_type;
+  ephd_slice_t origin;
+  ephd_slice_t host;
+  ephd_slice_t fetch_site; /* Sec-Fetch-Site */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */
@@ -74,6 +79,8 @@ typedef struct {
   uint64_t burst;         /* the bucket's depth */
   uint64_t max_parked;    /* parked pops per tenant; 0: no limit */
   uint64_t retry_after_s; /* Retry-After of a paused surface */
+  /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
+  const char *allowed_origins;
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */

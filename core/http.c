@@ -16,6 +16,20 @@ typedef struct {
 
 enum { H_NONE, H_FIELD, H_VALUE };
 
+/* The request headers the broker reads, each at most once per request. */
+enum {
+  HDR_TENANT,
+  HDR_AUTHORIZATION,
+  HDR_CONTENT_TYPE,
+  HDR_ORIGIN,
+  HDR_HOST,
+  HDR_FETCH_SITE,
+  N_HEADERS
+};
+static const char *const header_names[N_HEADERS] = {
+    "x-queen-tenant", "Authorization", "Content-Type",
+    "Origin",         "Host",          "Sec-Fetch-Site"};
+
 struct ephd_conn {
   uv_tcp_t tcp;
   ephd_waiter_t waiter;
@@ -31,9 +45,12 @@ struct ephd_conn {
   ephd_buf_t wbuf;    /* the answers a uv_write has in flight */
   ephd_buf_t chunked; /* a chunked body, reassembled */
   uv_write_t wreq;
-  span_t url, field, value, tenant, auth, body;
+  span_t url, field, value, body;
+  span_t headers[N_HEADERS];
+  unsigned headers_seen; /* a bit per HDR_ */
   size_t header_bytes;
   int hstate;
+  int head; /* a HEAD request: its answer has no body */
   int body_chunked;
   int expect_continue;
   int keep_alive; /* of the request being answered */
@@ -47,7 +64,8 @@ struct ephd_conn {
   int output_paused; /* parsing waits for unwritten answers to drain */
   int open_handles;
   int resume_queued;
-  int refuse;              /* 413 or 431 when a limit stopped the parser */
+  int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
+  int repeated; /* the HDR_ whose repetition was refused */
   ephd_conn_t **hold_slot; /* who to tell if we close while held */
   int route;        /* the metrics' route of the request being answered */
   int status;       /* of the answer being written */
@@ -258,6 +276,9 @@ void ephd_http_end(ephd_conn_t *c) {
     n /= 10;
     if (n == 0) break;
   }
+  /* HEAD: the headers a GET would have had, Content-Length included
+   * (RFC 9110 9.3.2), and no body bytes. */
+  if (c->head) c->out.len = c->body_start;
   if (!c->keep_alive) c->closing = 1;
   if (c->parked) {
     /* A parked poll was answered from a wake or a timeout, possibly inside
@@ -370,7 +391,10 @@ static int on_message_begin(llhttp_t *p) {
   c->began_ms = uv_now(loop);
   c->in_body = 0;
   span_t none = {0, 0};
-  c->url = c->field = c->value = c->tenant = c->auth = c->body = none;
+  c->url = c->field = c->value = c->body = none;
+  for (int i = 0; i < N_HEADERS; i++) c->headers[i] = none;
+  c->headers_seen = 0;
+  c->head = 0;
   c->refuse = 0;
   c->header_bytes = 0;
   c->hstate = H_NONE;
@@ -400,9 +424,28 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   return too_big_headers(c, p, len);
 }
 
-static int field_is(ephd_conn_t *c, const char *name) {
-  size_t n = strlen(name);
-  return c->field.len == n && strncasecmp(c->base + c->field.off, name, n) == 0;
+/* Which of the headers we read the field names, or -1; by length first,
+ * since most fields are none of them. */
+static int header_of(const char *f, size_t len) {
+  int h = -1;
+  switch (len) {
+    case 4:
+      h = HDR_HOST;
+      break;
+    case 6:
+      h = HDR_ORIGIN;
+      break;
+    case 12:
+      h = HDR_CONTENT_TYPE;
+      break;
+    case 13:
+      h = HDR_AUTHORIZATION;
+      break;
+    case 14:
+      h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
+      break;
+  }
+  return h >= 0 && strncasecmp(f, header_names[h], len) == 0 ? h : -1;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
@@ -411,16 +454,26 @@ static int on_header_value_complete(llhttp_t *p) {
   while (c->value.len && (c->base[c->value.off + c->value.len - 1] == ' ' ||
                           c->base[c->value.off + c->value.len - 1] == '\t'))
     c->value.len--;
-  /* The first of a repeated identity header wins; a proxy that appends one
-   * cannot override what the first hop set. */
-  if (field_is(c, "x-queen-tenant") && c->tenant.len == 0)
-    c->tenant = c->value;
-  else if (field_is(c, "authorization") && c->auth.len == 0)
-    c->auth = c->value;
-  else if (field_is(c, "expect") && c->value.len == 12 &&
-           strncasecmp(c->base + c->value.off, "100-continue", 12) == 0)
-    c->expect_continue = 1;
   c->hstate = H_NONE;
+  const char *f = c->base + c->field.off;
+  int h = header_of(f, c->field.len);
+  if (h >= 0) {
+    /* Twice is refused, as a repeated Content-Length is: which one counts
+     * would otherwise be up to each hop (the first, the last, both
+     * joined), and a proxy that appends an identity header would hand the
+     * choice to the client. */
+    if (c->headers_seen & (1u << h)) {
+      c->refuse = 400;
+      c->repeated = h;
+      return HPE_USER;
+    }
+    c->headers_seen |= 1u << h;
+    c->headers[h] = c->value;
+  } else if (c->field.len == 6 && strncasecmp(f, "expect", 6) == 0 &&
+             c->value.len == 12 &&
+             strncasecmp(c->base + c->value.off, "100-continue", 12) == 0) {
+    c->expect_continue = 1;
+  }
   return 0;
 }
 
@@ -428,6 +481,7 @@ static int on_headers_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   c->headers_ms = uv_now(loop);
   c->in_body = 1;
+  c->head = p->method == HTTP_HEAD;
   c->body_chunked = (p->flags & F_CHUNKED) != 0;
   if ((p->flags & F_CONTENT_LENGTH) &&
       p->content_length > limits.max_body_bytes) {
@@ -479,8 +533,12 @@ static int on_message_complete(llhttp_t *p) {
   } else {
     r->body = slice(c, c->body);
   }
-  r->tenant = slice(c, c->tenant);
-  r->authorization = slice(c, c->auth);
+  r->tenant = slice(c, c->headers[HDR_TENANT]);
+  r->authorization = slice(c, c->headers[HDR_AUTHORIZATION]);
+  r->content_type = slice(c, c->headers[HDR_CONTENT_TYPE]);
+  r->origin = slice(c, c->headers[HDR_ORIGIN]);
+  r->host = slice(c, c->headers[HDR_HOST]);
+  r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);
   c->keep_alive = llhttp_should_keep_alive(p);
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;
@@ -510,6 +568,11 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
     respond_error(c, 431, "request headers are too large");
   } else if (c->refuse == 413) {
     respond_error(c, 413, "request body is too large");
+  } else if (c->refuse == 400) {
+    char msg[80];
+    snprintf(msg, sizeof(msg), "the %s header appears more than once",
+             header_names[c->repeated]);
+    respond_error(c, 400, msg);
   } else {
     char msg[160];
     snprintf(msg, sizeof(msg), "malformed HTTP request: %s",
@@ -529,10 +592,11 @@ static void keep_leftover(ephd_conn_t *c) {
   } else {
     ephd_buf_consume(&c->in, from);
   }
-  span_t *spans[] = {&c->url,    &c->field, &c->value,
-                     &c->tenant, &c->auth,  &c->body};
+  span_t *spans[] = {&c->url, &c->field, &c->value, &c->body};
   for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++)
     if (spans[i]->off >= from) spans[i]->off -= from;
+  for (int i = 0; i < N_HEADERS; i++)
+    if (c->headers[i].off >= from) c->headers[i].off -= from;
   c->parsed -= from;
   c->msg_start = 0;
   c->base = c->in.base;

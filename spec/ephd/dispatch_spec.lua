@@ -46,7 +46,7 @@ describe("ephd.dispatch", function()
         call("PUT", "/api/v1/ephemeral/queues")
         assert.equals(404, answers[1].status)
         assert.equals(405, answers[2].status)
-        assert.equals("Allow: GET\r\n", answers[2].headers)
+        assert.equals("Allow: GET, HEAD\r\n", answers[2].headers)
         assert.equals("ephemeral_bad_request",
                       cjson.decode(answers[2].body).code)
     end)
