@@ -62,6 +62,7 @@ struct ephd_conn {
   int writing;
   int reading;
   int output_paused; /* parsing waits for unwritten answers to drain */
+  int sent_all;      /* the client shut its sending side while paused */
   int open_handles;
   int resume_queued;
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
@@ -633,6 +634,8 @@ static void process(ephd_conn_t *c) {
     break;
   }
   keep_leftover(c);
+  /* Everything a client that finished sending asked is answered. */
+  if (c->sent_all && !stalled(c)) c->closing = 1;
   update_reading(c);
   /* Between requests (nothing partial, nothing parked) the idle clock runs,
    * as it does while the client is not taking its answers; a partial
@@ -736,7 +739,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
  * answers: that is the backpressure on requests that are still arriving),
  * and while a stalled connection holds its bound of unparsed input. */
 static void update_reading(ephd_conn_t *c) {
-  int want = !c->closed && !c->closing && !c->writing &&
+  int want = !c->closed && !c->closing && !c->writing && !c->sent_all &&
              !(stalled(c) && c->in.len >= STALLED_INPUT_BYTES);
   if (want && !c->reading) {
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
@@ -804,6 +807,14 @@ static void flush(ephd_conn_t *c) {
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   ephd_conn_t *c = s->data;
   if (nread < 0) {
+    /* A client that sent its requests and shut its side before reading
+     * still gets the answers it was held back from: its requests are
+     * parsed as they drain. */
+    if (nread == UV_EOF && c->output_paused && !c->parked) {
+      c->sent_all = 1;
+      update_reading(c);
+      return;
+    }
     /* EOF or error: a parked poll or a half-sent request is simply dropped. */
     if (c->out.len || c->writing) {
       c->closing = 1;

@@ -145,4 +145,18 @@ describe("backpressure", function()
         assert.equals("ok", c:receive().json.status)
         c:close()
     end)
+
+    it("answers every request of a client that stops sending before it "
+       .. "reads", function()
+        local c = d:connect()
+        local raw = {}
+        for i = 1, 600 do raw[i] = daemon.format("GET", "/dashboard") end
+        raw[#raw + 1] = daemon.format("GET", "/health")
+        c:send(table.concat(raw))
+        c.sock:shutdown("send")
+        daemon.sleep(0.2)
+        for _ = 1, 600 do assert.equals(200, assert(c:receive()).status) end
+        assert.equals("ok", assert(c:receive()).json.status)
+        c:close()
+    end)
 end)
