@@ -50,6 +50,9 @@ static const knob_t knobs[] = {
      AT(header_timeout_ms), "a request's headers must arrive within (408)"},
     {"QUEEN_EPHEMERAL_BODY_TIMEOUT_MS", "60000", 100, 3600000, K_U64,
      AT(body_timeout_ms), "a request's body must arrive within (408)"},
+    {"QUEEN_EPHEMERAL_MAX_UNWRITTEN_BYTES", "1048576", 65536, MiB(1024), K_U64,
+     AT(max_unwritten_bytes),
+     "a connection's unwritten answers before its pipelined requests wait"},
     {"QUEEN_EPHEMERAL_MAX_PARTITIONS", "10000", 1, 1000000, K_U64,
      AT(max_partitions), "partitions a queue may have (403 past it)"},
     {"QUEEN_EPHEMERAL_MAX_GROUPS", "64", 1, 4096, K_U64, AT(max_groups),
@@ -105,6 +108,25 @@ static int parse_value(const knob_t *k, const char *v, ephd_settings_t *s) {
   return 0;
 }
 
+/* EPHD_ALLOWED_ORIGINS: "*", or a comma-separated list whose items are
+ * "null" or http(s)://host[:port], as browsers write an Origin header. */
+static int origins_usable(const char *v) {
+  if (strcmp(v, "*") == 0) return 1;
+  while (*v) {
+    size_t n = strcspn(v, ",");
+    size_t scheme = strncmp(v, "http://", 7) == 0    ? 7
+                    : strncmp(v, "https://", 8) == 0 ? 8
+                                                     : 0;
+    int ok = (n == 4 && strncmp(v, "null", 4) == 0) || (scheme && n > scheme);
+    for (size_t i = scheme; ok && i < n; i++)
+      if (v[i] == '/' || v[i] <= ' ' || v[i] == 127) ok = 0;
+    if (!ok) return 0;
+    v += n;
+    if (*v == ',' && *++v == 0) return 0;
+  }
+  return 1;
+}
+
 static void usage(FILE *out) {
   fprintf(out,
           "usage: ephd [--listen HOST:PORT] [--policy-dir DIR] "
@@ -125,6 +147,8 @@ static void usage(FILE *out) {
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
     fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,
             knobs[i].help);
+  fprintf(out, "  %-34s %-10s %s\n", "EPHD_ALLOWED_ORIGINS", "(none)",
+          "foreign browser origins let in: a comma-separated list, or *");
 }
 
 static int parse_listen(ephd_settings_t *s, const char *v) {
@@ -172,6 +196,15 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
                                 : "expected a whole number in range");
       return -1;
     }
+  }
+  s->lua.allowed_origins = getenv("EPHD_ALLOWED_ORIGINS");
+  if (s->lua.allowed_origins == NULL) s->lua.allowed_origins = "";
+  if (!origins_usable(s->lua.allowed_origins)) {
+    fprintf(stderr,
+            "ephd: EPHD_ALLOWED_ORIGINS=%s is not usable: expected * or "
+            "origins such as https://app.example.com:8443, comma-separated\n",
+            s->lua.allowed_origins);
+    return -1;
   }
   parse_listen(s, "127.0.0.1:6632");
   s->policy_dir = default_policy_dir;
@@ -240,4 +273,6 @@ void ephd_config_log(const ephd_settings_t *s) {
     }
     ephd_log("info", "setting", "name", k->name, "value", v, NULL);
   }
+  ephd_log("info", "setting", "name", "EPHD_ALLOWED_ORIGINS", "value",
+           s->lua.allowed_origins, NULL);
 }

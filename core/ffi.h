@@ -45,6 +45,11 @@ typedef struct {
   ephd_slice_t body;
   ephd_slice_t tenant;        /* x-queen-tenant header, empty when absent */
   ephd_slice_t authorization; /* Authorization header, empty when absent */
+  /* What the browser checks read (lua/ephd/browser.lua); empty when absent */
+  ephd_slice_t content_type;
+  ephd_slice_t origin;
+  ephd_slice_t host;
+  ephd_slice_t fetch_site; /* Sec-Fetch-Site */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */
@@ -76,6 +81,8 @@ typedef struct {
   uint64_t retry_after_s; /* Retry-After of a paused surface */
   /* queues a tenant may hold unless its grant says; 0: no limit */
   uint64_t tenant_max_queues;
+  /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
+  const char *allowed_origins;
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */

@@ -16,6 +16,20 @@ typedef struct {
 
 enum { H_NONE, H_FIELD, H_VALUE };
 
+/* The request headers the broker reads, each at most once per request. */
+enum {
+  HDR_TENANT,
+  HDR_AUTHORIZATION,
+  HDR_CONTENT_TYPE,
+  HDR_ORIGIN,
+  HDR_HOST,
+  HDR_FETCH_SITE,
+  N_HEADERS
+};
+static const char *const header_names[N_HEADERS] = {
+    "x-queen-tenant", "Authorization", "Content-Type",
+    "Origin",         "Host",          "Sec-Fetch-Site"};
+
 struct ephd_conn {
   uv_tcp_t tcp;
   ephd_waiter_t waiter;
@@ -31,9 +45,12 @@ struct ephd_conn {
   ephd_buf_t wbuf;    /* the answers a uv_write has in flight */
   ephd_buf_t chunked; /* a chunked body, reassembled */
   uv_write_t wreq;
-  span_t url, field, value, tenant, auth, body;
+  span_t url, field, value, body;
+  span_t headers[N_HEADERS];
+  unsigned headers_seen; /* a bit per HDR_ */
   size_t header_bytes;
   int hstate;
+  int head; /* a HEAD request: its answer has no body */
   int body_chunked;
   int expect_continue;
   int keep_alive; /* of the request being answered */
@@ -44,9 +61,12 @@ struct ephd_conn {
   int closed;
   int writing;
   int reading;
+  int output_paused; /* parsing waits for unwritten answers to drain */
+  int sent_all;      /* the client shut its sending side while paused */
   int open_handles;
   int resume_queued;
-  int refuse;              /* 413 or 431 when a limit stopped the parser */
+  int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
+  int repeated; /* the HDR_ whose repetition was refused */
   ephd_conn_t **hold_slot; /* who to tell if we close while held */
   int route;        /* the metrics' route of the request being answered */
   int status;       /* of the answer being written */
@@ -77,6 +97,13 @@ static ephd_http_limits_t limits;
 static ephd_http_dispatch_cb dispatch;
 static llhttp_settings_t settings;
 static char shared_in[65536];
+/* A connection that cannot parse further (a request parked or held, or
+ * parsing paused while its answers are unwritten) reads on until it holds
+ * this much unparsed input, then stops. Reading on is how a parked long
+ * poll learns at once that its client went away; stopping is what keeps a
+ * client streaming behind it from growing the broker without bound (nginx
+ * and Redis bound a client's unparsed input the same way). */
+#define STALLED_INPUT_BYTES sizeof(shared_in)
 static ephd_conn_t *conns;
 static size_t nconns;
 static uint64_t activity; /* requests dispatched and connections closed */
@@ -103,6 +130,25 @@ static void process(ephd_conn_t *c);
 static void flush(ephd_conn_t *c);
 static void conn_close(ephd_conn_t *c);
 static void on_resume(uv_idle_t *h);
+
+/* Answers made and not yet taken by the kernel: waiting, and in flight. */
+static size_t unwritten(const ephd_conn_t *c) {
+  return c->out.len + c->wbuf.len;
+}
+
+static int stalled(const ephd_conn_t *c) {
+  return c->parked || c->output_paused;
+}
+
+/* Parsing resumes later, never inside the call that allowed it (an answer
+ * may be made inside another connection's dispatch). */
+static void resume_later(ephd_conn_t *c) {
+  if (c->resume_queued || c->closing || c->closed) return;
+  c->resume_queued = 1;
+  c->resume_next = resume_head;
+  resume_head = c;
+  uv_idle_start(&resume_idle, on_resume);
+}
 
 /* In the order answers were made: a parked pop woken by a push leaves
  * before the push's own 201. */
@@ -231,17 +277,15 @@ void ephd_http_end(ephd_conn_t *c) {
     n /= 10;
     if (n == 0) break;
   }
+  /* HEAD: the headers a GET would have had, Content-Length included
+   * (RFC 9110 9.3.2), and no body bytes. */
+  if (c->head) c->out.len = c->body_start;
   if (!c->keep_alive) c->closing = 1;
   if (c->parked) {
     /* A parked poll was answered from a wake or a timeout, possibly inside
-     * another connection's dispatch: resume its parsing later, never here. */
+     * another connection's dispatch. */
     c->parked = 0;
-    if (!c->resume_queued && !c->closing) {
-      c->resume_queued = 1;
-      c->resume_next = resume_head;
-      resume_head = c;
-      uv_idle_start(&resume_idle, on_resume);
-    }
+    resume_later(c);
   }
   flush_later(c);
 }
@@ -348,7 +392,10 @@ static int on_message_begin(llhttp_t *p) {
   c->began_ms = uv_now(loop);
   c->in_body = 0;
   span_t none = {0, 0};
-  c->url = c->field = c->value = c->tenant = c->auth = c->body = none;
+  c->url = c->field = c->value = c->body = none;
+  for (int i = 0; i < N_HEADERS; i++) c->headers[i] = none;
+  c->headers_seen = 0;
+  c->head = 0;
   c->refuse = 0;
   c->header_bytes = 0;
   c->hstate = H_NONE;
@@ -378,9 +425,28 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   return too_big_headers(c, p, len);
 }
 
-static int field_is(ephd_conn_t *c, const char *name) {
-  size_t n = strlen(name);
-  return c->field.len == n && strncasecmp(c->base + c->field.off, name, n) == 0;
+/* Which of the headers we read the field names, or -1; by length first,
+ * since most fields are none of them. */
+static int header_of(const char *f, size_t len) {
+  int h = -1;
+  switch (len) {
+    case 4:
+      h = HDR_HOST;
+      break;
+    case 6:
+      h = HDR_ORIGIN;
+      break;
+    case 12:
+      h = HDR_CONTENT_TYPE;
+      break;
+    case 13:
+      h = HDR_AUTHORIZATION;
+      break;
+    case 14:
+      h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
+      break;
+  }
+  return h >= 0 && strncasecmp(f, header_names[h], len) == 0 ? h : -1;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
@@ -389,16 +455,26 @@ static int on_header_value_complete(llhttp_t *p) {
   while (c->value.len && (c->base[c->value.off + c->value.len - 1] == ' ' ||
                           c->base[c->value.off + c->value.len - 1] == '\t'))
     c->value.len--;
-  /* The first of a repeated identity header wins; a proxy that appends one
-   * cannot override what the first hop set. */
-  if (field_is(c, "x-queen-tenant") && c->tenant.len == 0)
-    c->tenant = c->value;
-  else if (field_is(c, "authorization") && c->auth.len == 0)
-    c->auth = c->value;
-  else if (field_is(c, "expect") && c->value.len == 12 &&
-           strncasecmp(c->base + c->value.off, "100-continue", 12) == 0)
-    c->expect_continue = 1;
   c->hstate = H_NONE;
+  const char *f = c->base + c->field.off;
+  int h = header_of(f, c->field.len);
+  if (h >= 0) {
+    /* Twice is refused, as a repeated Content-Length is: which one counts
+     * would otherwise be up to each hop (the first, the last, both
+     * joined), and a proxy that appends an identity header would hand the
+     * choice to the client. */
+    if (c->headers_seen & (1u << h)) {
+      c->refuse = 400;
+      c->repeated = h;
+      return HPE_USER;
+    }
+    c->headers_seen |= 1u << h;
+    c->headers[h] = c->value;
+  } else if (c->field.len == 6 && strncasecmp(f, "expect", 6) == 0 &&
+             c->value.len == 12 &&
+             strncasecmp(c->base + c->value.off, "100-continue", 12) == 0) {
+    c->expect_continue = 1;
+  }
   return 0;
 }
 
@@ -406,6 +482,7 @@ static int on_headers_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   c->headers_ms = uv_now(loop);
   c->in_body = 1;
+  c->head = p->method == HTTP_HEAD;
   c->body_chunked = (p->flags & F_CHUNKED) != 0;
   if ((p->flags & F_CONTENT_LENGTH) &&
       p->content_length > limits.max_body_bytes) {
@@ -457,8 +534,12 @@ static int on_message_complete(llhttp_t *p) {
   } else {
     r->body = slice(c, c->body);
   }
-  r->tenant = slice(c, c->tenant);
-  r->authorization = slice(c, c->auth);
+  r->tenant = slice(c, c->headers[HDR_TENANT]);
+  r->authorization = slice(c, c->headers[HDR_AUTHORIZATION]);
+  r->content_type = slice(c, c->headers[HDR_CONTENT_TYPE]);
+  r->origin = slice(c, c->headers[HDR_ORIGIN]);
+  r->host = slice(c, c->headers[HDR_HOST]);
+  r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);
   c->keep_alive = llhttp_should_keep_alive(p);
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;
@@ -488,6 +569,11 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
     respond_error(c, 431, "request headers are too large");
   } else if (c->refuse == 413) {
     respond_error(c, 413, "request body is too large");
+  } else if (c->refuse == 400) {
+    char msg[80];
+    snprintf(msg, sizeof(msg), "the %s header appears more than once",
+             header_names[c->repeated]);
+    respond_error(c, 400, msg);
   } else {
     char msg[160];
     snprintf(msg, sizeof(msg), "malformed HTTP request: %s",
@@ -507,10 +593,11 @@ static void keep_leftover(ephd_conn_t *c) {
   } else {
     ephd_buf_consume(&c->in, from);
   }
-  span_t *spans[] = {&c->url,    &c->field, &c->value,
-                     &c->tenant, &c->auth,  &c->body};
+  span_t *spans[] = {&c->url, &c->field, &c->value, &c->body};
   for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++)
     if (spans[i]->off >= from) spans[i]->off -= from;
+  for (int i = 0; i < N_HEADERS; i++)
+    if (c->headers[i].off >= from) c->headers[i].off -= from;
   c->parsed -= from;
   c->msg_start = 0;
   c->base = c->in.base;
@@ -518,8 +605,17 @@ static void keep_leftover(ephd_conn_t *c) {
   if (c->in.len == 0) ephd_buf_shrink(&c->in, 0);
 }
 
+static void update_reading(ephd_conn_t *c);
+
 static void process(ephd_conn_t *c) {
   while (!c->parked && !c->closing && c->parsed < c->end) {
+    /* Pipelined requests wait while this connection's answers are unwritten
+     * past the bound (Redis's client-output-buffer-limit, without the
+     * close): a client that does not read holds the bound, no more. */
+    if (unwritten(c) > limits.max_unwritten_bytes) {
+      c->output_paused = 1;
+      break;
+    }
     llhttp_errno_t err =
         llhttp_execute(&c->parser, c->base + c->parsed, c->end - c->parsed);
     if (err == HPE_OK) {
@@ -538,11 +634,15 @@ static void process(ephd_conn_t *c) {
     break;
   }
   keep_leftover(c);
-  /* Between requests (nothing partial, nothing parked) the idle clock runs;
-   * a partial request runs against the header or body deadline counted from
-   * when it began or had its headers. */
+  /* Everything a client that finished sending asked is answered. */
+  if (c->sent_all && !stalled(c)) c->closing = 1;
+  update_reading(c);
+  /* Between requests (nothing partial, nothing parked) the idle clock runs,
+   * as it does while the client is not taking its answers; a partial
+   * request runs against the header or body deadline counted from when it
+   * began or had its headers. */
   if (c->parked || c->closing) return;
-  if (c->in.len == 0)
+  if (c->in.len == 0 || c->output_paused)
     arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
   else if (c->in_body)
     arm(c, DEADLINE_REQUEST, c->headers_ms + limits.body_timeout_ms);
@@ -627,10 +727,28 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   } else {
     buf->base = ephd_buf_reserve(&c->in, 16384);
     buf->len = c->in.cap - c->in.len;
+    /* update_reading stops reading before a stalled connection is full. */
+    if (stalled(c) && buf->len > STALLED_INPUT_BYTES - c->in.len)
+      buf->len = STALLED_INPUT_BYTES - c->in.len;
   }
 }
 
-static void start_reading(ephd_conn_t *c);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Reading stops while a write is in flight (the client is not taking its
+ * answers: that is the backpressure on requests that are still arriving),
+ * and while a stalled connection holds its bound of unparsed input. */
+static void update_reading(ephd_conn_t *c) {
+  int want = !c->closed && !c->closing && !c->writing && !c->sent_all &&
+             !(stalled(c) && c->in.len >= STALLED_INPUT_BYTES);
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+      c->reading = 1;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+  }
+}
 
 static void on_write(uv_write_t *w, int status) {
   ephd_conn_t *c = w->data;
@@ -643,7 +761,7 @@ static void on_write(uv_write_t *w, int status) {
     return;
   }
   flush(c);
-  if (!c->writing && !c->closing) start_reading(c);
+  update_reading(c);
 }
 
 static void flush(ephd_conn_t *c) {
@@ -671,20 +789,32 @@ static void flush(ephd_conn_t *c) {
         return;
       }
       c->writing = 1;
-      if (c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = 0;
-      }
+      update_reading(c);
       return;
     }
     ephd_buf_shrink(&c->out, 1 << 20);
   }
-  if (c->closing) conn_close(c);
+  if (c->closing) {
+    conn_close(c);
+    return;
+  }
+  if (c->output_paused && unwritten(c) <= limits.max_unwritten_bytes) {
+    c->output_paused = 0;
+    resume_later(c);
+  }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   ephd_conn_t *c = s->data;
   if (nread < 0) {
+    /* A client that sent its requests and shut its side before reading
+     * still gets the answers it was held back from: its requests are
+     * parsed as they drain. */
+    if (nread == UV_EOF && c->output_paused && !c->parked) {
+      c->sent_all = 1;
+      update_reading(c);
+      return;
+    }
     /* EOF or error: a parked poll or a half-sent request is simply dropped. */
     if (c->out.len || c->writing) {
       c->closing = 1;
@@ -707,12 +837,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   process(c);
   flush_later(c);
-}
-
-static void start_reading(ephd_conn_t *c) {
-  if (c->reading || c->closed) return;
-  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-    c->reading = 1;
 }
 
 static void on_resume(uv_idle_t *h) {
@@ -752,7 +876,7 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   uv_tcp_nodelay(&c->tcp, 1);
   arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
-  start_reading(c);
+  update_reading(c);
 }
 
 int ephd_http_start(uv_loop_t *l, const char *host, int port,

@@ -23,6 +23,7 @@ typedef struct {
   uint64_t idle_timeout_ms;   /* no request in progress */
   uint64_t header_timeout_ms; /* a request's first byte to its headers */
   uint64_t body_timeout_ms;   /* its headers to its last body byte */
+  size_t max_unwritten_bytes; /* a connection's answers before it waits */
 } ephd_http_limits_t;
 
 int ephd_http_start(uv_loop_t *loop, const char *host, int port,

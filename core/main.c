@@ -152,6 +152,7 @@ int main(int argc, char **argv) {
       .idle_timeout_ms = s.idle_timeout_s * 1000,
       .header_timeout_ms = s.header_timeout_ms,
       .body_timeout_ms = s.body_timeout_ms,
+      .max_unwritten_bytes = s.max_unwritten_bytes,
   };
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
                       ephd_lua_host_dispatch, err, sizeof(err)) != 0) {

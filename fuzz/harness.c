@@ -60,7 +60,13 @@ void ephd_fuzz_boot(void) {
   }
   ephd_store_start(loop, &engine, NULL, 30000, ephd_lua_host_apply_declarations,
                    ephd_lua_host_apply_grants);
-  ephd_http_limits_t limits = {1 << 20, 16384, 60000, 100, 100};
+  /* A small output bound, so that pipelined inputs pause and resume. */
+  ephd_http_limits_t limits = {.max_body_bytes = 1 << 20,
+                               .max_header_bytes = 16384,
+                               .idle_timeout_ms = 60000,
+                               .header_timeout_ms = 100,
+                               .body_timeout_ms = 100,
+                               .max_unwritten_bytes = 512};
   if (ephd_http_start(loop, "127.0.0.1", 0, &limits, ephd_lua_host_dispatch,
                       err, sizeof(err)) != 0) {
     fprintf(stderr, "fuzz: %s\n", err);

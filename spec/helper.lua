@@ -87,7 +87,8 @@ function helper.request(t)
     local req = ffi.new("ephd_request_t")
     local anchor = {}
     for _, field in ipairs({ "method", "path", "query", "body", "tenant",
-                             "authorization" }) do
+                             "authorization", "content_type", "origin",
+                             "host", "fetch_site" }) do
         local s = t[field] or ""
         anchor[#anchor + 1] = s
         req[field].ptr = s

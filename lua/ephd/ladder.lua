@@ -6,6 +6,7 @@
 -- reported as bits, and the first rung here holding one of them answers.
 local core = require("ephd.core")
 local access = require("ephd.access")
+local browser = require("ephd.browser")
 local errors = require("ephd.errors")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
@@ -66,6 +67,12 @@ local function unvouched_level()
     return config.tenancy_header ~= 0 and "read-write" or "admin"
 end
 
+-- After the kill switch, as every refusal is; before identity, since a
+-- request a page forged says nothing about who sent it.
+local function same_origin(ctx)
+    return browser.foreign(ctx.req)
+end
+
 local function authenticated(ctx)
     local request = ctx.request
     local tenant, why = tenancy.tenant(ctx.req)
@@ -107,6 +114,10 @@ local function granted(ctx)
 end
 
 local function shaped(ctx)
+    if ctx.request.method == "POST" then
+        local why = browser.not_json(ctx.req)
+        if why then return why end
+    end
     return ctx.handler.parse(ctx)
 end
 
@@ -138,6 +149,7 @@ end
 
 _M.ORDER = {
     { code = "ephemeral_disabled", check = paused },
+    { code = "forbidden", check = same_origin },
     { code = "unauthorized", check = authenticated },
     { code = "feature_gated", check = granted },
     { code = "ephemeral_bad_request", check = shaped },

@@ -42,9 +42,18 @@ local DELETE_PREFIX = "/api/v1/ephemeral/queue/"
 local DEPTH_PREFIX = "/api/v1/ephemeral/queues/"
 local DEPTH_SUFFIX = "/depth"
 
+-- HEAD is a GET without its body (C drops the body, keeping the headers),
+-- on every GET route but pop: a pop takes messages, and a HEAD must change
+-- nothing (RFC 9110 9.3.2).
+local function head(methods)
+    local get = methods.GET
+    return get ~= "pop" and get or nil
+end
+
 local function allow(methods)
     local list = {}
     for m in pairs(methods) do list[#list + 1] = m end
+    if head(methods) then list[#list + 1] = "HEAD" end
     table.sort(list)
     return table.concat(list, ", ")
 end
@@ -81,7 +90,7 @@ function _M.route(method, path)
     if not methods then
         return nil, 404, "no route " .. path
     end
-    local name = methods[method]
+    local name = methods[method] or (method == "HEAD" and head(methods))
     if not name then
         return nil, 405, method .. " is not allowed on " .. path,
                allow(methods)

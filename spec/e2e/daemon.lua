@@ -146,15 +146,27 @@ function Conn:close()
     self.sock:close()
 end
 
+-- A request's bytes. Host is "test" and a body is JSON unless headers say
+-- otherwise (a header given as false is left out).
 function _M.format(method, path, body, headers)
-    local lines = { method .. " " .. path .. " HTTP/1.1", "Host: test" }
-    for k, v in pairs(headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+    headers = headers or {}
+    local named = {}
+    for k in pairs(headers) do named[k:lower()] = true end
+    local lines = { method .. " " .. path .. " HTTP/1.1" }
+    if not named.host then lines[#lines + 1] = "Host: test" end
+    if body and not named["content-type"] then
+        lines[#lines + 1] = "Content-Type: application/json"
+    end
+    for k, v in pairs(headers) do
+        if v then lines[#lines + 1] = k .. ": " .. v end
+    end
     if body then lines[#lines + 1] = "Content-Length: " .. #body end
     return table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or "")
 end
 
--- Reads one response; nil, err on timeout or a closed connection.
-function Conn:receive(timeout)
+-- Reads one response; nil, err on timeout or a closed connection. The
+-- answer to a HEAD has no body whatever its Content-Length says.
+function Conn:receive(timeout, head)
     self.sock:settimeout(timeout or 10)
     local line, err = self.sock:receive("*l")
     if not line then return nil, err end
@@ -167,7 +179,7 @@ function Conn:receive(timeout)
         headers[k:lower()] = v
     end
     local n = tonumber(headers["content-length"])
-    local body = n > 0 and assert(self.sock:receive(n)) or ""
+    local body = n > 0 and not head and assert(self.sock:receive(n)) or ""
     local res = { status = status, headers = headers, body = body }
     local ok, json = pcall(cjson.decode, body)
     if ok then res.json = json end

@@ -83,6 +83,7 @@ describe("http", function()
         local c = d:connect()
         local body = '{"queue":"chunky","messages":[{"payload":"abc"}]}'
         c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Type: application/json\r\n"
                .. "Transfer-Encoding: chunked\r\n\r\n"
                .. ("%x\r\n%s\r\n"):format(10, body:sub(1, 10))
                .. ("%x\r\n%s\r\n"):format(#body - 10, body:sub(11))
@@ -187,6 +188,7 @@ describe("http", function()
         local c = d:connect()
         local body = '{"queue":"cont","messages":[]}'
         c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Type: application/json\r\n"
                .. "Expect: 100-continue\r\nContent-Length: " .. #body
                .. "\r\n\r\n")
         local line = c.sock:receive("*l")

@@ -48,7 +48,7 @@ describe("ephd.dispatch", function()
         assert.equals(404, answers[1].status)
         assert.equals("route_not_found", cjson.decode(answers[1].body).code)
         assert.equals(405, answers[2].status)
-        assert.equals("Allow: GET\r\n", answers[2].headers)
+        assert.equals("Allow: GET, HEAD\r\n", answers[2].headers)
         assert.equals("ephemeral_bad_request",
                       cjson.decode(answers[2].body).code)
     end)
