@@ -54,7 +54,7 @@ describe("per-tenant state", function()
     end)
 
     it("the meter's last counts: only tenants C still reports", function()
-        local known, pushed = {}, 5
+        local known, pushed, born = {}, 5, {}
         helper.core_double({
             ephd_now_ms = function() return 0ULL end,
             ephd_tenant_next = function(pos, name, out)
@@ -63,6 +63,7 @@ describe("per-tenant state", function()
                 pos[0] = pos[0] + 1
                 name.ptr, name.len = t, #t
                 out.pushed, out.delivered = pushed, 0
+                out.born = born[t] or 1
                 return 1
             end,
         })
@@ -80,10 +81,10 @@ describe("per-tenant state", function()
         known = { tenant(3) }
         dispatch.meter()
         assert.equals(1, dispatch.metered())
-        -- One C forgot and met again counts from zero, never below.
+        -- One C forgot and met again (a new born) counts from zero.
         local seen
         require("ephd.hooks").active.hooks.meter = function(d) seen = d end
-        pushed = 2
+        pushed, born[tenant(3)] = 2, 2
         dispatch.meter()
         assert.equals(2, seen[1].pushed)
     end)
