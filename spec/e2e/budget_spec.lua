@@ -115,13 +115,8 @@ describe("the policy budget", function()
         assert.refused_with("ephemeral_bad_request", res)
         assert.truthy(res.json.error:find("time budget", 1, true))
         os.execute("kill -HUP " .. d.pid)
-        local t0 = daemon.now()
-        while not d:read_log():find("event=policy_reload_refused", 1, true)
-              and daemon.now() - t0 < 5 do
-            daemon.sleep(0.05)
-        end
-        assert.truthy(d:read_log():find("event=policy_reload_refused", 1,
-                                        true))
+        assert.truthy(d:await_log("event=policy_reload_refused", 5)
+                      :find("event=policy_reload_refused", 1, true))
         serves_the_rest(d)
         assert.equals("operator", d:request("GET", "/api/v1/system/ephemeral")
                                     .json.policy.name)

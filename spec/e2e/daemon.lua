@@ -102,6 +102,17 @@ function _M:read_log()
     return text
 end
 
+-- Waits up to `seconds` for `text` (plain) in the log; returns the log.
+function _M:await_log(text, seconds)
+    local t0 = _M.now()
+    local log = self:read_log()
+    while not log:find(text, 1, true) and _M.now() - t0 < seconds do
+        _M.sleep(0.05)
+        log = self:read_log()
+    end
+    return log
+end
+
 -- Stops with SIGTERM and returns the seconds it took to exit. A daemon that
 -- did not stop cleanly, or whose sanitizers reported anything (leaks are
 -- reported at exit), fails the spec that stopped it.

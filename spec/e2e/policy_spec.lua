@@ -72,20 +72,12 @@ describe("policy reload", function()
         finally(function() d:stop() end)
         write(dir, "error('nope')")
         os.execute("kill -HUP " .. d.pid)
-        local t0 = daemon.now()
-        while not d:read_log():find("event=policy_reload_refused", 1, true)
-              and daemon.now() - t0 < 5 do
-            daemon.sleep(0.05)
-        end
-        assert.truthy(d:read_log():find("nope", 1, true))
+        assert.truthy(d:await_log("event=policy_reload_refused", 5)
+                      :find("nope", 1, true))
         assert.equals(201, d:push("q", { "1" }).status)
         write(dir, rate_policy(2))
         os.execute("kill -HUP " .. d.pid)
-        t0 = daemon.now()
-        while not d:read_log():find("event=policy_reloaded", 1, true)
-              and daemon.now() - t0 < 5 do
-            daemon.sleep(0.05)
-        end
+        d:await_log("event=policy_reloaded", 5)
         assert.equals(201, d:push("q", { "1", "2" }).status)
         assert.refused_with("rate_limited", d:push("q", { "3" }))
     end)
@@ -244,14 +236,10 @@ describe("metering", function()
         finally(function() d:stop() end)
         d:push("m", { "1", "2" })
         d:pop("queue=m&batch=10")
-        local t0 = daemon.now()
-        while not d:read_log():find("units=4", 1, true)
-              and daemon.now() - t0 < 3 do
-            daemon.sleep(0.1)
-        end
-        assert.truthy(d:read_log():find(
+        local log = d:await_log("units=4", 3)
+        assert.truthy(log:find(
             "event=meter [^\n]*tenant=00000000%-0000%-0000%-0000%-000000000001"))
-        assert.truthy(d:read_log():find("units=4", 1, true))
+        assert.truthy(log:find("units=4", 1, true))
     end)
 end)
 
