@@ -283,9 +283,13 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   if (q && ((new_ring && ephd_queue_full_of_partitions(engine, q)) ||
             (a->group && new_group && ephd_queue_full_of_groups(engine, q))))
     a->refusals |= EPHD_REFUSE_QUEUE_PARTS;
+  /* Queue mode's cursor is made by a queue's first pop and names nothing
+   * the client chose: it is charged, never refused, or a full cell could
+   * not be drained by a consumer that had not popped yet. */
+  int named_group = new_group && (a->group != NULL || q == NULL);
   a->refusals |= ephd_engine_plan_names(
       engine, t, a->tenant_len, q, a->queue_len, new_ring, a->partition_len,
-      new_group, glen, limits);
+      named_group, glen, limits);
   if (a->refusals) return EPHD_E_REFUSED;
   if (q == NULL)
     q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,

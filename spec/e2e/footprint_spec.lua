@@ -107,6 +107,33 @@ describe("footprint", function()
         c:close()
     end)
 
+    it("serves a full queue's first consumer, who drains it", function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = tostring(CELL) } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        local pushed = 0
+        while true do
+            local res = c:request("POST", "/api/v1/ephemeral/push",
+                '{"queue":"jobs","messages":[{"payload":1}]}')
+            if res.status ~= 201 then
+                assert.refused_with("ephemeral_unavailable", res)
+                break
+            end
+            pushed = pushed + 1
+        end
+        assert.is_true(pushed > 100, tostring(pushed))
+        -- Queue mode's cursor is created by the first pop, and names
+        -- nothing: refusing it would leave a full cell nobody may drain.
+        local res = c:request("GET", "/api/v1/ephemeral/pop?queue=jobs"
+                                     .. "&batch=10000&autoAck=true")
+        assert.equals(200, res.status)
+        assert.equals(pushed, #res.json.messages)
+        assert.equals(201, c:request("POST", "/api/v1/ephemeral/push",
+            '{"queue":"jobs","messages":[{"payload":1}]}').status)
+        c:close()
+    end)
+
     it("forgets tenants that hold nothing", function()
         local d = daemon.start({ env = {
             QUEEN_TENANCY_HEADER = "true",
