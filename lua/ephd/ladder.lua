@@ -138,9 +138,12 @@ local function within_rate(ctx)
                      .. "number")
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
-    local taken, wait = rate.take(ctx.tenant, cost, l.rate, l.burst,
-                                  tonumber(C.ephd_now_ms()))
-    if not taken then
+    local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
+                                           l.burst, tonumber(C.ephd_now_ms()))
+    if too_big then
+        return "the push costs " .. cost .. ", more than the tenant's burst "
+               .. "of " .. l.burst .. ": split it", retry_after(wait)
+    elseif not taken then
         return "the tenant is over its rate of " .. l.rate
                .. " messages per second", retry_after(wait)
     end

@@ -30,11 +30,13 @@ local function sweep(now_ms)
 end
 
 -- Takes `cost` tokens at `now_ms`. Returns true, or false and an honest
--- Retry-After in seconds (at least 1). A cost above the burst is let
--- through from a full bucket, leaving a debt, so it is never refused for
--- ever: 429 means that waiting works.
+-- Retry-After in seconds (at least 1). A cost of nothing always passes (an
+-- empty push meters nothing). A cost above the burst never fits: it is
+-- refused with the wait for a full bucket and a third result, true, so the
+-- caller can say to split it; letting it through into debt would let a
+-- tenant granted 5 a second push 10,000 at once.
 function _M.take(tenant, cost, rate, burst, now_ms)
-    if rate == 0 then return true end
+    if rate == 0 or cost == 0 then return true end
     local b = buckets[tenant]
     if not b then
         if count >= sweep_at then sweep(now_ms) end
@@ -46,14 +48,14 @@ function _M.take(tenant, cost, rate, burst, now_ms)
     if tokens > burst then tokens = burst end
     b.at = now_ms
     local need = cost < burst and cost or burst
-    local ok = tokens >= need
+    local ok = cost <= burst and tokens >= need
     if ok then tokens = tokens - cost end
     b.tokens = tokens
     -- When it will hold its burst again, at this rate.
     b.full_at = now_ms + (burst - tokens) * 1000 / rate
     if ok then return true end
     local wait = ceil((need - tokens) / rate)
-    return false, wait < 1 and 1 or wait
+    return false, wait < 1 and 1 or wait, cost > burst
 end
 
 -- Gives back what a push took when a later rung refused it (full_at stays

@@ -52,6 +52,27 @@ describe("refusals", function()
         assert.equals("1", res.headers["retry-after"])
         assert.equals(5, d:request("GET", "/api/v1/ephemeral/queues/g5/depth",
                                    nil, TH).json.pending)
+        -- An empty push costs nothing, whatever the bucket holds.
+        assert.equals(201, d:push("g5", {}, nil, TH).status)
+    end)
+
+    it("rate_limited: one push above a grant's burst, from a full bucket",
+       function()
+        grant(T, { rate = 5 })
+        local d = daemon.start({ db = true, env = {
+            QUEEN_TENANCY_HEADER = "true" } })
+        finally(function() d:stop() end)
+        local many = {}
+        for i = 1, 10000 do many[i] = tostring(i) end
+        local res = d:push("big", many, nil, TH)
+        assert.refused_with("rate_limited", res)
+        assert.truthy(res.json.error:find("split it", 1, true))
+        assert.equals("1", res.headers["retry-after"])
+        -- Nothing was taken: a push within the burst still passes.
+        assert.equals(201, d:push("big", { "1", "2", "3", "4", "5" }, nil,
+                                  TH).status)
+        assert.equals(5, d:request("GET",
+            "/api/v1/ephemeral/queues/big/depth", nil, TH).json.pending)
     end)
 
     it("ephemeral_quota_exceeded: the tenants' default queue allowance",

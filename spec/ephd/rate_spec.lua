@@ -25,11 +25,21 @@ describe("ephd.rate", function()
         assert.is_true(rate.take("b", 10, 5, 10, 0))
     end)
 
-    it("lets a cost above the burst through from a full bucket", function()
-        assert.is_true(rate.take("t", 25, 5, 10, 0))
-        local ok, wait = rate.take("t", 1, 5, 10, 0)
+    it("refuses a cost above the burst, even from a full bucket", function()
+        local ok, wait, too_big = rate.take("t", 25, 5, 10, 0)
         assert.is_false(ok)
-        assert.equals(4, wait) -- fifteen in debt, then one: sixteen at five
+        assert.is_true(too_big)
+        assert.equals(1, wait) -- the bucket is full: a split push passes
+        assert.is_true(rate.take("t", 10, 5, 10, 0))
+        ok, wait, too_big = rate.take("t", 25, 5, 10, 0)
+        assert.equals(2, wait) -- ten tokens to refill at five a second
+        assert.is_true(too_big)
+    end)
+
+    it("lets a cost of nothing through, even in debt", function()
+        assert.is_true(rate.take("t", 10, 5, 10, 0))
+        assert.is_false((rate.take("t", 1, 5, 10, 0)))
+        assert.is_true(rate.take("t", 0, 5, 10, 0))
     end)
 
     it("does not limit at rate 0", function()
