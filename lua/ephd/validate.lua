@@ -36,15 +36,24 @@ function _M.name(s, what)
     if #s > MAX_NAME then
         return nil, what .. " is longer than " .. MAX_NAME .. " bytes"
     end
-    -- Names are joined into one composite key: no control characters. A
-    -- byte loop, because a pattern with a class leaves the JIT's trace.
+    -- Names are joined into one composite key: no control characters,
+    -- C0, DEL or C1 (U+0080-U+009F, which UTF-8 spells C2 80-9F). A byte
+    -- loop, because a pattern with a class leaves the JIT's trace.
     local high = false
     for i = 1, #s do
         local b = byte(s, i)
         if b < 32 or b == 127 then
             return nil, what .. " contains a control character"
         end
-        high = high or b >= 128
+        if b >= 128 then
+            high = true
+            if b == 0xC2 then
+                local n = byte(s, i + 1)
+                if n and n >= 0x80 and n <= 0x9F then
+                    return nil, what .. " contains a control character"
+                end
+            end
+        end
     end
     -- Every answer that lists the name must stay parseable: strict UTF-8.
     -- Names from the JSON scanners were checked as they were walked; a

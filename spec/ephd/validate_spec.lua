@@ -10,8 +10,10 @@ describe("ephd.validate", function()
     it("takes names of 1 to 512 bytes without control characters", function()
         assert.equals("q", validate.name("q", "queue"))
         assert.equals(("x"):rep(512), validate.name(("x"):rep(512), "queue"))
+        -- C1 controls are two UTF-8 bytes, C2 80 to C2 9F (U+0085 is NEL).
         for _, bad in ipairs({ "", ("x"):rep(513), "a\0b", "a\1", "a\31",
-                               "a\127", "line\n" }) do
+                               "a\127", "line\n", "a\194\133b",
+                               "\194\128", "\194\159" }) do
             local ok, err = validate.name(bad, "queue")
             assert.is_nil(ok)
             assert.truthy(err:find("queue", 1, true))
@@ -21,7 +23,7 @@ describe("ephd.validate", function()
 
     it("accepts multibyte UTF-8 in names", function()
         assert.equals("café", validate.name("café", "queue"))
-        for _, good in ipairs({ "\194\128", "\223\191", "\224\160\128",
+        for _, good in ipairs({ "\194\160", "\223\191", "\224\160\128",
                                 "\237\159\191", "\238\128\128",
                                 "\240\144\128\128", "\244\143\191\191",
                                 "日本", "😀" }) do
