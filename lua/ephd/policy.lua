@@ -46,11 +46,26 @@ local function bounded_sort(t, cmp)
     return sort(t, cmp)
 end
 
+-- xpcall runs its message handler before unwinding, inside the debug hook
+-- that raised the budget's error: no hook fires there, so a handler that
+-- loops would hold the loop for good. Policy code gets an xpcall whose
+-- handler runs after pcall has unwound, as ordinary policy code, which
+-- the budget reaches; only the traceback a handler could take differs.
+local function settle(handler, ok, ...)
+    if ok then return true, ... end
+    return false, handler((...))
+end
+
+local function unwound_xpcall(f, handler, ...)
+    return settle(handler, pcall(f, ...))
+end
+
 local function sandbox(dir, files, api, interpreted)
     local env = {}
     for _, name in ipairs(SAFE) do env[name] = _G[name] end
     for _, name in ipairs(SAFE_LIBS) do env[name] = copy(require(name)) end
     env.table.sort = bounded_sort
+    env.xpcall = unwound_xpcall
     env.ephd = copy(api or {})
     env.ephd.api_version = _M.API_VERSION
     local loaded = {}

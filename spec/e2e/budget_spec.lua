@@ -55,6 +55,18 @@ describe("the policy budget", function()
         assert.equals(3, s.policy.failures.authenticate)
     end)
 
+    it("holds inside an xpcall message handler that loops", function()
+        local d = start("loop-in-pcall")
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_unavailable", timed(d, "GET",
+            "/api/v1/ephemeral/queues", nil, { Authorization = "xpcall" }))
+        serves_the_rest(d)
+        local out, rc = run(helper.build .. "/ephd policy check " .. POLICIES
+                            .. "top-level-xpcall")
+        assert.equals(1, rc, out)
+        assert.truthy(out:find("time budget", 1, true), out)
+    end)
+
     it("holds inside a pathological pattern, function or method", function()
         local d = start("pattern")
         finally(function() d:stop() end)
