@@ -66,7 +66,8 @@ struct ephd_conn {
   int open_handles;
   int resume_queued;
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
-  int repeated; /* the HDR_ whose repetition was refused */
+  int repeated; /* the HDR_ whose repetition was refused; -1: a name's
+                 * trailing whitespace was */
   ephd_conn_t **hold_slot; /* who to tell if we close while held */
   int route;        /* the metrics' route of the request being answered */
   int status;       /* of the answer being written */
@@ -97,6 +98,10 @@ static ephd_http_limits_t limits;
 static ephd_http_dispatch_cb dispatch;
 static llhttp_settings_t settings;
 static char shared_in[65536];
+/* What an idle connection keeps of its answer buffers for the next answer:
+ * more is given back once written, so a connection that once had a big
+ * answer does not pin it while idle. */
+#define IDLE_KEEP_BYTES (64 * 1024)
 /* A connection that cannot parse further (a request parked or held, or
  * parsing paused while its answers are unwritten) reads on until it holds
  * this much unparsed input, then stops. Reading on is how a parked long
@@ -130,6 +135,7 @@ static void process(ephd_conn_t *c);
 static void flush(ephd_conn_t *c);
 static void conn_close(ephd_conn_t *c);
 static void on_resume(uv_idle_t *h);
+static void release_chunked(ephd_conn_t *c);
 
 /* Answers made and not yet taken by the kernel: waiting, and in flight. */
 static size_t unwritten(const ephd_conn_t *c) {
@@ -285,6 +291,7 @@ void ephd_http_end(ephd_conn_t *c) {
     /* A parked poll was answered from a wake or a timeout, possibly inside
      * another connection's dispatch. */
     c->parked = 0;
+    release_chunked(c);
     resume_later(c);
   }
   flush_later(c);
@@ -461,6 +468,14 @@ static int on_header_value_complete(llhttp_t *p) {
     c->value.len--;
   c->hstate = H_NONE;
   const char *f = c->base + c->field.off;
+  /* RFC 9112 5.1: whitespace between a field name and its colon is a 400;
+   * a proxy that trims it would read a header this broker ignored. */
+  if (c->field.len &&
+      (f[c->field.len - 1] == ' ' || f[c->field.len - 1] == '\t')) {
+    c->refuse = 400;
+    c->repeated = -1;
+    return HPE_USER;
+  }
   int h = header_of(f, c->field.len);
   if (h >= 0) {
     /* Twice is refused, as a repeated Content-Length is: which one counts
@@ -520,18 +535,46 @@ static ephd_slice_t slice(ephd_conn_t *c, span_t s) {
   return out;
 }
 
+/* RFC 9112 3.2.2: a server accepts a target in absolute form (what a
+ * proxy sends), whose path and query follow the authority. */
+static ephd_slice_t origin_form(ephd_slice_t url) {
+  size_t skip = 0;
+  if (url.len > 7 && strncasecmp(url.ptr, "http://", 7) == 0)
+    skip = 7;
+  else if (url.len > 8 && strncasecmp(url.ptr, "https://", 8) == 0)
+    skip = 8;
+  if (skip == 0) return url;
+  const char *p = url.ptr + skip, *end = url.ptr + url.len;
+  while (p < end && *p != '/' && *p != '?') p++;
+  ephd_slice_t rest = {p, (size_t)(end - p)};
+  return rest;
+}
+
+/* A chunked body, reassembled, is the one body the connection copies: it
+ * is given back once its request is answered (nothing keeps a pointer
+ * into it past that), or an idle keep-alive connection would hold its
+ * biggest body for as long as it stays. */
+static void release_chunked(ephd_conn_t *c) {
+  c->chunked.len = 0;
+  ephd_buf_shrink(&c->chunked, 0);
+}
+
 static int on_message_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   ephd_request_t *r = &c->req.pub;
   const char *method = llhttp_method_name((llhttp_method_t)p->method);
   r->method.ptr = method;
   r->method.len = strlen(method);
-  ephd_slice_t url = slice(c, c->url);
+  ephd_slice_t url = origin_form(slice(c, c->url));
   const char *q = memchr(url.ptr, '?', url.len);
   r->path.ptr = url.ptr;
   r->path.len = q ? (size_t)(q - url.ptr) : url.len;
   r->query.ptr = q ? q + 1 : "";
   r->query.len = q ? url.len - r->path.len - 1 : 0;
+  if (r->path.len == 0) { /* http://host?query is http://host/?query */
+    r->path.ptr = "/";
+    r->path.len = 1;
+  }
   if (c->body_chunked) {
     r->body.ptr = c->chunked.base ? c->chunked.base : "";
     r->body.len = c->chunked.len;
@@ -562,6 +605,7 @@ static int on_message_complete(llhttp_t *p) {
         "\"code\":\"ephemeral_unavailable\"}";
     ephd_respond(r, 503, NULL, unanswered, sizeof(unanswered) - 1);
   }
+  if (!c->parked) release_chunked(c);
   return HPE_PAUSED;
 }
 
@@ -573,6 +617,8 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
     respond_error(c, 431, "request headers are too large");
   } else if (c->refuse == 413) {
     respond_error(c, 413, "request body is too large");
+  } else if (c->refuse == 400 && c->repeated < 0) {
+    respond_error(c, 400, "whitespace between a header's name and its colon");
   } else if (c->refuse == 400) {
     char msg[80];
     snprintf(msg, sizeof(msg), "the %s header appears more than once",
@@ -758,7 +804,7 @@ static void on_write(uv_write_t *w, int status) {
   ephd_conn_t *c = w->data;
   c->writing = 0;
   c->wbuf.len = 0;
-  ephd_buf_shrink(&c->wbuf, 1 << 20);
+  ephd_buf_shrink(&c->wbuf, IDLE_KEEP_BYTES);
   if (c->closed) return;
   if (status < 0) {
     conn_close(c);
@@ -796,7 +842,7 @@ static void flush(ephd_conn_t *c) {
       update_reading(c);
       return;
     }
-    ephd_buf_shrink(&c->out, 1 << 20);
+    ephd_buf_shrink(&c->out, IDLE_KEEP_BYTES);
   }
   if (c->closing) {
     conn_close(c);

@@ -33,11 +33,38 @@ describe("requests", function()
             end)
         end
 
+        it("refuses whitespace between a header's name and its colon",
+           function()
+            local c = d:connect()
+            c:send("GET " .. QUEUES .. " HTTP/1.1\r\nHost: test\r\n"
+                   .. "x-queen-tenant : 00000000-0000-0000-0000-000000000002"
+                   .. "\r\n\r\n")
+            local res = assert(c:receive())
+            assert.equals(400, res.status)
+            assert.equals("ephemeral_bad_request", code(res))
+            c:close()
+        end)
+
         it("still takes one of each", function()
             local res = d:request("GET", QUEUES, nil, {
                 Authorization = "Bearer x" })
             assert.equals(200, res.status)
         end)
+    end)
+
+    it("takes a target in absolute form, as RFC 9112 asks", function()
+        local c = d:connect()
+        c:send("GET http://test" .. QUEUES .. "?x HTTP/1.1\r\nHost: test"
+               .. "\r\n\r\nGET http://test HTTP/1.1\r\nHost: test\r\n\r\n")
+        local res = assert(c:receive())
+        assert.equals(400, res.status) -- the route's own answer: no x
+        assert.truthy(res.json.error:find("x", 1, true))
+        res = assert(c:receive())
+        assert.equals(404, res.status)
+        assert.equals("route_not_found", code(res))
+        assert.truthy(res.json.error:find("no route /", 1, true))
+        c:close()
+        assert.equals(200, d:request("GET", "HTTP://test" .. QUEUES).status)
     end)
 
     describe("HEAD", function()
