@@ -10,8 +10,8 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 
 local ffi_string = ffi.string
-local lower, find, match, sub = string.lower, string.find, string.match,
-                                string.sub
+local lower, find, match, gsub, sub = string.lower, string.find,
+                                      string.match, string.gsub, string.sub
 
 local _M = {}
 
@@ -60,9 +60,11 @@ function _M.foreign(req)
     end
 end
 
--- Returns why a POST's body is refused, or nothing. Parameters are
--- allowed (application/json; charset=utf-8); a POST without a body needs
--- no Content-Type.
+-- Returns why a POST's body is refused, or nothing. JSON is
+-- application/json or a structured-syntax type ending in +json (RFC 6839:
+-- application/vnd.api+json), in any case and with parameters
+-- (application/json; charset=utf-8); none of them is a type a page can
+-- send without a preflight. A POST without a body needs no Content-Type.
 function _M.not_json(req)
     local t = req.content_type
     if t.len == 0 then
@@ -71,8 +73,9 @@ function _M.not_json(req)
     end
     local ct = ffi_string(t.ptr, t.len)
     if ct == "application/json" then return end
-    ct = lower(ct)
-    if ct == "application/json" or find(ct, "^application/json[ \t]*;") then
+    local media = gsub(match(lower(ct), "^[^;]*"), "[ \t]+$", "")
+    if media == "application/json"
+            or find(media, "^application/[%w!#$&^_.-]+%+json$") then
         return
     end
     return "a request body must be application/json, not " .. sub(ct, 1, 100)
