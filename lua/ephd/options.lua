@@ -1,6 +1,7 @@
 -- configure's closed option list: what a declaration may say, checked
 -- whole before anything is written.
 local body = require("ephd.body")
+local null = require("cjson").null
 
 local _M = {}
 
@@ -97,7 +98,11 @@ function _M.check(options, raw)
         if k == "policy" and not POLICIES[v] then
             return nil, "policy must be reject or dropOldest"
         end
-        if k == "windowBuffer" then
+        if k == "windowBuffer" and v == null then
+            -- What the status reads publish when it is off: what they
+            -- publish can be sent back.
+            options.windowBuffer = nil
+        elseif k == "windowBuffer" then
             if type(v) ~= "table" then
                 return nil, "windowBuffer must be {ms, count}"
             end

@@ -124,6 +124,16 @@ describe("declarations", function()
         assert.equals(1, o.retryLimit)
     end)
 
+    it("take back the options a status read publishes", function()
+        configure(d, "echo", '{"maxLength":7}')
+        local published = entry(d, "echo").options
+        assert.equals(require("cjson").null, published.windowBuffer)
+        local res = d:request("POST", "/api/v1/ephemeral/configure",
+            require("cjson").encode({ queue = "echo", options = published }))
+        assert.equals(201, res.status)
+        assert.equals(7, entry(d, "echo").options.maxLength)
+    end)
+
     it("refuse an unknown option naming the valid keys, declaring nothing",
        function()
         local res = configure(d, "typo", '{"ttlSecond":5}')

@@ -15,6 +15,11 @@ describe("ephd.options", function()
         assert.same({}, options.check({}))
     end)
 
+    it("takes a null windowBuffer as off, as the status reads publish it",
+       function()
+        assert.same({}, options.check({ windowBuffer = require("cjson").null }))
+    end)
+
     it("names the options that exist when a key is unknown", function()
         local ok, err = options.check({ ttlSecond = 1 })
         assert.is_nil(ok)
