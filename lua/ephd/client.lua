@@ -97,6 +97,8 @@ function _M.new(opts)
     if not host then error("url must be http://host[:port], got " .. url, 2) end
     return setmetatable({
         host = host, port = port, url = url,
+        -- What Host says (RFC 9110 7.2): the port unless it is HTTP's own.
+        authority = port == 80 and host or host .. ":" .. port,
         tenant = opts.tenant, token = opts.token,
         timeout = opts.timeout or 10,
     }, Client)
@@ -168,7 +170,7 @@ function Client:request(method, path, body, wait_s)
         return nil, new_error("connection_failed", tostring(err))
     end
     local head = {
-        method, " ", path, " HTTP/1.1\r\nHost: ", self.host, "\r\n",
+        method, " ", path, " HTTP/1.1\r\nHost: ", self.authority, "\r\n",
     }
     if self.tenant then
         head[#head + 1] = "x-queen-tenant: " .. self.tenant .. "\r\n"
@@ -261,9 +263,10 @@ function Client:pop(queue, opts)
         wait = opts.wait and "true" or nil,
         autoAck = opts.autoAck and "true" or nil,
     }
-    -- A parked pop may wait its whole timeout (30 s by default) before
-    -- answering; the socket must outlast it.
-    local wait_s = opts.wait and ((opts.timeout or 30000) / 1000) or 0
+    -- A parked pop may wait its whole timeout before answering; the socket
+    -- must outlast it. Without one the broker's default applies, which an
+    -- operator may raise up to the wire's ceiling of 300 s.
+    local wait_s = opts.wait and ((opts.timeout or 300000) / 1000) or 0
     local r, err = self:request("GET", "/api/v1/ephemeral/pop"
                                 .. query(params, POP_PARAMS), nil, wait_s)
     if not r then return nil, err end

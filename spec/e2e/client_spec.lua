@@ -114,7 +114,8 @@ describe("ephd.client", function()
 
     it("reports a 404 off the depth read as ephemeral_unsupported",
        function()
-        -- A server that predates the routes: answers a request 404.
+        -- A server that predates the routes: answers a request 404 (and
+        -- a 400 if the client's Host leaves out the port, RFC 9110 7.2).
         local port = daemon.free_port()
         local script = os.tmpname()
         local f = assert(io.open(script, "w"))
@@ -122,8 +123,16 @@ describe("ephd.client", function()
 local s = assert(require("socket").bind("127.0.0.1", PORT))
 s:settimeout(10) -- gone on its own if nobody comes
 local c = assert(s:accept())
-repeat local l = c:receive("*l") until l == ""
-c:send("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found")
+local host
+repeat
+    local l = c:receive("*l")
+    host = host or l:match("^Host: (.*)$")
+until l == ""
+if host == "127.0.0.1:PORT" then
+    c:send("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found")
+else
+    c:send("HTTP/1.1 400 Bad Request\r\nContent-Length: 8\r\n\r\nbad host")
+end
 c:close()
 ]]):gsub("PORT", tostring(port)), "\n")
         f:close()
