@@ -29,7 +29,7 @@ typedef struct {
 static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_MAX_BYTES", "268435456", 1, UINT64_MAX >> 1, K_U64,
      AT(lua.max_cell_bytes),
-     "the whole broker's ephemeral payload bytes (503 past it)"},
+     "the whole broker's ephemeral footprint: payloads, names, rings (503)"},
     {"QUEEN_EPHEMERAL_QUEUE_MAX_BYTES", "16777216", 1, UINT64_MAX >> 1, K_U64,
      AT(lua.defaults.max_bytes), "default maxBytes of a partition ring"},
     {"QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH", "10000", 1, UINT32_MAX, K_U64,
@@ -64,7 +64,7 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_RATE", "5000", 0, UINT32_MAX, K_U64, AT(lua.rate),
      "messages per second a tenant may push (0: no limit)"},
     {"QUEEN_EPHEMERAL_BURST", "10000", 1, UINT32_MAX, K_U64, AT(lua.burst),
-     "messages a tenant may push at once above its rate"},
+     "messages a tenant may push at once (at most its bucket's depth)"},
     {"QUEEN_EPHEMERAL_TENANT_MAX_QUEUES", "100000", 0, UINT32_MAX, K_U64,
      AT(lua.tenant_max_queues),
      "queues a tenant may hold unless its grant says (0: no limit)"},
