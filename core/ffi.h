@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 12 };
+enum { EPHD_FFI_ABI_VERSION = 13 };
 
 enum {
   EPHD_OK = 0,
@@ -190,6 +190,10 @@ int ephd_utf8_valid(const char *s, size_t len);
  * value's JSON type where lua-cjson decodes [] and {} alike. */
 int ephd_json_field(const char *json, size_t len, const char *name,
                     ephd_slice_t *value);
+/* How many members a JSON object has, repeated keys counted each time, or
+ * -1 when it is not one: lua-cjson keeps the last of a repeated key, and
+ * a repeated key must be refused, not silently dropped. */
+int ephd_json_members(const char *json, size_t len);
 
 /* push: scan the body (validating every payload without decoding it), let Lua
  * check names and policy, then commit all or nothing. */

@@ -193,15 +193,17 @@ int ephd_json_member(const char **p, const char *end, ephd_buf_t *key,
   return 1;
 }
 
-int ephd_json_field(const char *json, size_t len, const char *name,
-                    ephd_slice_t *value) {
+/* Walks a JSON object's members, keeping the last one named name (when
+ * name is not NULL) in value; returns how many members it has, or -1. */
+static int walk_object(const char *json, size_t len, const char *name,
+                       ephd_slice_t *value, int *found) {
   const char *p = ephd_json_ws(json, json + len), *end = json + len;
   if (p >= end || *p != '{') return -1;
   p++;
   ephd_buf_t key;
   ephd_buf_init(&key);
-  size_t name_len = strlen(name);
-  int first = 1, r, found = 0;
+  size_t name_len = name ? strlen(name) : 0;
+  int first = 1, r, members = 0;
   while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
     const char *v = p;
     p = ephd_json_skip(p, end);
@@ -209,17 +211,28 @@ int ephd_json_field(const char *json, size_t len, const char *name,
       r = -1;
       break;
     }
+    members++;
     /* An empty key has no buffer: memcmp must not see its NULL. */
-    if (key.len == name_len &&
+    if (name && key.len == name_len &&
         (name_len == 0 || memcmp(key.base, name, name_len) == 0)) {
       value->ptr = v;
       value->len = (size_t)(p - v);
-      found = 1;
+      *found = 1;
     }
   }
   ephd_buf_free(&key);
-  if (r < 0) return -1;
+  return r < 0 ? -1 : members;
+}
+
+int ephd_json_field(const char *json, size_t len, const char *name,
+                    ephd_slice_t *value) {
+  int found = 0;
+  if (walk_object(json, len, name, value, &found) < 0) return -1;
   return found;
+}
+
+int ephd_json_members(const char *json, size_t len) {
+  return walk_object(json, len, NULL, NULL, NULL);
 }
 
 static const char *number(const char *p, const char *end) {

@@ -43,6 +43,7 @@ local function engine()
 end
 
 local PURE = { ephd_url_decode = true, ephd_json_field = true,
+               ephd_json_members = true,
                ephd_log_fields = true, ephd_utf8_valid = true }
 
 -- Brackets around policy code: no watchdog in unit specs.

@@ -153,6 +153,15 @@ TEST_IMPL(json_field_finds_members) {
   ASSERT_EQ(ephd_json_field(j, strlen(j), "c", &v), 0);
   ASSERT_EQ(ephd_json_field("[1]", 3, "a", &v), -1);
   ASSERT_EQ(ephd_json_field("{\"a\":", 5, "a", &v), -1);
+  /* Repeated, the last one is the value, as lua-cjson takes it... */
+  const char *twice = "{\"a\":1,\"b\":2,\"a\":3}";
+  ASSERT_EQ(ephd_json_field(twice, strlen(twice), "a", &v), 1);
+  ASSERT_MEM_EQ(v.ptr, v.len, "3");
+  /* ...and the members are counted each time, so Lua can tell. */
+  ASSERT_EQ(ephd_json_members(twice, strlen(twice)), 3);
+  ASSERT_EQ(ephd_json_members(j, strlen(j)), 3);
+  ASSERT_EQ(ephd_json_members(" {} ", 4), 0);
+  ASSERT_EQ(ephd_json_members("[1]", 3), -1);
   return 0;
 }
 

@@ -28,12 +28,24 @@ function _M.kind(req, name)
     return ffi.string(value.ptr, 1)
 end
 
+-- Whether the JSON object text `json` repeats a key: lua-cjson keeps the
+-- last, so `decoded` (its table) has fewer keys than the text members.
+-- Text that is no object is another check's to refuse.
+function _M.repeats(json, decoded)
+    local n = 0
+    for _ in pairs(decoded) do n = n + 1 end
+    local members = C.ephd_json_members(json, #json)
+    return members >= 0 and members ~= n
+end
+
 -- Returns the decoded object, or nil and why it is not one; keys outside
--- `allowed` are refused and named.
+-- `allowed` are refused and named, and so is a key given twice (which
+-- one counts would be a guess, and lua-cjson drops the others silently).
 function _M.object(req, allowed)
     -- The walk checks every string as strict UTF-8, which lua-cjson does
     -- not: a body it refuses may be refused for its encoding.
-    if C.ephd_json_field(req.body.ptr, req.body.len, "", value) < 0 then
+    local members = C.ephd_json_members(req.body.ptr, req.body.len)
+    if members < 0 then
         if C.ephd_utf8_valid(req.body.ptr, req.body.len) == 0 then
             return nil, "the body is not UTF-8: every string must be "
                         .. "strict UTF-8 (RFC 3629)"
@@ -44,7 +56,9 @@ function _M.object(req, allowed)
     if type(obj) ~= "table" then
         return nil, "the body must be a JSON object"
     end
+    local keys = 0
     for k in pairs(obj) do
+        keys = keys + 1
         if not allowed[k] then
             local names = {}
             for name in pairs(allowed) do names[#names + 1] = name end
@@ -53,6 +67,7 @@ function _M.object(req, allowed)
                         .. table.concat(names, ", ") .. ")"
         end
     end
+    if keys ~= members then return nil, "a field appears more than once" end
     return obj
 end
 

@@ -87,6 +87,9 @@ function _M.check(options, raw)
     if type(options) ~= "table" or options[1] ~= nil then
         return nil, "options must be an object"
     end
+    if raw and body.repeats(raw, options) then
+        return nil, "an option appears more than once"
+    end
     for k, v in pairs(options) do
         if not KNOWN[k] then
             return nil, "unknown option " .. tostring(k) .. " (options: "
@@ -107,6 +110,9 @@ function _M.check(options, raw)
                 return nil, "windowBuffer must be {ms, count}"
             end
             local wraw = raw and body.raw(raw, "windowBuffer")
+            if wraw and body.repeats(wraw, v) then
+                return nil, "windowBuffer repeats ms or count"
+            end
             for wk, wv in pairs(v) do
                 if wk ~= "ms" and wk ~= "count" then
                     return nil, "windowBuffer is {ms, count} and nothing else"

@@ -124,6 +124,27 @@ describe("declarations", function()
         assert.equals(1, o.retryLimit)
     end)
 
+    it("refuse a field or an option given twice, declaring nothing",
+       function()
+        for _, options in ipairs({
+            '{"options":{"zzz":1},"options":{}}',
+            '{"options":{"ttlSeconds":1.5,"ttlSeconds":1}}',
+            '{"options":{"windowBuffer":{"ms":1,"ms":2,"count":3}}}',
+        }) do
+            local res = d:request("POST", "/api/v1/ephemeral/configure",
+                '{"queue":"twice",' .. options:sub(2))
+            assert.refused_with("ephemeral_bad_request", res)
+            assert.truthy(res.json.error:find("more than once", 1, true)
+                          or res.json.error:find("repeats", 1, true),
+                          res.json.error)
+        end
+        assert.refused_with("ephemeral_bad_request", d:request("POST",
+            "/api/v1/ephemeral/configure",
+            '{"queue":"twice","queue":"other","options":{}}'))
+        assert.equals("", stored("twice"))
+        assert.equals("", stored("other"))
+    end)
+
     it("take back the options a status read publishes", function()
         configure(d, "echo", '{"maxLength":7}')
         local published = entry(d, "echo").options
