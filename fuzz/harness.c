@@ -53,8 +53,8 @@ void ephd_fuzz_boot(void) {
   ephd_verbs_init(&engine, loop);
   char err[512];
   if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
-                          settings.policy_dir, 60000, 100, err,
-                          sizeof(err)) != 0) {
+                          settings.policy_dir, 60000, 100,
+                          settings.policy_max_bytes, err, sizeof(err)) != 0) {
     fprintf(stderr, "fuzz: %s\n", err);
     abort();
   }
