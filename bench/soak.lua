@@ -38,7 +38,10 @@ conn:settimeout(30)
 
 local function send(sock, method, path, body)
     local head = method .. " " .. path .. " HTTP/1.1\r\nHost: soak\r\n"
-    if body then head = head .. "Content-Length: " .. #body .. "\r\n" end
+    if body then
+        head = head .. "Content-Type: application/json\r\nContent-Length: "
+               .. #body .. "\r\n"
+    end
     assert(sock:send(head .. "\r\n" .. (body or "")))
 end
 
