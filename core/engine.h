@@ -123,18 +123,29 @@ typedef struct {
  * one-byte messages are within a few percent of what they take, larger
  * ones a little over. Arrays that double are charged at twice their use. A
  * message pays its header, its allocation and its payload; its ring's slot
- * array is charged as it is (slots x 8). Names are charged at their length.
- * Leases are charged while they live, but never refused: they are deliveries of
- * messages already paid for, and the next push or new name is what the budget
- * refuses. docs/architecture.md has the table. */
+ * array is charged as it is (slots x 8), and so are a cursor's lease map and
+ * redelivery FIFO, which grow and shrink with what they hold. Names are
+ * charged at their length. Leases are charged while they live, but never
+ * refused: they are deliveries of messages already paid for, and the next
+ * push or new name is what the budget refuses. docs/architecture.md has the
+ * table. */
 #define EPHD_ALLOC_OVERHEAD 24
 #define EPHD_COST_MSG (sizeof(ephd_msg_t) + EPHD_ALLOC_OVERHEAD)
 #define EPHD_COST_SLOT (sizeof(ephd_msg_t *))
 #define EPHD_COST_CURSOR (sizeof(ephd_cursor_t))
-#define EPHD_COST_LEASE                                              \
-  (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD +                      \
-   2 * sizeof(ephd_map_slot_t) /* its entry in the cursor's map */ + \
+#define EPHD_COST_LEASE                         \
+  (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD + \
    2 * sizeof(ephd_lease_t *) /* its place in the heap */)
+
+/* A cursor's lease map table and redelivery array, at their capacity: its
+ * busiest moment is paid for until the structure shrinks back. */
+static inline uint64_t ephd_cost_cursor_tables(const ephd_cursor_t *c) {
+  uint64_t slots = ephd_map_capacity(&c->leases);
+  return (slots ? slots * sizeof(ephd_map_slot_t) + EPHD_ALLOC_OVERHEAD : 0) +
+         (c->redo_cap ? (uint64_t)c->redo_cap * sizeof(ephd_redelivery_t) +
+                            EPHD_ALLOC_OVERHEAD
+                      : 0);
+}
 
 /* A tenant's record and its name, its slot in the engine's map, and its
  * queue map's first table: the cell's, as nothing of the tenant's own. */

@@ -228,15 +228,33 @@ static void declare(uint8_t qi) {
   ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
 }
 
+/* A structure that grows with what it holds shrinks with it too: below an
+ * eighth full it has halved, unless it is at its smallest, and empty it is
+ * gone. */
+static void check_fit(uint64_t used, uint64_t cap, uint64_t smallest) {
+  if ((used == 0 && cap != 0 && cap > smallest) ||
+      (cap > smallest && used * 8 < cap))
+    abort();
+}
+
 /* What a queue holds, counted from its structures, in the engine's costs. */
 static uint64_t recount(const ephd_queue_t *q) {
   uint64_t n = ephd_cost_queue(q->name_len);
   for (uint32_t i = 0; i < q->nrings; i++) {
     const ephd_ring_t *r = q->rings[i];
     if (r->charged != ephd_cost_messages(r)) abort();
+    check_fit(ephd_ring_depth(r), r->cap, 64);
     n += ephd_cost_ring(r->name_len) + r->charged;
-    for (uint32_t c = 0; c < r->ncursors; c++)
-      n += EPHD_COST_CURSOR + r->cursors[c].leases.count * EPHD_COST_LEASE;
+    for (uint32_t c = 0; c < r->ncursors; c++) {
+      const ephd_cursor_t *cur = &r->cursors[c];
+      if ((cur->leases.count == 0) != (cur->leases.slots == NULL)) abort();
+      check_fit(cur->leases.count, ephd_map_capacity(&cur->leases),
+                EPHD_MAP_MIN);
+      if ((cur->redo_len == 0) != (cur->redo == NULL)) abort();
+      check_fit(cur->redo_len, cur->redo_cap, 4);
+      n += EPHD_COST_CURSOR + ephd_cost_cursor_tables(cur) +
+           cur->leases.count * EPHD_COST_LEASE;
+    }
   }
   for (uint32_t i = 0; i < q->ngroups; i++)
     n += ephd_cost_group(q->groups[i]->len);

@@ -441,6 +441,39 @@ TEST_IMPL(engine_charges_names) {
   return stop();
 }
 
+/* The heap a cursor's lease map and redelivery FIFO take, at capacity. */
+static uint64_t tables_heap(const ephd_cursor_t *c) {
+  uint64_t map = c->leases.slots ? (c->leases.mask + 1) * 32 + 24 : 0;
+  uint64_t redo = c->redo_cap ? c->redo_cap * 16 + 24 : 0;
+  return map + redo;
+}
+
+/* One queue, one ring, one group: what it holds, from its structures. */
+static uint64_t held(const ephd_queue_t *q) {
+  const ephd_ring_t *r = q->rings[0];
+  const ephd_cursor_t *c = &r->cursors[0];
+  return ephd_cost_queue(q->name_len) + ephd_cost_ring(r->name_len) +
+         ephd_cost_group(q->groups[0]->len) + EPHD_COST_CURSOR +
+         ephd_cost_messages(r) + c->leases.count * EPHD_COST_LEASE +
+         tables_heap(c);
+}
+
+/* Acks every delivery in a pop body but the last `keep`. */
+static uint32_t ack_all_but(ephd_queue_t *q, uint32_t g, const ephd_buf_t *b,
+                            uint32_t n, uint32_t keep) {
+  const char *p = b->base, *end = b->base + b->len;
+  uint32_t acked = 0;
+  for (uint32_t i = 0; i + keep < n; i++) {
+    p = memmem(p, (size_t)(end - p), "\"id\":\"", 6) + 6;
+    const char *q_end = memchr(p, '"', (size_t)(end - p));
+    if (ephd_engine_ack(&e, q, g, p, (size_t)(q_end - p), EPHD_ACK_COMPLETED,
+                        0) == EPHD_OUTCOME_ACKED)
+      acked++;
+    p = q_end;
+  }
+  return acked;
+}
+
 /* A million one-byte messages were counted as a megabyte: each pays its
  * header and allocation too, and its leases while they live. */
 TEST_IMPL(engine_charges_messages_and_leases) {
@@ -458,9 +491,54 @@ TEST_IMPL(engine_charges_messages_and_leases) {
                    EPHD_COST_CURSOR;
   ASSERT_EQ(q->footprint, names + messages);
   ASSERT_EQ(pop(q, "g", 10, 0, &out), 10);
-  ASSERT_EQ(q->footprint, names + messages + 10 * EPHD_COST_LEASE);
+  const ephd_cursor_t *c = &r->cursors[0];
+  ASSERT_EQ(q->footprint,
+            names + messages + 10 * EPHD_COST_LEASE + tables_heap(c));
   ephd_leases_expire(&e.leases, 60 * 1000); /* back for redelivery */
-  ASSERT_EQ(q->footprint, names + messages);
+  ASSERT_EQ(q->footprint, names + messages + tables_heap(c));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+/* A cursor kept the lease map of its busiest moment for one lease left,
+ * and the redelivery FIFO of its worst expiry, and neither was charged:
+ * 64 groups each holding one lease after a pop of 10,000 held 32 MiB the
+ * budgets never saw. Both shrink as they drain, and what they take is
+ * charged at every step. */
+TEST_IMPL(engine_charges_cursor_tables) {
+  start(1 << 20, 1 << 20, 0, 1u << 31);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "g", 1, 0, &out);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  ephd_cursor_t *c = &q->rings[0]->cursors[0];
+  ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
+  ASSERT_EQ(c->leases.mask + 1, 2048);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(ack_all_but(q, g, &out, 1000, 1), 999);
+  ASSERT_EQ(c->leases.count, 1);
+  ASSERT_EQ(c->leases.mask + 1, 8); /* not the 2048 of its busiest moment */
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(ack_all_but(q, g, &out, 1000, 0), 1);
+  ASSERT(c->leases.slots == NULL);
+  ASSERT_EQ(q->footprint, held(q));
+  /* A thousand expiries fill the redelivery FIFO; it drains back. */
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
+  ephd_leases_expire(&e.leases, 30 * 1000);
+  ASSERT_EQ(c->redo_len, 1000);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(pop(q, "g", 999, 30000, &out), 999);
+  ASSERT(c->redo_cap <= 8);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(pop(q, "g", 1, 30000, &out), 1);
+  ASSERT_EQ(c->redo_cap, 0);
+  ASSERT_EQ(q->footprint, held(q));
+  ephd_engine_reset(&e, q);
+  ASSERT_EQ(q->footprint, held(q));
   ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
   ephd_buf_free(&out);
   return stop();
