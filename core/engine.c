@@ -610,6 +610,15 @@ uint64_t ephd_engine_available(ephd_queue_t *q, ephd_ring_t *r, uint32_t group,
   return n;
 }
 
+int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                              int new_ring, int new_group, uint32_t group,
+                              uint64_t now_ms) {
+  if (q == NULL || new_ring) return 0;
+  ephd_engine_expire(e, q, now_ms);
+  if (new_group) return (r ? ephd_ring_depth(r) : q->depth) > 0;
+  return ephd_engine_ready(q, r, group);
+}
+
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
   if (r) return ephd_ring_ready(r, &r->cursors[group]);
   for (uint32_t i = 0; i < q->nrings; i++)

@@ -269,6 +269,13 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                          uint32_t group, uint32_t batch, int auto_ack,
                          uint64_t now_ms, ephd_buf_t *out);
+/* Whether a pop would deliver anything now, decided before it creates what
+ * it names: a new queue (q NULL) or partition (new_ring) holds nothing, and
+ * a new group starts at the rings' heads, so it sees what they hold. Applies
+ * ttl first, as the pop would. */
+int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                              int new_ring, int new_group, uint32_t group,
+                              uint64_t now_ms);
 /* Whether a group could take anything now, without taking it. */
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
 /* How many deliveries a group could take now, counting up to cap. */

@@ -134,7 +134,7 @@ static void pop(uint8_t qi, int wait) {
   ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
   ephd_queue_t *q = find_queue(qi);
   ephd_ring_t *r = part && q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
-  uint32_t g;
+  uint32_t g = 0;
   int new_ring = part && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
   /* As ephd_pop: everything planned before anything is created. */
@@ -145,6 +145,9 @@ static void pop(uint8_t qi, int wait) {
   if (ephd_engine_plan_names(&e, tenant, 1, q, 2, new_ring,
                              part ? strlen(part) : 0, new_group, glen, &limits))
     return;
+  /* What ephd_pop decides a refusal for parked slots on, before creating:
+   * it must be exactly whether the pop delivers. */
+  int ready = ephd_engine_would_deliver(&e, q, r, new_ring, new_group, g, now);
   if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
   if (new_ring) r = ephd_queue_ring_open(q, part, strlen(part));
   if (new_group) g = ephd_queue_group_open(q, gname, glen);
@@ -153,6 +156,7 @@ static void pop(uint8_t qi, int wait) {
   uint32_t batch = 1 + flags % 4;
   int auto_ack = (flags >> 2) & 1;
   uint32_t got = ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out);
+  if ((got > 0) != ready) abort();
   if (got && !auto_ack) remember_ids(qi, gb);
   if (got || !wait) return;
   for (int i = 0; i < NWAITERS; i++) {

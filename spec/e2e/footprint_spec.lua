@@ -194,6 +194,44 @@ describe("footprint", function()
         assert.is_true(grown < 8, ("grew %.1f MiB"):format(grown))
     end)
 
+    -- A pop refused for the tenant's parked slots created its queue,
+    -- partition and group first: 50 such pops left 50 queues behind.
+    it("creates nothing for a pop refused for parked slots", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_MAX_PARKED = "1" } })
+        finally(function() d:stop() end)
+        local held = d:connect()
+        held:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=hold&wait=true&timeout=10000"))
+        assert.equals(201, d:push("full", { "1" }, "p").status)
+        local c = d:connect()
+        local before = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(2, before.count)
+        local function waits(query)
+            return c:request("GET", "/api/v1/ephemeral/pop?" .. query
+                                    .. "&wait=true&timeout=5000")
+        end
+        for i = 1, 20 do
+            assert.refused_with("rate_limited",
+                waits("queue=new" .. i .. "&partition=p&group=g"))
+        end
+        -- A new partition holds nothing, nor does a new group of a queue
+        -- with nothing in it.
+        assert.refused_with("rate_limited", waits("queue=full&partition=q"))
+        assert.refused_with("rate_limited", waits("queue=hold&group=late"))
+        local after = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(2, after.count)
+        assert.equals(before.cellBytes, after.cellBytes)
+        assert.equals(0, d:depth("hold").json.partitionsPending)
+        assert.equals(1, #d:depth("full").json.partitions)
+        assert.equals(0, #d:depth("hold").json.groups)
+        -- A new group sees what is there, so it takes it and needs no slot.
+        local res = waits("queue=full&group=reader")
+        assert.equals(200, res.status)
+        assert.equals(1, #res.json.messages)
+        c:close()
+        held:close()
+    end)
+
     it("forgets tenants that hold nothing", function()
         local d = daemon.start({ env = {
             QUEEN_TENANCY_HEADER = "true",
