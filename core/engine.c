@@ -212,7 +212,8 @@ static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
   ephd_map_init(&t->queues);
   ephd_map_put(&e->tenants, t->name, len, t);
   e->cell_bytes += ephd_cost_tenant(len);
-  /* Opened for a queue, which the caller adds at once: never empty. */
+  /* Opened for a queue or a reservation, which the caller adds at once:
+   * never empty. */
   return t;
 }
 
@@ -478,6 +479,46 @@ uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
   return ephd_engine_over_budget(e, t, grow, cell_only, limits);
 }
 
+int ephd_tenant_full_of_queues(const ephd_tenant_t *t,
+                               const ephd_tenant_limits_t *limits) {
+  return t && limits && limits->max_queues &&
+         t->queues.count + t->reserved_queues >= limits->max_queues;
+}
+
+uint32_t ephd_engine_plan_queue(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, size_t queue_len,
+                                const ephd_tenant_limits_t *limits) {
+  uint32_t refusals =
+      ephd_tenant_full_of_queues(t, limits) ? EPHD_REFUSE_TENANT_QUEUES : 0;
+  return refusals | ephd_engine_plan_names(e, t, tenant_len, NULL, queue_len, 0,
+                                           0, 0, 0, limits);
+}
+
+/* A reservation is charged to the tenant and the cell as the queue will be
+ * (ephd_cost_queue), so the byte checks count it with no change of theirs. */
+void ephd_engine_reserve_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len) {
+  ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
+  if (t->prev_empty || e->empty_head == t) empty_remove(e, t);
+  uint64_t cost = ephd_cost_queue(queue_len);
+  t->reserved_queues++;
+  t->reserved_bytes += cost;
+  t->bytes += cost;
+  e->cell_bytes += cost;
+}
+
+void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len) {
+  ephd_tenant_t *t = ephd_map_get(&e->tenants, tenant, tenant_len);
+  uint64_t cost = ephd_cost_queue(queue_len);
+  t->reserved_queues--;
+  t->reserved_bytes -= cost;
+  t->bytes -= cost;
+  e->cell_bytes -= cost;
+  if (t->queues.count == 0 && t->reserved_queues == 0)
+    empty_append(e, t, uv_now(e->loop));
+}
+
 void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
                            size_t tenant_len, const ephd_queue_t *q,
                            size_t queue_len, const ephd_ring_t *r,
@@ -504,8 +545,7 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   }
   if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
     plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
-  if (q == NULL && limits && limits->max_queues &&
-      (t ? t->queues.count : 0) >= limits->max_queues)
+  if (q == NULL && ephd_tenant_full_of_queues(t, limits))
     plan->refusals |= EPHD_REFUSE_TENANT_QUEUES;
   /* The footprint it adds: new names, then messages net of evictions (the
    * slot array's growth is left to the next plan: at most one doubling). */
@@ -711,7 +751,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   free(q);
   if (t->queues.count == 0) {
     ephd_map_free(&t->queues);
-    empty_append(e, t, uv_now(e->loop));
+    if (t->reserved_queues == 0) empty_append(e, t, uv_now(e->loop));
   }
 }
 

@@ -66,11 +66,17 @@ typedef struct ephd_tenant {
   char *name;
   size_t len;
   ephd_map_t queues;
-  uint64_t bytes;       /* the footprint of its queues, in the costs below */
+  uint64_t bytes;       /* the footprint of its queues and reservations, in the
+                           costs below */
   uint64_t *cell_bytes; /* the engine's, charged with it */
   uint64_t born;        /* the engine's count of tenant records, at creation */
   uint64_t empty_ms;    /* when its last queue went */
   struct ephd_tenant *prev_empty, *next_empty; /* while it has no queue */
+  /* Configures of new queues whose writes are in flight: their places in
+   * the queue allowance and what they will create, counted by every check
+   * until each write completes. A tenant holding one is never forgotten. */
+  uint32_t reserved_queues;
+  uint64_t reserved_bytes;
   uint64_t parked;
   uint64_t pushed;
   uint64_t delivered;
@@ -231,6 +237,24 @@ ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
 uint32_t ephd_engine_over_budget(const ephd_engine_t *e, const ephd_tenant_t *t,
                                  uint64_t grow, uint64_t cell_only,
                                  const ephd_tenant_limits_t *limits);
+/* Whether t's queue allowance is used up, by its queues and the ones its
+ * configures in flight will create. */
+int ephd_tenant_full_of_queues(const ephd_tenant_t *t,
+                               const ephd_tenant_limits_t *limits);
+/* The refusals a configure creating a new queue meets: the queue allowance,
+ * then the budgets for what it would create. */
+uint32_t ephd_engine_plan_queue(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, size_t queue_len,
+                                const ephd_tenant_limits_t *limits);
+/* A configure that passed ephd_engine_plan_queue reserves what it will
+ * create before its database write, and releases it when the write
+ * completes or fails (then declaring, if it succeeded): until then the
+ * queue counts in its tenant's allowance and its cost in the budgets. The
+ * tenant's record is created for it if needed. */
+void ephd_engine_reserve_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len);
+void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len);
 /* What a pop or a declaration naming these would create, and the budgets
  * that would refuse it: t and q NULL when they do not exist yet, new_ring
  * and new_group when the partition or group is new. */

@@ -277,8 +277,7 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   /* Everything a pop would create is planned before any of it exists: a
    * refused pop leaves no tenant, queue, partition or group behind. */
   a->refusals = 0;
-  if (q == NULL && limits && limits->max_queues && t &&
-      t->queues.count >= limits->max_queues)
+  if (q == NULL && ephd_tenant_full_of_queues(t, limits))
     a->refusals |= EPHD_REFUSE_TENANT_QUEUES;
   if (q && ((new_ring && ephd_queue_full_of_partitions(engine, q)) ||
             (a->group && new_group && ephd_queue_full_of_groups(engine, q))))

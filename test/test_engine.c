@@ -574,3 +574,47 @@ TEST_IMPL(engine_forgets_empty_tenants) {
   ASSERT(again->tenant->born > born);
   return stop();
 }
+
+/* Configures of new queues were checked before their writes and applied
+ * after, so any number in flight passed an allowance with room for one:
+ * what each will create is reserved from its check to its completion. */
+TEST_IMPL(engine_reserves_configures_in_flight) {
+  start(1000, 100, 0, 1 << 20);
+  e.forget_ms = 1000;
+  uint64_t t0 = uv_now(&loop);
+  limits.max_queues = 2;
+  ASSERT_EQ(ephd_engine_plan_queue(&e, NULL, 1, 2, &limits), 0);
+  ephd_engine_reserve_queue(&e, "t", 1, 2);
+  ephd_tenant_t *t = ephd_engine_tenant(&e, "t", 1);
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits), 0);
+  ephd_engine_reserve_queue(&e, "t", 1, 2);
+  ASSERT_EQ(t->queues.count, 0);
+  ASSERT_EQ(t->bytes, 2 * ephd_cost_queue(2));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + t->bytes);
+  /* Two in flight fill the allowance for configures, pushes and pops. */
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits),
+            EPHD_REFUSE_TENANT_QUEUES);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, t, 1, NULL, 2, NULL, 1, 1, 1, &limits, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
+  ASSERT(ephd_tenant_full_of_queues(t, &limits));
+  /* ...and their bytes count in the byte budgets. */
+  limits.max_queues = 0;
+  limits.max_bytes = 2 * ephd_cost_queue(2) + ephd_cost_queue(2) - 1;
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits),
+            EPHD_REFUSE_TENANT_BYTES);
+  limits.max_bytes = 0;
+  /* A tenant holding only reservations is not forgotten. */
+  ephd_engine_housekeep(&e, t0 + 5000);
+  ASSERT(ephd_engine_tenant(&e, "t", 1) == t);
+  /* One write succeeds (released, then declared), one fails. */
+  ephd_engine_release_queue(&e, "t", 1, 2);
+  ephd_options_t o = e.defaults;
+  ephd_engine_declare(&e, "t", 1, "q1", 2, &o, 1);
+  ephd_engine_release_queue(&e, "t", 1, 2);
+  ASSERT_EQ(t->reserved_queues, 0);
+  ASSERT_EQ(t->queues.count, 1);
+  ASSERT_EQ(t->bytes, ephd_cost_queue(2));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + t->bytes);
+  return stop();
+}
