@@ -62,6 +62,21 @@ static void uncharge(ephd_queue_t *q, uint64_t d) {
   charge(q, (uint64_t)0 - d);
 }
 
+/* A cursor's lease map and redelivery FIFO resize as they fill and drain:
+ * whatever a change did to their capacity since `before` is charged. */
+static void recharge_tables(ephd_queue_t *q, const ephd_cursor_t *c,
+                            uint64_t before) {
+  uint64_t after = ephd_cost_cursor_tables(c);
+  if (after != before) charge(q, after - before);
+}
+
+static uint64_t ring_tables(const ephd_ring_t *r) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < r->ncursors; i++)
+    n += ephd_cost_cursor_tables(&r->cursors[i]);
+  return n;
+}
+
 static ephd_list_t *list_of(ephd_engine_t *e, ephd_queue_t *q) {
   return q->declared ? &e->declared : &e->idle;
 }
@@ -119,6 +134,16 @@ static void free_lease(ephd_engine_t *e, ephd_lease_t *l, int in_heap) {
   free(l);
 }
 
+/* Takes a lease out of its cursor's map, by its seq. */
+static ephd_lease_t *unmap_lease(ephd_queue_t *q, ephd_ring_t *r,
+                                 uint32_t group, uint64_t seq) {
+  ephd_cursor_t *c = &r->cursors[group];
+  uint64_t before = ephd_cost_cursor_tables(c);
+  ephd_lease_t *l = ephd_map_del(&c->leases, (const char *)&seq, 8);
+  recharge_tables(q, c, before);
+  return l;
+}
+
 /* Takes a settled or expired lease off its message's list. */
 static void unlink_lease(ephd_ring_t *r, ephd_lease_t *l) {
   ephd_lease_t **pp = &ephd_ring_at(r, l->pos)->leases;
@@ -133,7 +158,7 @@ static void evict_head(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
   while (m->leases) {
     ephd_lease_t *l = m->leases;
     m->leases = l->next_on_msg;
-    ephd_map_del(&r->cursors[l->group].leases, (const char *)&l->seq, 8);
+    unmap_lease(q, r, l->group, l->seq);
     free_lease(e, l, 1);
   }
   uint64_t d = ephd_ring_depth(r), b = r->bytes;
@@ -141,6 +166,7 @@ static void evict_head(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
   account(e, q, d, b, r);
 }
 
+/* Frees every lease of r; the caller charges the maps it frees. */
 static void drop_leases(ephd_engine_t *e, ephd_ring_t *r) {
   for (uint32_t i = 0; i < r->ncursors; i++) {
     ephd_map_t *m = &r->cursors[i].leases;
@@ -186,7 +212,8 @@ static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
   ephd_map_init(&t->queues);
   ephd_map_put(&e->tenants, t->name, len, t);
   e->cell_bytes += ephd_cost_tenant(len);
-  /* Opened for a queue, which the caller adds at once: never empty. */
+  /* Opened for a queue or a reservation, which the caller adds at once:
+   * never empty. */
   return t;
 }
 
@@ -452,6 +479,46 @@ uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
   return ephd_engine_over_budget(e, t, grow, cell_only, limits);
 }
 
+int ephd_tenant_full_of_queues(const ephd_tenant_t *t,
+                               const ephd_tenant_limits_t *limits) {
+  return t && limits && limits->max_queues &&
+         t->queues.count + t->reserved_queues >= limits->max_queues;
+}
+
+uint32_t ephd_engine_plan_queue(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, size_t queue_len,
+                                const ephd_tenant_limits_t *limits) {
+  uint32_t refusals =
+      ephd_tenant_full_of_queues(t, limits) ? EPHD_REFUSE_TENANT_QUEUES : 0;
+  return refusals | ephd_engine_plan_names(e, t, tenant_len, NULL, queue_len, 0,
+                                           0, 0, 0, limits);
+}
+
+/* A reservation is charged to the tenant and the cell as the queue will be
+ * (ephd_cost_queue), so the byte checks count it with no change of theirs. */
+void ephd_engine_reserve_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len) {
+  ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
+  if (t->prev_empty || e->empty_head == t) empty_remove(e, t);
+  uint64_t cost = ephd_cost_queue(queue_len);
+  t->reserved_queues++;
+  t->reserved_bytes += cost;
+  t->bytes += cost;
+  e->cell_bytes += cost;
+}
+
+void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len) {
+  ephd_tenant_t *t = ephd_map_get(&e->tenants, tenant, tenant_len);
+  uint64_t cost = ephd_cost_queue(queue_len);
+  t->reserved_queues--;
+  t->reserved_bytes -= cost;
+  t->bytes -= cost;
+  e->cell_bytes -= cost;
+  if (t->queues.count == 0 && t->reserved_queues == 0)
+    empty_append(e, t, uv_now(e->loop));
+}
+
 void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
                            size_t tenant_len, const ephd_queue_t *q,
                            size_t queue_len, const ephd_ring_t *r,
@@ -478,8 +545,7 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   }
   if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
     plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
-  if (q == NULL && limits && limits->max_queues &&
-      (t ? t->queues.count : 0) >= limits->max_queues)
+  if (q == NULL && ephd_tenant_full_of_queues(t, limits))
     plan->refusals |= EPHD_REFUSE_TENANT_QUEUES;
   /* The footprint it adds: new names, then messages net of evictions (the
    * slot array's growth is left to the next plan: at most one doubling). */
@@ -524,6 +590,7 @@ static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                      uint32_t group, uint32_t want, int auto_ack,
                      uint64_t now_ms, ephd_buf_t *out, uint32_t already) {
   ephd_cursor_t *c = &r->cursors[group];
+  uint64_t tables = ephd_cost_cursor_tables(c);
   uint32_t got = 0;
   uint64_t pos;
   uint32_t attempts;
@@ -554,6 +621,7 @@ static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     charge(q, EPHD_COST_LEASE);
     if (!redo) m->holds++;
   }
+  recharge_tables(q, c, tables);
   if (auto_ack && got) reclaim(e, q, r);
   return got;
 }
@@ -582,6 +650,15 @@ uint64_t ephd_engine_available(ephd_queue_t *q, ephd_ring_t *r, uint32_t group,
   return n;
 }
 
+int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                              int new_ring, int new_group, uint32_t group,
+                              uint64_t now_ms) {
+  if (q == NULL || new_ring) return 0;
+  ephd_engine_expire(e, q, now_ms);
+  if (new_group) return (r ? ephd_ring_depth(r) : q->depth) > 0;
+  return ephd_engine_ready(q, r, group);
+}
+
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
   if (r) return ephd_ring_ready(r, &r->cursors[group]);
   for (uint32_t i = 0; i < q->nrings; i++)
@@ -607,14 +684,17 @@ static ephd_outcome_t fail_delivery(ephd_engine_t *e, ephd_lease_t *l) {
     reclaim(e, q, r);
     return EPHD_OUTCOME_ACKED;
   }
-  ephd_ring_redeliver(r, &r->cursors[group], pos, attempts);
+  ephd_cursor_t *c = &r->cursors[group];
+  uint64_t tables = ephd_cost_cursor_tables(c);
+  ephd_ring_redeliver(r, c, pos, attempts);
+  recharge_tables(q, c, tables);
   ephd_gate_wake(&q->groups[group]->gate, r);
   return EPHD_OUTCOME_REDELIVERED;
 }
 
 static void on_lease_expired(ephd_lease_t *l, void *data) {
   ephd_ring_t *r = l->ring;
-  ephd_map_del(&r->cursors[l->group].leases, (const char *)&l->seq, 8);
+  unmap_lease(l->queue, r, l->group, l->seq);
   unlink_lease(r, l);
   fail_delivery(data, l);
 }
@@ -629,8 +709,7 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   if (q == NULL || group >= q->ngroups) return EPHD_OUTCOME_UNKNOWN;
   ephd_ring_t *r = ephd_queue_ring(q, parsed.partition, parsed.partition_len);
   if (r == NULL) return EPHD_OUTCOME_UNKNOWN;
-  ephd_lease_t *l =
-      ephd_map_del(&r->cursors[group].leases, (const char *)&parsed.seq, 8);
+  ephd_lease_t *l = unmap_lease(q, r, group, parsed.seq);
   if (l == NULL) return EPHD_OUTCOME_UNKNOWN;
   ephd_leases_remove(&e->leases, l);
   unlink_lease(r, l);
@@ -646,10 +725,11 @@ uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
   uint64_t dropped = 0;
   for (uint32_t i = 0; i < q->nrings; i++) {
     ephd_ring_t *r = q->rings[i];
-    uint64_t d = ephd_ring_depth(r), b = r->bytes;
+    uint64_t d = ephd_ring_depth(r), b = r->bytes, tables = ring_tables(r);
     drop_leases(e, r);
     dropped += ephd_ring_clear(r);
     account(e, q, d, b, r);
+    charge(q, ring_tables(r) - tables);
   }
   return dropped;
 }
@@ -671,7 +751,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   free(q);
   if (t->queues.count == 0) {
     ephd_map_free(&t->queues);
-    empty_append(e, t, uv_now(e->loop));
+    if (t->reserved_queues == 0) empty_append(e, t, uv_now(e->loop));
   }
 }
 

@@ -66,11 +66,17 @@ typedef struct ephd_tenant {
   char *name;
   size_t len;
   ephd_map_t queues;
-  uint64_t bytes;       /* the footprint of its queues, in the costs below */
+  uint64_t bytes;       /* the footprint of its queues and reservations, in the
+                           costs below */
   uint64_t *cell_bytes; /* the engine's, charged with it */
   uint64_t born;        /* the engine's count of tenant records, at creation */
   uint64_t empty_ms;    /* when its last queue went */
   struct ephd_tenant *prev_empty, *next_empty; /* while it has no queue */
+  /* Configures of new queues whose writes are in flight: their places in
+   * the queue allowance and what they will create, counted by every check
+   * until each write completes. A tenant holding one is never forgotten. */
+  uint32_t reserved_queues;
+  uint64_t reserved_bytes;
   uint64_t parked;
   uint64_t pushed;
   uint64_t delivered;
@@ -123,18 +129,29 @@ typedef struct {
  * one-byte messages are within a few percent of what they take, larger
  * ones a little over. Arrays that double are charged at twice their use. A
  * message pays its header, its allocation and its payload; its ring's slot
- * array is charged as it is (slots x 8). Names are charged at their length.
- * Leases are charged while they live, but never refused: they are deliveries of
- * messages already paid for, and the next push or new name is what the budget
- * refuses. docs/architecture.md has the table. */
+ * array is charged as it is (slots x 8), and so are a cursor's lease map and
+ * redelivery FIFO, which grow and shrink with what they hold. Names are
+ * charged at their length. Leases are charged while they live, but never
+ * refused: they are deliveries of messages already paid for, and the next
+ * push or new name is what the budget refuses. docs/architecture.md has the
+ * table. */
 #define EPHD_ALLOC_OVERHEAD 24
 #define EPHD_COST_MSG (sizeof(ephd_msg_t) + EPHD_ALLOC_OVERHEAD)
 #define EPHD_COST_SLOT (sizeof(ephd_msg_t *))
 #define EPHD_COST_CURSOR (sizeof(ephd_cursor_t))
-#define EPHD_COST_LEASE                                              \
-  (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD +                      \
-   2 * sizeof(ephd_map_slot_t) /* its entry in the cursor's map */ + \
+#define EPHD_COST_LEASE                         \
+  (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD + \
    2 * sizeof(ephd_lease_t *) /* its place in the heap */)
+
+/* A cursor's lease map table and redelivery array, at their capacity: its
+ * busiest moment is paid for until the structure shrinks back. */
+static inline uint64_t ephd_cost_cursor_tables(const ephd_cursor_t *c) {
+  uint64_t slots = ephd_map_capacity(&c->leases);
+  return (slots ? slots * sizeof(ephd_map_slot_t) + EPHD_ALLOC_OVERHEAD : 0) +
+         (c->redo_cap ? (uint64_t)c->redo_cap * sizeof(ephd_redelivery_t) +
+                            EPHD_ALLOC_OVERHEAD
+                      : 0);
+}
 
 /* A tenant's record and its name, its slot in the engine's map, and its
  * queue map's first table: the cell's, as nothing of the tenant's own. */
@@ -220,6 +237,24 @@ ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
 uint32_t ephd_engine_over_budget(const ephd_engine_t *e, const ephd_tenant_t *t,
                                  uint64_t grow, uint64_t cell_only,
                                  const ephd_tenant_limits_t *limits);
+/* Whether t's queue allowance is used up, by its queues and the ones its
+ * configures in flight will create. */
+int ephd_tenant_full_of_queues(const ephd_tenant_t *t,
+                               const ephd_tenant_limits_t *limits);
+/* The refusals a configure creating a new queue meets: the queue allowance,
+ * then the budgets for what it would create. */
+uint32_t ephd_engine_plan_queue(const ephd_engine_t *e, const ephd_tenant_t *t,
+                                size_t tenant_len, size_t queue_len,
+                                const ephd_tenant_limits_t *limits);
+/* A configure that passed ephd_engine_plan_queue reserves what it will
+ * create before its database write, and releases it when the write
+ * completes or fails (then declaring, if it succeeded): until then the
+ * queue counts in its tenant's allowance and its cost in the budgets. The
+ * tenant's record is created for it if needed. */
+void ephd_engine_reserve_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len);
+void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
+                               size_t tenant_len, size_t queue_len);
 /* What a pop or a declaration naming these would create, and the budgets
  * that would refuse it: t and q NULL when they do not exist yet, new_ring
  * and new_group when the partition or group is new. */
@@ -258,6 +293,13 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                          uint32_t group, uint32_t batch, int auto_ack,
                          uint64_t now_ms, ephd_buf_t *out);
+/* Whether a pop would deliver anything now, decided before it creates what
+ * it names: a new queue (q NULL) or partition (new_ring) holds nothing, and
+ * a new group starts at the rings' heads, so it sees what they hold. Applies
+ * ttl first, as the pop would. */
+int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                              int new_ring, int new_group, uint32_t group,
+                              uint64_t now_ms);
 /* Whether a group could take anything now, without taking it. */
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
 /* How many deliveries a group could take now, counting up to cap. */

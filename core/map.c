@@ -63,11 +63,11 @@ static void place(ephd_map_slot_t *slots, size_t mask, ephd_map_slot_t e) {
   slots[i] = e;
 }
 
-static void grow(ephd_map_t *m) {
-  size_t cap = m->slots ? (m->mask + 1) * 2 : 8;
+/* Moves every entry into a new table of cap slots. */
+static void resize(ephd_map_t *m, size_t cap) {
   ephd_map_slot_t *slots = calloc(cap, sizeof(*slots));
   if (slots == NULL) {
-    fprintf(stderr, "ephd: out of memory growing a map to %zu\n", cap);
+    fprintf(stderr, "ephd: out of memory resizing a map to %zu\n", cap);
     abort();
   }
   if (m->slots) {
@@ -81,7 +81,10 @@ static void grow(ephd_map_t *m) {
 
 void ephd_map_put(ephd_map_t *m, const char *key, size_t len, void *value) {
   /* Load factor at most 3/4 keeps linear probe runs short. */
-  if (m->slots == NULL || (m->count + 1) * 4 > (m->mask + 1) * 3) grow(m);
+  if (m->slots == NULL)
+    resize(m, EPHD_MAP_MIN);
+  else if ((m->count + 1) * 4 > (m->mask + 1) * 3)
+    resize(m, (m->mask + 1) * 2);
   ephd_map_slot_t e = {hash_bytes(key, len), key, len, value};
   place(m->slots, m->mask, e);
   m->count++;
@@ -106,7 +109,15 @@ void *ephd_map_del(ephd_map_t *m, const char *key, size_t len) {
   }
   m->slots[i].hash = 0;
   m->count--;
-  if (m->count == 0) ephd_map_free(m);
+  /* A table keeps only what its entries need: a cursor's lease map that
+   * held 10,000 leases must not keep 16,384 slots for the one left. Halved
+   * below an eighth full, it is about a quarter full, far from both
+   * thresholds, so each resize is paid for by as many puts or deletes as
+   * it moves entries: amortized O(1). */
+  if (m->count == 0)
+    ephd_map_free(m);
+  else if (m->count < (m->mask + 1) / 8 && m->mask + 1 > EPHD_MAP_MIN)
+    resize(m, (m->mask + 1) / 2);
   return value;
 }
 

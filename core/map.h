@@ -20,14 +20,26 @@ typedef struct {
   size_t count;
 } ephd_map_t;
 
+/* A table's smallest capacity: an empty map has none. */
+#define EPHD_MAP_MIN 8
+
+/* The heap a map's table takes, in slots: it grows past 3/4 full and halves
+ * below 1/8, so it follows the count both ways. */
+static inline size_t ephd_map_capacity(const ephd_map_t *m) {
+  return m->slots ? m->mask + 1 : 0;
+}
+
 void ephd_map_init(ephd_map_t *m);
 void ephd_map_free(ephd_map_t *m);
 void *ephd_map_get(const ephd_map_t *m, const char *key, size_t len);
 /* Inserts a key that is not present; the key memory must outlive the entry. */
 void ephd_map_put(ephd_map_t *m, const char *key, size_t len, void *value);
+/* May shrink the table (freeing it at count 0). */
 void *ephd_map_del(ephd_map_t *m, const char *key, size_t len);
 /* Iteration: *pos starts at 0; returns NULL when done. Stable only while the
- * map is not modified. */
+ * map is not modified: a put may grow the table and a del may shift entries
+ * or shrink it, so a walk that removes entries collects them first or frees
+ * the whole map after it. */
 void *ephd_map_next(const ephd_map_t *m, size_t *pos);
 
 #endif

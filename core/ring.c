@@ -41,8 +41,7 @@ ephd_msg_t *ephd_ring_at(const ephd_ring_t *r, uint64_t pos) {
   return r->slots[pos & (r->cap - 1)];
 }
 
-static void grow_slots(ephd_ring_t *r) {
-  uint64_t cap = r->cap ? r->cap * 2 : 8;
+static void resize_slots(ephd_ring_t *r, uint64_t cap) {
   ephd_msg_t **slots = xalloc(cap * sizeof(*slots));
   for (uint64_t p = r->head; p < r->tail; p++)
     slots[p & (cap - 1)] = ephd_ring_at(r, p);
@@ -53,7 +52,7 @@ static void grow_slots(ephd_ring_t *r) {
 
 void ephd_ring_append(ephd_ring_t *r, uint64_t now_ms, const char *payload,
                       uint32_t len) {
-  if (r->tail - r->head == r->cap) grow_slots(r);
+  if (r->tail - r->head == r->cap) resize_slots(r, r->cap ? r->cap * 2 : 8);
   ephd_msg_t *m = malloc(sizeof(*m) + len);
   if (m == NULL) {
     fprintf(stderr, "ephd: out of memory for a %u-byte message\n", len);
@@ -75,11 +74,17 @@ static void free_head(ephd_ring_t *r) {
   free(m);
   r->head++;
   /* An emptied ring gives its slot array back: 100k idle inboxes must not
-   * each pin the array their busiest moment needed. */
-  if (r->head == r->tail && r->cap > 64) {
+   * each pin the array their busiest moment needed. Nor must one message
+   * left of 10,000 pin 16,384 slots: below an eighth full the array
+   * halves, as a map does (core/map.c), amortized O(1). */
+  uint64_t depth = r->tail - r->head;
+  if (r->cap <= 64) return;
+  if (depth == 0) {
     free(r->slots);
     r->slots = NULL;
     r->cap = 0;
+  } else if (depth < r->cap / 8) {
+    resize_slots(r, r->cap / 2);
   }
 }
 
@@ -117,11 +122,40 @@ void ephd_ring_add_cursor(ephd_ring_t *r) {
   ephd_map_init(&c->leases);
 }
 
+/* Moves the pending redeliveries into an array of cap, oldest first. */
+static void redo_resize(ephd_cursor_t *c, uint32_t cap) {
+  ephd_redelivery_t *redo = xalloc(cap * sizeof(*redo));
+  for (uint32_t i = 0; i < c->redo_len; i++)
+    redo[i] = c->redo[(c->redo_head + i) % c->redo_cap];
+  free(c->redo);
+  c->redo = redo;
+  c->redo_cap = cap;
+  c->redo_head = 0;
+}
+
+static void redo_release(ephd_cursor_t *c) {
+  free(c->redo);
+  c->redo = NULL;
+  c->redo_len = c->redo_head = c->redo_cap = 0;
+}
+
+/* A drained FIFO gives its array back, and a sparse one halves, as a map
+ * does: 10,000 expired leases must not leave every cursor they passed
+ * through holding 16,384 entries for one. */
+static void redo_fit(ephd_cursor_t *c) {
+  if (c->redo_len == 0)
+    redo_release(c);
+  else if (c->redo_len < c->redo_cap / 8 && c->redo_cap > 4)
+    redo_resize(c, c->redo_cap / 2);
+}
+
+static void redo_shift(ephd_cursor_t *c) {
+  c->redo_head = (c->redo_head + 1) % c->redo_cap;
+  c->redo_len--;
+}
+
 static void drop_dead_redeliveries(const ephd_ring_t *r, ephd_cursor_t *c) {
-  while (c->redo_len && c->redo[c->redo_head].pos < r->head) {
-    c->redo_head = (c->redo_head + 1) % c->redo_cap;
-    c->redo_len--;
-  }
+  while (c->redo_len && c->redo[c->redo_head].pos < r->head) redo_shift(c);
 }
 
 static uint64_t live_redeliveries(const ephd_ring_t *r,
@@ -138,15 +172,18 @@ int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c) {
 
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
                    uint32_t *attempts, int *was_redelivery) {
-  drop_dead_redeliveries(r, c);
-  if (c->redo_len) {
-    ephd_redelivery_t d = c->redo[c->redo_head];
-    c->redo_head = (c->redo_head + 1) % c->redo_cap;
-    c->redo_len--;
-    *pos = d.pos;
-    *attempts = d.attempts;
-    *was_redelivery = 1;
-    return 1;
+  if (c->redo) {
+    drop_dead_redeliveries(r, c);
+    if (c->redo_len) {
+      ephd_redelivery_t d = c->redo[c->redo_head];
+      redo_shift(c);
+      redo_fit(c);
+      *pos = d.pos;
+      *attempts = d.attempts;
+      *was_redelivery = 1;
+      return 1;
+    }
+    redo_fit(c);
   }
   if (c->next < r->head) c->next = r->head;
   if (c->next >= r->tail) return 0;
@@ -159,16 +196,8 @@ int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
 void ephd_ring_redeliver(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
                          uint32_t attempts) {
   (void)r;
-  if (c->redo_len == c->redo_cap) {
-    uint32_t cap = c->redo_cap ? c->redo_cap * 2 : 4;
-    ephd_redelivery_t *redo = xalloc(cap * sizeof(*redo));
-    for (uint32_t i = 0; i < c->redo_len; i++)
-      redo[i] = c->redo[(c->redo_head + i) % c->redo_cap];
-    free(c->redo);
-    c->redo = redo;
-    c->redo_cap = cap;
-    c->redo_head = 0;
-  }
+  if (c->redo_len == c->redo_cap)
+    redo_resize(c, c->redo_cap ? c->redo_cap * 2 : 4);
   c->redo[(c->redo_head + c->redo_len) % c->redo_cap] =
       (ephd_redelivery_t){pos, attempts};
   c->redo_len++;
@@ -189,8 +218,7 @@ uint64_t ephd_ring_clear(ephd_ring_t *r) {
   for (uint32_t i = 0; i < r->ncursors; i++) {
     ephd_cursor_t *c = &r->cursors[i];
     c->next = r->head;
-    c->redo_len = 0;
-    c->redo_head = 0;
+    redo_release(c);
   }
   return dropped;
 }

@@ -26,9 +26,11 @@ typedef struct {
 
 /* One group's view of one ring. */
 typedef struct {
-  uint64_t next;           /* next position never yet delivered to this group */
-  uint64_t skipped;        /* messages evicted before this group reached them */
-  ephd_redelivery_t *redo; /* circular FIFO of failed or expired deliveries */
+  uint64_t next;    /* next position never yet delivered to this group */
+  uint64_t skipped; /* messages evicted before this group reached them */
+  /* Circular FIFO of failed or expired deliveries; like the lease map and
+   * the ring's slots, it halves when sparse and is freed when empty. */
+  ephd_redelivery_t *redo;
   uint32_t redo_head, redo_len, redo_cap;
   ephd_map_t leases; /* delivery seq (8 bytes) -> ephd_lease_t */
 } ephd_cursor_t;

@@ -228,6 +228,7 @@ typedef struct {
   char *queue;
   size_t queue_len;
   ephd_options_t opts;
+  int reserved; /* a configure of a new queue: ephd_engine_reserve_queue */
 } write_t;
 
 static write_t *write_new(const ephd_request_t *req, const char *tenant,
@@ -277,6 +278,8 @@ static void answer_failed(ephd_conn_t *c, const write_t *w, const char *code,
 
 static void on_configured(void *data, PGresult *res, const char *err) {
   write_t *w = data;
+  if (w->reserved)
+    ephd_engine_release_queue(engine, w->tenant, w->tenant_len, w->queue_len);
   if (res)
     ephd_engine_declare(engine, w->tenant, w->tenant_len, w->queue,
                         w->queue_len, &w->opts, generation);
@@ -305,15 +308,21 @@ int ephd_configure(const ephd_request_t *req, const char *tenant,
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
   if (q == NULL) {
-    if (limits->max_queues && t && t->queues.count >= limits->max_queues)
-      *refusals |= EPHD_REFUSE_TENANT_QUEUES;
-    *refusals |= ephd_engine_plan_names(engine, t, tenant_len, NULL, queue_len,
-                                        0, 0, 0, 0, limits);
+    *refusals =
+        ephd_engine_plan_queue(engine, t, tenant_len, queue_len, limits);
     if (*refusals) return EPHD_E_REFUSED;
   }
   if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
   w->opts = *opts;
+  /* The queue is created when its write completes, and checked now: what
+   * it will create is reserved from this check on, so configures in flight
+   * together cannot each pass an allowance that has room for one, and no
+   * row is written past it. */
+  if (q == NULL) {
+    ephd_engine_reserve_queue(engine, tenant, tenant_len, queue_len);
+    w->reserved = 1;
+  }
   const char *values[3] = {w->tenant, w->queue, req->body.ptr};
   int lengths[3] = {(int)tenant_len, (int)queue_len, (int)req->body.len};
   /* Held before the query is queued: a connection lost while sending it

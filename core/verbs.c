@@ -271,14 +271,13 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
                        : NULL;
   const char *gname = a->group ? a->group : "";
   size_t glen = a->group ? a->group_len : 0;
-  uint32_t g;
+  uint32_t g = 0;
   int new_ring = a->partition && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
   /* Everything a pop would create is planned before any of it exists: a
    * refused pop leaves no tenant, queue, partition or group behind. */
   a->refusals = 0;
-  if (q == NULL && limits && limits->max_queues && t &&
-      t->queues.count >= limits->max_queues)
+  if (q == NULL && ephd_tenant_full_of_queues(t, limits))
     a->refusals |= EPHD_REFUSE_TENANT_QUEUES;
   if (q && ((new_ring && ephd_queue_full_of_partitions(engine, q)) ||
             (a->group && new_group && ephd_queue_full_of_groups(engine, q))))
@@ -290,6 +289,13 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   a->refusals |= ephd_engine_plan_names(
       engine, t, a->tenant_len, q, a->queue_len, new_ring, a->partition_len,
       named_group, glen, limits);
+  /* Whether it would park is known before anything exists too, so a pop
+   * refused for the tenant's parked slots leaves nothing behind either. */
+  uint64_t now = now_ms();
+  if (a->wait && a->timeout_ms && limits && limits->max_parked && t &&
+      t->parked >= limits->max_parked &&
+      !ephd_engine_would_deliver(engine, q, r, new_ring, new_group, g, now))
+    a->refusals |= EPHD_REFUSE_PARKED;
   if (a->refusals) return EPHD_E_REFUSED;
   if (q == NULL)
     q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,
@@ -297,7 +303,6 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   if (new_ring) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
   if (new_group) g = ephd_queue_group_open(q, gname, glen);
   ephd_conn_t *c = ephd_http_conn(req);
-  uint64_t now = now_ms();
   ephd_engine_touch(engine, q, now);
   body.len = 0;
   uint32_t got =
@@ -305,11 +310,6 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
   if (got || !a->wait || a->timeout_ms == 0) {
     answer_pop(c, q, &body);
     return EPHD_OK;
-  }
-  if (a->limits && a->limits->max_parked &&
-      q->tenant->parked >= a->limits->max_parked) {
-    a->refusals = EPHD_REFUSE_PARKED;
-    return EPHD_E_REFUSED;
   }
   ephd_waiter_t *w = ephd_http_park(c);
   w->queue = q;

@@ -1,6 +1,7 @@
 /* The engine as a state machine: each input is a sequence of verbs (push,
  * pop with and without wait, new groups, acks, reset, delete, declarations,
- * time passing for leases and parked timeouts, housekeeping, disconnects)
+ * time passing for leases and parked timeouts, housekeeping, disconnects,
+ * configures whose writes are in flight)
  * run against one engine and its gates, as verbs.c drives them. Single
  * requests cannot reach bugs that need an order of events, such as a waiter
  * parked on a gate that a later pop moves; sequences can. After every verb
@@ -39,6 +40,10 @@ static uint32_t nids;
 static uint64_t now;
 static ephd_buf_t out;
 static uint64_t parked_waiters;
+/* Configures of new queues whose database writes are in flight. */
+#define NWRITES 4
+static uint8_t writes[NWRITES];
+static uint32_t nwrites;
 
 static const uint8_t *in;
 static size_t left;
@@ -134,17 +139,20 @@ static void pop(uint8_t qi, int wait) {
   ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
   ephd_queue_t *q = find_queue(qi);
   ephd_ring_t *r = part && q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
-  uint32_t g;
+  uint32_t g = 0;
   int new_ring = part && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
   /* As ephd_pop: everything planned before anything is created. */
-  if (q == NULL && tenant && tenant->queues.count >= limits.max_queues) return;
+  if (q == NULL && ephd_tenant_full_of_queues(tenant, &limits)) return;
   if (q && ((new_ring && ephd_queue_full_of_partitions(&e, q)) ||
             (glen && new_group && ephd_queue_full_of_groups(&e, q))))
     return;
   if (ephd_engine_plan_names(&e, tenant, 1, q, 2, new_ring,
                              part ? strlen(part) : 0, new_group, glen, &limits))
     return;
+  /* What ephd_pop decides a refusal for parked slots on, before creating:
+   * it must be exactly whether the pop delivers. */
+  int ready = ephd_engine_would_deliver(&e, q, r, new_ring, new_group, g, now);
   if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
   if (new_ring) r = ephd_queue_ring_open(q, part, strlen(part));
   if (new_group) g = ephd_queue_group_open(q, gname, glen);
@@ -153,6 +161,7 @@ static void pop(uint8_t qi, int wait) {
   uint32_t batch = 1 + flags % 4;
   int auto_ack = (flags >> 2) & 1;
   uint32_t got = ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out);
+  if ((got > 0) != ready) abort();
   if (got && !auto_ack) remember_ids(qi, gb);
   if (got || !wait) return;
   for (int i = 0; i < NWAITERS; i++) {
@@ -228,15 +237,58 @@ static void declare(uint8_t qi) {
   ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
 }
 
+/* A structure that grows with what it holds shrinks with it too: below an
+ * eighth full it has halved, unless it is at its smallest, and empty it is
+ * gone. */
+static void check_fit(uint64_t used, uint64_t cap, uint64_t smallest) {
+  if ((used == 0 && cap != 0 && cap > smallest) ||
+      (cap > smallest && used * 8 < cap))
+    abort();
+}
+
+/* A configure of a new queue passes its checks and reserves what it will
+ * create, as ephd_configure does before its database write. */
+static void configure(uint8_t qi) {
+  const char *t = tenant_of(qi);
+  if (find_queue(qi) || nwrites == NWRITES) return;
+  if (ephd_engine_plan_queue(&e, ephd_engine_tenant(&e, t, 1), 1, 2, &limits))
+    return;
+  ephd_engine_reserve_queue(&e, t, 1, 2);
+  writes[nwrites++] = qi;
+}
+
+/* The oldest write completes, as on_configured: the reservation is given
+ * back, then the queue declared if the write succeeded. */
+static void configured(void) {
+  uint8_t ok = next_byte();
+  if (nwrites == 0) return;
+  uint8_t qi = writes[0];
+  memmove(writes, writes + 1, --nwrites);
+  ephd_engine_release_queue(&e, tenant_of(qi), 1, 2);
+  if (ok & 1) {
+    ephd_options_t o = e.defaults;
+    ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
+  }
+}
+
 /* What a queue holds, counted from its structures, in the engine's costs. */
 static uint64_t recount(const ephd_queue_t *q) {
   uint64_t n = ephd_cost_queue(q->name_len);
   for (uint32_t i = 0; i < q->nrings; i++) {
     const ephd_ring_t *r = q->rings[i];
     if (r->charged != ephd_cost_messages(r)) abort();
+    check_fit(ephd_ring_depth(r), r->cap, 64);
     n += ephd_cost_ring(r->name_len) + r->charged;
-    for (uint32_t c = 0; c < r->ncursors; c++)
-      n += EPHD_COST_CURSOR + r->cursors[c].leases.count * EPHD_COST_LEASE;
+    for (uint32_t c = 0; c < r->ncursors; c++) {
+      const ephd_cursor_t *cur = &r->cursors[c];
+      if ((cur->leases.count == 0) != (cur->leases.slots == NULL)) abort();
+      check_fit(cur->leases.count, ephd_map_capacity(&cur->leases),
+                EPHD_MAP_MIN);
+      if ((cur->redo_len == 0) != (cur->redo == NULL)) abort();
+      check_fit(cur->redo_len, cur->redo_cap, 4);
+      n += EPHD_COST_CURSOR + ephd_cost_cursor_tables(cur) +
+           cur->leases.count * EPHD_COST_LEASE;
+    }
   }
   for (uint32_t i = 0; i < q->ngroups; i++)
     n += ephd_cost_group(q->groups[i]->len);
@@ -262,7 +314,13 @@ static void check(void) {
       if (recount(q) != q->footprint) abort();
       bytes += q->footprint;
     }
-    if (bytes != t->bytes) abort();
+    uint32_t reserved = 0;
+    for (uint32_t i = 0; i < nwrites; i++)
+      if (tenant_of(writes[i])[0] == t->name[0]) reserved++;
+    if (reserved != t->reserved_queues ||
+        t->reserved_bytes != reserved * ephd_cost_queue(2) ||
+        bytes + t->reserved_bytes != t->bytes)
+      abort();
     cell += ephd_cost_tenant(t->len) + t->bytes;
     parked += t->parked;
   }
@@ -282,6 +340,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   limits.max_queues = 3;
   now = uv_now(&loop);
   nids = 0;
+  nwrites = 0;
   parked_waiters = 0;
   for (int i = 0; i < NWAITERS; i++) {
     waiters[i].in_use = 0;
@@ -289,7 +348,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   while (left) {
     uint8_t op = next_byte(), qi = next_byte();
-    switch (op % 12) {
+    switch (op % 14) {
       case 0:
       case 1:
         push(qi);
@@ -326,9 +385,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 11:
         declare(qi);
         break;
+      case 12:
+        configure(qi);
+        break;
+      case 13:
+        configured();
+        break;
     }
     check();
   }
+  while (nwrites) configured();
   for (int i = 0; i < NWAITERS; i++) ephd_waiter_close(&waiters[i].w, NULL);
   ephd_engine_close(&e);
   uv_run(&loop, UV_RUN_DEFAULT);

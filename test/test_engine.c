@@ -441,6 +441,39 @@ TEST_IMPL(engine_charges_names) {
   return stop();
 }
 
+/* The heap a cursor's lease map and redelivery FIFO take, at capacity. */
+static uint64_t tables_heap(const ephd_cursor_t *c) {
+  uint64_t map = c->leases.slots ? (c->leases.mask + 1) * 32 + 24 : 0;
+  uint64_t redo = c->redo_cap ? c->redo_cap * 16 + 24 : 0;
+  return map + redo;
+}
+
+/* One queue, one ring, one group: what it holds, from its structures. */
+static uint64_t held(const ephd_queue_t *q) {
+  const ephd_ring_t *r = q->rings[0];
+  const ephd_cursor_t *c = &r->cursors[0];
+  return ephd_cost_queue(q->name_len) + ephd_cost_ring(r->name_len) +
+         ephd_cost_group(q->groups[0]->len) + EPHD_COST_CURSOR +
+         ephd_cost_messages(r) + c->leases.count * EPHD_COST_LEASE +
+         tables_heap(c);
+}
+
+/* Acks every delivery in a pop body but the last `keep`. */
+static uint32_t ack_all_but(ephd_queue_t *q, uint32_t g, const ephd_buf_t *b,
+                            uint32_t n, uint32_t keep) {
+  const char *p = b->base, *end = b->base + b->len;
+  uint32_t acked = 0;
+  for (uint32_t i = 0; i + keep < n; i++) {
+    p = memmem(p, (size_t)(end - p), "\"id\":\"", 6) + 6;
+    const char *q_end = memchr(p, '"', (size_t)(end - p));
+    if (ephd_engine_ack(&e, q, g, p, (size_t)(q_end - p), EPHD_ACK_COMPLETED,
+                        0) == EPHD_OUTCOME_ACKED)
+      acked++;
+    p = q_end;
+  }
+  return acked;
+}
+
 /* A million one-byte messages were counted as a megabyte: each pays its
  * header and allocation too, and its leases while they live. */
 TEST_IMPL(engine_charges_messages_and_leases) {
@@ -458,9 +491,54 @@ TEST_IMPL(engine_charges_messages_and_leases) {
                    EPHD_COST_CURSOR;
   ASSERT_EQ(q->footprint, names + messages);
   ASSERT_EQ(pop(q, "g", 10, 0, &out), 10);
-  ASSERT_EQ(q->footprint, names + messages + 10 * EPHD_COST_LEASE);
+  const ephd_cursor_t *c = &r->cursors[0];
+  ASSERT_EQ(q->footprint,
+            names + messages + 10 * EPHD_COST_LEASE + tables_heap(c));
   ephd_leases_expire(&e.leases, 60 * 1000); /* back for redelivery */
-  ASSERT_EQ(q->footprint, names + messages);
+  ASSERT_EQ(q->footprint, names + messages + tables_heap(c));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+/* A cursor kept the lease map of its busiest moment for one lease left,
+ * and the redelivery FIFO of its worst expiry, and neither was charged:
+ * 64 groups each holding one lease after a pop of 10,000 held 32 MiB the
+ * budgets never saw. Both shrink as they drain, and what they take is
+ * charged at every step. */
+TEST_IMPL(engine_charges_cursor_tables) {
+  start(1 << 20, 1 << 20, 0, 1u << 31);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "g", 1, 0, &out);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  ephd_cursor_t *c = &q->rings[0]->cursors[0];
+  ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
+  ASSERT_EQ(c->leases.mask + 1, 2048);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(ack_all_but(q, g, &out, 1000, 1), 999);
+  ASSERT_EQ(c->leases.count, 1);
+  ASSERT_EQ(c->leases.mask + 1, 8); /* not the 2048 of its busiest moment */
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(ack_all_but(q, g, &out, 1000, 0), 1);
+  ASSERT(c->leases.slots == NULL);
+  ASSERT_EQ(q->footprint, held(q));
+  /* A thousand expiries fill the redelivery FIFO; it drains back. */
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
+  ephd_leases_expire(&e.leases, 30 * 1000);
+  ASSERT_EQ(c->redo_len, 1000);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(pop(q, "g", 999, 30000, &out), 999);
+  ASSERT(c->redo_cap <= 8);
+  ASSERT_EQ(q->footprint, held(q));
+  ASSERT_EQ(pop(q, "g", 1, 30000, &out), 1);
+  ASSERT_EQ(c->redo_cap, 0);
+  ASSERT_EQ(q->footprint, held(q));
+  ephd_engine_reset(&e, q);
+  ASSERT_EQ(q->footprint, held(q));
   ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
   ephd_buf_free(&out);
   return stop();
@@ -494,5 +572,49 @@ TEST_IMPL(engine_forgets_empty_tenants) {
   ephd_queue_t *again = ephd_engine_queue_open(&e, "a", 1, "q", 1);
   ASSERT_EQ(again->tenant->pushed, 0);
   ASSERT(again->tenant->born > born);
+  return stop();
+}
+
+/* Configures of new queues were checked before their writes and applied
+ * after, so any number in flight passed an allowance with room for one:
+ * what each will create is reserved from its check to its completion. */
+TEST_IMPL(engine_reserves_configures_in_flight) {
+  start(1000, 100, 0, 1 << 20);
+  e.forget_ms = 1000;
+  uint64_t t0 = uv_now(&loop);
+  limits.max_queues = 2;
+  ASSERT_EQ(ephd_engine_plan_queue(&e, NULL, 1, 2, &limits), 0);
+  ephd_engine_reserve_queue(&e, "t", 1, 2);
+  ephd_tenant_t *t = ephd_engine_tenant(&e, "t", 1);
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits), 0);
+  ephd_engine_reserve_queue(&e, "t", 1, 2);
+  ASSERT_EQ(t->queues.count, 0);
+  ASSERT_EQ(t->bytes, 2 * ephd_cost_queue(2));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + t->bytes);
+  /* Two in flight fill the allowance for configures, pushes and pops. */
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits),
+            EPHD_REFUSE_TENANT_QUEUES);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, t, 1, NULL, 2, NULL, 1, 1, 1, &limits, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
+  ASSERT(ephd_tenant_full_of_queues(t, &limits));
+  /* ...and their bytes count in the byte budgets. */
+  limits.max_queues = 0;
+  limits.max_bytes = 2 * ephd_cost_queue(2) + ephd_cost_queue(2) - 1;
+  ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits),
+            EPHD_REFUSE_TENANT_BYTES);
+  limits.max_bytes = 0;
+  /* A tenant holding only reservations is not forgotten. */
+  ephd_engine_housekeep(&e, t0 + 5000);
+  ASSERT(ephd_engine_tenant(&e, "t", 1) == t);
+  /* One write succeeds (released, then declared), one fails. */
+  ephd_engine_release_queue(&e, "t", 1, 2);
+  ephd_options_t o = e.defaults;
+  ephd_engine_declare(&e, "t", 1, "q1", 2, &o, 1);
+  ephd_engine_release_queue(&e, "t", 1, 2);
+  ASSERT_EQ(t->reserved_queues, 0);
+  ASSERT_EQ(t->queues.count, 1);
+  ASSERT_EQ(t->bytes, ephd_cost_queue(2));
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + t->bytes);
   return stop();
 }

@@ -91,3 +91,59 @@ TEST_IMPL(ring_redelivery_first) {
   ephd_ring_free(r);
   return 0;
 }
+
+/* The redelivery FIFO kept the array its busiest moment needed: it halves
+ * as it drains, keeps its order through each halving, and gives its array
+ * back once empty, as clear does. */
+TEST_IMPL(ring_redelivery_fifo_shrinks) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  ephd_cursor_t *c = &r->cursors[0];
+  for (uint64_t i = 1; i <= 1000; i++) push(r, i);
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  uint64_t first = r->head;
+  while (ephd_ring_take(r, c, &pos, &attempts, &redo)) continue;
+  for (uint64_t p = first; p < first + 1000; p++)
+    ephd_ring_redeliver(r, c, p, 1);
+  ASSERT_EQ(c->redo_len, 1000);
+  ASSERT_EQ(c->redo_cap, 1024);
+  for (uint64_t i = 1; i < 1000; i++) {
+    ASSERT(ephd_ring_take(r, c, &pos, &attempts, &redo));
+    ASSERT_EQ(at(r, pos), i);
+    ASSERT_EQ(redo, 1);
+    ASSERT(c->redo_cap <= 4 || c->redo_len * 8 >= c->redo_cap);
+  }
+  ASSERT_EQ(c->redo_len, 1);
+  ASSERT(c->redo_cap <= 8);
+  ASSERT(ephd_ring_take(r, c, &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 1000);
+  ASSERT(c->redo == NULL);
+  ASSERT_EQ(c->redo_cap, 0);
+  ephd_ring_redeliver(r, c, pos, 2);
+  ephd_ring_clear(r);
+  ASSERT(c->redo == NULL);
+  ASSERT_EQ(c->redo_len, 0);
+  ephd_ring_free(r);
+  return 0;
+}
+
+/* One message left of 1,000 kept the 1,024 slots they needed. */
+TEST_IMPL(ring_slot_array_shrinks) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  for (uint64_t i = 1; i <= 1000; i++) push(r, i);
+  ASSERT_EQ(r->cap, 1024);
+  uint64_t pos;
+  uint32_t attempts;
+  int redo;
+  for (int i = 0; i < 999; i++)
+    ASSERT(ephd_ring_take(r, &r->cursors[0], &pos, &attempts, &redo));
+  ephd_ring_reclaim(r);
+  ASSERT_EQ(ephd_ring_depth(r), 1);
+  ASSERT(r->cap <= 64);
+  ASSERT_EQ(at(r, r->head), 1000);
+  ephd_ring_free(r);
+  return 0;
+}

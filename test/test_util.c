@@ -51,6 +51,39 @@ TEST_IMPL(map_delete_keeps_probe_chains) {
   return 0;
 }
 
+/* A cursor's lease map kept the 16,384-slot table of its busiest moment
+ * for the one lease left: tables halve as they empty, and every entry stays
+ * reachable through each shrink. */
+TEST_IMPL(map_shrinks_when_sparse) {
+  ephd_map_t m;
+  ephd_map_init(&m);
+  static uint64_t keys[10000];
+  for (int i = 0; i < 10000; i++) {
+    keys[i] = (uint64_t)i;
+    ephd_map_put(&m, (const char *)&keys[i], 8, &keys[i]);
+  }
+  ASSERT_EQ(m.mask + 1, 16384);
+  for (int i = 0; i < 9999; i++) {
+    ASSERT(ephd_map_del(&m, (const char *)&keys[i], 8) == &keys[i]);
+    /* Never sparser than an eighth, above the smallest table. */
+    ASSERT(m.mask + 1 == 8 || m.count * 8 >= m.mask + 1);
+    if (i % 997 == 0)
+      for (int j = i + 1; j < 10000; j++)
+        ASSERT(ephd_map_get(&m, (const char *)&keys[j], 8) == &keys[j]);
+  }
+  ASSERT_EQ(m.count, 1);
+  ASSERT_EQ(m.mask + 1, 8);
+  ASSERT(ephd_map_get(&m, (const char *)&keys[9999], 8) == &keys[9999]);
+  /* It grows again from there as it did the first time. */
+  for (int i = 0; i < 9999; i++)
+    ephd_map_put(&m, (const char *)&keys[i], 8, &keys[i]);
+  ASSERT_EQ(m.mask + 1, 16384);
+  for (int i = 0; i < 10000; i++)
+    ASSERT(ephd_map_get(&m, (const char *)&keys[i], 8) == &keys[i]);
+  ephd_map_free(&m);
+  return 0;
+}
+
 static int skips(const char *s) {
   const char *end = s + strlen(s);
   const char *p = ephd_json_skip(s, end);

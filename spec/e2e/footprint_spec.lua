@@ -32,6 +32,15 @@ local function name_until_refused(c, query, limit)
     error("nothing refused after " .. limit .. " names")
 end
 
+local SANITIZED = os.getenv("EPHD_SANITIZED") ~= nil
+
+local function rss_mib(d)
+    local f = io.open("/proc/" .. d.pid .. "/status")
+    local kib = tonumber(f:read("*a"):match("VmRSS:%s+(%d+)"))
+    f:close()
+    return kib / 1024
+end
+
 describe("footprint", function()
     it("refuses partitions, groups and queues past the cell", function()
         local d = daemon.start({ env = {
@@ -132,6 +141,95 @@ describe("footprint", function()
         assert.equals(201, c:request("POST", "/api/v1/ephemeral/push",
             '{"queue":"jobs","messages":[{"payload":1}]}').status)
         c:close()
+    end)
+
+    -- The hostile client's lease map attack, scaled down: per partition,
+    -- 10,000 messages that 16 groups each pop whole and ack but for one.
+    -- Each cursor's lease map kept the 16,384 slots of its pop (512 KiB,
+    -- uncharged) for the lease left, 8 MiB a partition; it shrinks as
+    -- leases settle, and what it holds is charged.
+    it("gives back a cursor's lease map as its leases settle", function()
+        local d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = tostring(16 * 1024 * 1024),
+            QUEEN_EPHEMERAL_RATE = "0",
+            QUEEN_EPHEMERAL_LEASE_S = "3600" } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        local messages = ('{"payload":1},'):rep(9999) .. '{"payload":1}'
+        local function partition(p)
+            assert.equals(201, c:request("POST", "/api/v1/ephemeral/push",
+                '{"queue":"q","partition":"p' .. p .. '","messages":['
+                .. messages .. ']}').status)
+            for g = 1, 16 do
+                local body = c:request("GET", "/api/v1/ephemeral/pop?queue=q"
+                    .. "&partition=p" .. p .. "&group=g" .. g
+                    .. "&batch=10000").body
+                local acks = {}
+                for id in body:gmatch('"id":"(e:[^"]+)"') do
+                    acks[#acks + 1] = '{"id":"' .. id .. '"}'
+                end
+                assert.equals(10000, #acks)
+                acks[#acks] = nil
+                local res = c:request("POST", "/api/v1/ephemeral/ack",
+                    '{"queue":"q","group":"g' .. g .. '","acks":['
+                    .. table.concat(acks, ",") .. ']}')
+                assert.equals(200, res.status)
+            end
+        end
+        -- The groups exist before the messages, so each sees them all.
+        for g = 1, 16 do
+            assert.equals(200, c:request("GET",
+                "/api/v1/ephemeral/pop?queue=q&group=g" .. g).status)
+        end
+        partition(1)
+        local base = rss_mib(d)
+        for p = 2, 5 do partition(p) end
+        local grown = rss_mib(d) - base
+        -- Five partitions hold 80 leases and 5 messages between them.
+        local listing = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(5, listing.queues[1].depth)
+        assert.is_true(listing.cellBytes < 64 * 1024, listing.cellBytes)
+        c:close()
+        if SANITIZED then return end
+        assert.is_true(grown < 8, ("grew %.1f MiB"):format(grown))
+    end)
+
+    -- A pop refused for the tenant's parked slots created its queue,
+    -- partition and group first: 50 such pops left 50 queues behind.
+    it("creates nothing for a pop refused for parked slots", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_MAX_PARKED = "1" } })
+        finally(function() d:stop() end)
+        local held = d:connect()
+        held:send(daemon.format("GET",
+            "/api/v1/ephemeral/pop?queue=hold&wait=true&timeout=10000"))
+        assert.equals(201, d:push("full", { "1" }, "p").status)
+        local c = d:connect()
+        local before = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(2, before.count)
+        local function waits(query)
+            return c:request("GET", "/api/v1/ephemeral/pop?" .. query
+                                    .. "&wait=true&timeout=5000")
+        end
+        for i = 1, 20 do
+            assert.refused_with("rate_limited",
+                waits("queue=new" .. i .. "&partition=p&group=g"))
+        end
+        -- A new partition holds nothing, nor does a new group of a queue
+        -- with nothing in it.
+        assert.refused_with("rate_limited", waits("queue=full&partition=q"))
+        assert.refused_with("rate_limited", waits("queue=hold&group=late"))
+        local after = c:request("GET", "/api/v1/ephemeral/queues").json
+        assert.equals(2, after.count)
+        assert.equals(before.cellBytes, after.cellBytes)
+        assert.equals(0, d:depth("hold").json.partitionsPending)
+        assert.equals(1, #d:depth("full").json.partitions)
+        assert.equals(0, #d:depth("hold").json.groups)
+        -- A new group sees what is there, so it takes it and needs no slot.
+        local res = waits("queue=full&group=reader")
+        assert.equals(200, res.status)
+        assert.equals(1, #res.json.messages)
+        c:close()
+        held:close()
     end)
 
     it("forgets tenants that hold nothing", function()
