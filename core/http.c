@@ -432,9 +432,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   return too_big_headers(c, p, len);
 }
 
-/* Which of the headers we read the field names, or -1; by length and first
- * letter before any comparison, since most fields are none of them (every
- * push carries a Content-Length, as long as Sec-Fetch-Site). */
+/* Which of the headers we read the field names, or -1; by length first,
+ * since most fields are none of them. */
 static int header_of(const char *f, size_t len) {
   int h = -1;
   switch (len) {
@@ -454,10 +453,12 @@ static int header_of(const char *f, size_t len) {
       h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
       break;
   }
-  return h >= 0 && (f[0] | 0x20) == (header_names[h][0] | 0x20) &&
-                 strncasecmp(f, header_names[h], len) == 0
-             ? h
-             : -1;
+  if (h < 0) return -1;
+  /* Case-insensitive by one bit: the names are letters and '-', and of
+   * the bytes llhttp takes in a field name only those fold onto them. */
+  for (size_t i = 0; i < len; i++)
+    if ((f[i] | 0x20) != (header_names[h][i] | 0x20)) return -1;
+  return h;
 }
 
 static int on_header_value_complete(llhttp_t *p) {

@@ -67,13 +67,12 @@ local function unvouched_level()
     return config.tenancy_header ~= 0 and "read-write" or "admin"
 end
 
--- After the kill switch, as every refusal is; before identity, since a
--- request a page forged says nothing about who sent it.
-local function same_origin(ctx)
-    return browser.foreign(ctx.req)
-end
-
+-- A request a browser marks as another origin's is refused first here,
+-- after the kill switch and before identity: a page's forgery says nothing
+-- about who sent it.
 local function authenticated(ctx)
+    local foreign = browser.foreign(ctx.req)
+    if foreign then return foreign, nil, "forbidden" end
     local request = ctx.request
     local tenant, why = tenancy.tenant(ctx.req)
     if not tenant then return why, nil, "unauthorized" end
@@ -152,7 +151,6 @@ end
 
 _M.ORDER = {
     { code = "ephemeral_disabled", check = paused },
-    { code = "forbidden", check = same_origin },
     { code = "unauthorized", check = authenticated },
     { code = "feature_gated", check = granted },
     { code = "ephemeral_bad_request", check = shaped },

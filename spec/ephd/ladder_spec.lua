@@ -36,8 +36,8 @@ describe("ephd.ladder", function()
         for i, rung in ipairs(ladder.ORDER) do codes[i] = rung.code end
         assert.same({
             "ephemeral_disabled",       -- the kill switch
-            "forbidden",                -- a foreign browser origin
-            "unauthorized",             -- identity and access level
+            "unauthorized",             -- a foreign browser origin
+                                        -- (forbidden), identity, level
             "feature_gated",            -- the grant
             "ephemeral_bad_request",    -- shape
             "rate_limited",             -- the tenant's message rate
