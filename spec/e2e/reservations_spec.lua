@@ -75,7 +75,10 @@ describe("configures in flight", function()
         end)
         local names = {}
         for i = 1, 5 do names[i] = "failing" .. i end
-        -- Three were reserved and failed; two were refused outright.
+        -- At most three are in flight at once, each failing; the rest are
+        -- refused outright, unless an earlier write had already failed
+        -- and given its place back (a slow broker reads the five
+        -- requests over a longer time than the database takes to fail).
         local failed, refused = 0, 0
         for _, res in ipairs(configure_together(names)) do
             if res.status == 500 then
@@ -85,7 +88,8 @@ describe("configures in flight", function()
                 refused = refused + 1
             end
         end
-        assert.same({ 3, 2 }, { failed, refused })
+        assert.is_true(failed >= 3, failed .. " failed")
+        assert.equals(5, failed + refused)
         daemon.sql("ALTER TABLE queen.moved RENAME TO ephemeral_queues")
         local bytes = d:request("GET", "/api/v1/ephemeral/queues")
                        .json.cellBytes
