@@ -434,6 +434,31 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 
 /* Which of the headers we read the field names, or -1; by length first,
  * since most fields are none of them. */
+/* Case-insensitive by one bit: the names are letters and '-', and of the
+ * bytes llhttp takes in a field name only those fold onto them. A word at a
+ * time, because every header of every request is looked up here. */
+static uint64_t folded8(const char *p) {
+  uint64_t w;
+  memcpy(&w, p, sizeof(w));
+  return w | 0x2020202020202020ull;
+}
+
+static uint32_t folded4(const char *p) {
+  uint32_t w;
+  memcpy(&w, p, sizeof(w));
+  return w | 0x20202020u;
+}
+
+/* Whether f names `name`, both len bytes (4 to 16): two words, which
+ * overlap when len is not a multiple of the word, cover it. */
+static int same_name(const char *f, const char *name, size_t len) {
+  if (len >= 8)
+    return folded8(f) == folded8(name) &&
+           folded8(f + len - 8) == folded8(name + len - 8);
+  return folded4(f) == folded4(name) &&
+         folded4(f + len - 4) == folded4(name + len - 4);
+}
+
 static int header_of(const char *f, size_t len) {
   int h = -1;
   switch (len) {
@@ -453,12 +478,7 @@ static int header_of(const char *f, size_t len) {
       h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
       break;
   }
-  if (h < 0) return -1;
-  /* Case-insensitive by one bit: the names are letters and '-', and of
-   * the bytes llhttp takes in a field name only those fold onto them. */
-  for (size_t i = 0; i < len; i++)
-    if ((f[i] | 0x20) != (header_names[h][i] | 0x20)) return -1;
-  return h;
+  return h >= 0 && same_name(f, header_names[h], len) ? h : -1;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
@@ -539,6 +559,7 @@ static ephd_slice_t slice(ephd_conn_t *c, span_t s) {
 /* RFC 9112 3.2.2: a server accepts a target in absolute form (what a
  * proxy sends), whose path and query follow the authority. */
 static ephd_slice_t origin_form(ephd_slice_t url) {
+  if (url.len && url.ptr[0] == '/') return url; /* what nearly all send */
   size_t skip = 0;
   if (url.len > 7 && strncasecmp(url.ptr, "http://", 7) == 0)
     skip = 7;

@@ -152,41 +152,10 @@ static int call_load(lua_State *l, const char *fn, const char *pdir,
 
 /* --- the state ---------------------------------------------------------- */
 
-/* The broker's state has a memory cap that holds inside policy code: an
- * allocation there that would take the state past max_bytes fails, which
- * LuaJIT raises as "not enough memory" in the policy code, and the guarded
- * call answers 503. The broker's own code is never refused (its tables are
- * bounded by design), so a full state costs policy calls, not the broker.
- * The cap wraps LuaJIT's own allocator (lua_setallocf), so the broker's
- * allocations cost what they did; lua_bytes is the same sum LuaJIT keeps
- * as its GC count. */
-static lua_Alloc lj_alloc;
-static void *lj_alloc_ud;
-static int64_t lua_bytes, lua_max_bytes;
-
-static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-  (void)ud;
-  if (ptr == NULL) osize = 0;
-  int64_t grow = (int64_t)nsize - (int64_t)osize;
-  if (grow > 0 && lua_bytes + grow > lua_max_bytes && ephd_policy_running())
-    return NULL;
-  void *p = lj_alloc(lj_alloc_ud, ptr, osize, nsize);
-  if (p != NULL || nsize == 0) lua_bytes += grow;
-  return p;
-}
-
 /* A state with the standard libraries and lua_path before the default
- * path (where Debian's lua-cjson and luasocket are); capped when
- * max_bytes is not 0. */
-static lua_State *plain_state(const char *lua_path, size_t max_bytes) {
+ * path (where Debian's lua-cjson and luasocket are). */
+static lua_State *plain_state(const char *lua_path) {
   lua_State *l = luaL_newstate();
-  if (l != NULL && max_bytes) {
-    lj_alloc = lua_getallocf(l, &lj_alloc_ud);
-    lua_bytes =
-        (int64_t)lua_gc(l, LUA_GCCOUNT, 0) * 1024 + lua_gc(l, LUA_GCCOUNTB, 0);
-    lua_max_bytes = (int64_t)max_bytes;
-    lua_setallocf(l, capped_alloc, NULL);
-  }
   if (l == NULL) return NULL;
   luaL_openlibs(l);
   lua_getglobal(l, "package");
@@ -197,9 +166,8 @@ static lua_State *plain_state(const char *lua_path, size_t max_bytes) {
   return l;
 }
 
-static lua_State *new_state(const char *lua_path, size_t max_bytes, char *err,
-                            size_t errlen) {
-  lua_State *l = plain_state(lua_path, max_bytes);
+static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
+  lua_State *l = plain_state(lua_path);
   if (l == NULL) {
     snprintf(err, errlen, "cannot create the Lua state");
     return NULL;
@@ -245,9 +213,9 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
                         const char *ddir, uint64_t meter_ms, uint64_t budget_ms,
                         uint64_t max_bytes, char *err, size_t errlen) {
   loop = lp;
-  L = new_state(lua_path, (size_t)max_bytes, err, errlen);
+  L = new_state(lua_path, err, errlen);
   if (L == NULL) return -1;
-  if (ephd_watchdog_start(L, budget_ms, pdir) != 0) {
+  if (ephd_watchdog_start(L, budget_ms, max_bytes, pdir) != 0) {
     snprintf(err, errlen, "cannot start the policy watchdog");
     lua_close(L);
     L = NULL;
@@ -420,13 +388,13 @@ void ephd_lua_host_close(void) {
 int ephd_lua_host_check(const char *lua_path, const char *dir, const char *ddir,
                         uint64_t budget_ms, uint64_t max_bytes) {
   char err[400];
-  L = new_state(lua_path, (size_t)max_bytes, err, sizeof(err));
+  L = new_state(lua_path, err, sizeof(err));
   if (L == NULL) {
     fprintf(stderr, "ephd: %s\n", err);
     return 2;
   }
   /* Loading runs the directory's top level: the budget holds here too. */
-  if (ephd_watchdog_start(L, budget_ms, dir) != 0) {
+  if (ephd_watchdog_start(L, budget_ms, max_bytes, dir) != 0) {
     fprintf(stderr, "ephd: cannot start the policy watchdog\n");
     lua_close(L);
     L = NULL;
@@ -453,7 +421,7 @@ int ephd_lua_host_check(const char *lua_path, const char *dir, const char *ddir,
 }
 
 int ephd_lua_host_cli(const char *lua_path, int argc, char **argv) {
-  lua_State *l = plain_state(lua_path, 0);
+  lua_State *l = plain_state(lua_path);
   if (l == NULL) return 2;
   int rc = 2;
   lua_getglobal(l, "require");

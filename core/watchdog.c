@@ -44,14 +44,48 @@ static void rouse(void) {
   pthread_mutex_unlock(&doze_lock);
 }
 
+/* The memory cap holds inside policy code: an allocation there that would
+ * take the state past max_bytes fails, which LuaJIT raises as "not enough
+ * memory" in the policy code, and the guarded call answers 503. The
+ * broker's own code is never refused (its tables are bounded by design),
+ * so a full state costs policy calls, not the broker. The capping
+ * allocator wraps LuaJIT's own and is installed only while policy code
+ * runs, so the broker's allocations cost what they did; lua_bytes starts
+ * each time from LuaJIT's own count of the state's bytes. */
+static lua_Alloc lj_alloc;
+static void *lj_alloc_ud;
+static int64_t lua_bytes, max_bytes;
+
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  if (ptr == NULL) osize = 0;
+  int64_t grow = (int64_t)nsize - (int64_t)osize;
+  if (grow > 0 && lua_bytes + grow > max_bytes) return NULL;
+  void *p = lj_alloc(lj_alloc_ud, ptr, osize, nsize);
+  if (p != NULL || nsize == 0) lua_bytes += grow;
+  return p;
+}
+
+/* lua_gc's counts and lua_setallocf only read and set fields of the
+ * global state, which is why an FFI call may use them. */
+static void cap_on(void) {
+  lua_bytes = (int64_t)lua_gc(state, LUA_GCCOUNT, 0) * 1024 +
+              lua_gc(state, LUA_GCCOUNTB, 0);
+  lua_setallocf(state, capped_alloc, NULL);
+}
+
+static void cap_off(void) { lua_setallocf(state, lj_alloc, lj_alloc_ud); }
+
 void ephd_policy_enter(void) {
   atomic_store(&deadline, uv_hrtime() + budget_ns);
   if (atomic_load(&dozing)) rouse();
+  if (max_bytes) cap_on();
 }
 
 /* The debug hook goes only here, once the policy code it stopped has
  * been left: until then it must keep raising. */
 void ephd_policy_leave(void) {
+  if (max_bytes) cap_off();
   atomic_store_explicit(&deadline, 0, memory_order_relaxed);
   atomic_signal_fence(memory_order_seq_cst);
   if (hooked) {
@@ -126,10 +160,12 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-int ephd_watchdog_start(lua_State *L, uint64_t budget_ms,
+int ephd_watchdog_start(lua_State *L, uint64_t budget_ms, uint64_t max_mem,
                         const char *policy_dir) {
   state = L;
   budget_ns = budget_ms * 1000000;
+  max_bytes = (int64_t)max_mem;
+  lj_alloc = lua_getallocf(L, &lj_alloc_ud);
   int n = snprintf(guarded, sizeof(guarded), "@%s/", policy_dir);
   guarded_len = n > 0 && (size_t)n < sizeof(guarded) ? (size_t)n : 0;
   loop_thread = pthread_self();
