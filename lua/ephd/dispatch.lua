@@ -2,6 +2,7 @@
 -- the control-plane calls (policy init, reload and check; declarations and
 -- grants loaded; the metering tick).
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
 local declarations = require("ephd.declarations")
 local grants = require("ephd.grants")
@@ -99,12 +100,11 @@ function _M.apply_grants()
     local rows = {}
     for i = 0, C.ephd_store_rows() - 1 do
         C.ephd_store_grant(i, grant_row)
-        rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] = {
-            enabled = grant_row.enabled ~= 0,
-            max_bytes = column(grant_row.max_bytes),
-            max_queues = column(grant_row.max_queues),
-            max_msgs_per_sec = column(grant_row.max_msgs_per_sec),
-        }
+        rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] =
+            contract.grant(grant_row.enabled ~= 0,
+                           column(grant_row.max_bytes),
+                           column(grant_row.max_queues),
+                           column(grant_row.max_msgs_per_sec))
     end
     grants.replace(rows)
     limits.forget()
@@ -130,21 +130,18 @@ function _M.meter()
         if not before or before.born ~= t.born then
             before = ZERO
         end
-        deltas[#deltas + 1] = {
-            tenant = tenant,
-            pushed = t.pushed - before.pushed,
-            delivered = t.delivered - before.delivered,
-            parked = t.parked, bytes = t.bytes, queues = t.queues,
-        }
+        deltas[#deltas + 1] = contract.delta(
+            tenant, t.pushed - before.pushed, t.delivered - before.delivered,
+            t.parked, t.bytes, t.queues)
         now[tenant] = { pushed = t.pushed, delivered = t.delivered,
                         born = t.born }
     end)
     last = now
     local ok, records = hooks.call("meter", deltas)
-    if not ok or type(records) ~= "table" then return end
-    for _, r in ipairs(records) do
-        if type(r) == "table" then log.info("meter", r) end
-    end
+    if not ok then return end
+    local bad = contract.check.meter(records)
+    if bad then return hooks.reject("meter", bad) end
+    for _, r in ipairs(records or {}) do log.info("meter", r) end
 end
 
 -- Tenants whose last metered counts are kept (for specs).

@@ -8,7 +8,7 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 local access = require("ephd.access")
 local browser = require("ephd.browser")
-local errors = require("ephd.errors")
+local contract = require("ephd.contract")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
@@ -30,10 +30,6 @@ end
 
 local HOOK_FAILED = "the policy could not decide this request"
 
--- The longest a paused hook may ask clients to wait, as the switch route.
-local MAX_RETRY_AFTER = 86400
-local HUGE = math.huge
-
 -- What policy hooks see, made when the first hook that runs needs it: a
 -- table of its own per request, since a hook may keep it, and none at all
 -- while the policy defines neither paused nor authenticate.
@@ -41,14 +37,10 @@ local function hook_request(ctx)
     local request = ctx.request
     if not request then
         local req = ctx.req
-        request = {
-            route = ctx.route.name,
-            method = ffi_string(req.method.ptr, req.method.len),
-            path = ffi_string(req.path.ptr, req.path.len),
-            authorization = ffi_string(req.authorization.ptr,
-                                       req.authorization.len),
-            tenant = nil, -- from the second rung on
-        }
+        request = contract.request(
+            ctx.route.name, ffi_string(req.method.ptr, req.method.len),
+            ffi_string(req.path.ptr, req.path.len),
+            ffi_string(req.authorization.ptr, req.authorization.len))
         ctx.request = request
     end
     return request
@@ -67,16 +59,13 @@ local function paused(ctx)
     if not hooks.defines("paused") then return end
     local ok, after, reason = hooks.call("paused", hook_request(ctx))
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if after == nil then return end
-    -- Written so NaN fails it: NaN compares false with everything.
-    if type(after) ~= "number"
-            or not (after >= 1 and after <= MAX_RETRY_AFTER) then
-        hooks.reject("paused", "paused must return seconds from 1 to "
-                     .. MAX_RETRY_AFTER .. ", or nothing")
+    local bad = contract.check.paused(after, reason)
+    if bad then
+        hooks.reject("paused", bad)
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
-    return type(reason) == "string" and reason or "paused by policy",
-           retry_after(math.ceil(after))
+    if after == nil then return end
+    return reason or "paused by policy", retry_after(math.ceil(after))
 end
 
 -- The level of an identity the broker takes without the policy vouching
@@ -104,24 +93,15 @@ local function authenticated(ctx)
         request.tenant = tenant
         local ok, who, reason = hooks.call("authenticate", request)
         if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+        local bad = contract.check.authenticate(who, reason)
+        if bad then
+            hooks.reject("authenticate", bad)
+            return HOOK_FAILED, nil, "ephemeral_unavailable"
+        end
         if type(who) == "string" then
-            if errors.status(who) then
-                return type(reason) == "string" and reason
-                       or "refused by policy", nil, who
-            end
-            hooks.reject("authenticate", "not a code: " .. who)
-            return HOOK_FAILED, nil, "ephemeral_unavailable"
-        elseif type(who) == "table" then
-            if not tenancy.valid(who.tenant)
-                    or not access.is_level(who.level) then
-                hooks.reject("authenticate",
-                             "an identity is {tenant = uuid, level = level}")
-                return HOOK_FAILED, nil, "ephemeral_unavailable"
-            end
+            return reason or "refused by policy", nil, who
+        elseif who then
             tenant, level = who.tenant:lower(), who.level
-        elseif who ~= nil then
-            hooks.reject("authenticate", "returned a " .. type(who))
-            return HOOK_FAILED, nil, "ephemeral_unavailable"
         end
     end
     local route = ctx.route
@@ -159,9 +139,9 @@ local function within_rate(ctx)
     if not push then return end
     local ok, cost = hooks.call("cost", push)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if type(cost) ~= "number" or not (cost >= 0 and cost < HUGE) then
-        hooks.reject("cost", "cost must return a finite non-negative "
-                     .. "number")
+    local bad = contract.check.cost(cost)
+    if bad then
+        hooks.reject("cost", bad)
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,

@@ -116,14 +116,16 @@ describe("ephd.policy", function()
         end
     end)
 
-    it("checks settings against the policy's schema", function()
-        local base = 'return { name = "x", version = 1, hooks = {}, '
-        assert.truthy(load({ init = base .. 'settings = { n = 1 }, '
-                             .. 'schema = { n = "number" } }' }))
-        assert.is_nil((load({ init = base .. 'settings = { n = "1" }, '
-                              .. 'schema = { n = "number" } }' })))
-        assert.is_nil((load({ init = base .. 'settings = { m = 1 }, '
-                              .. 'schema = { n = "number" } }' })))
+    -- A policy's constants are its code's (there is no settings table): a
+    -- field init.lua returns besides these is a mistake, refused.
+    it("refuses fields of init.lua besides name, version and hooks",
+       function()
+        local base = 'return { name = "n", version = 1, hooks = {}, '
+        local p, err = load({ init = base .. 'settings = { n = 1 } }' })
+        assert.is_nil(p)
+        assert.truthy(err:find("returns a field settings besides name, "
+                               .. "version and hooks", 1, true), err)
+        assert.is_nil((load({ init = base .. 'hook = {} }' })))
     end)
 
     it("refuses requires outside the directory", function()
