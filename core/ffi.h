@@ -10,7 +10,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 13 };
+enum { EPHD_FFI_ABI_VERSION = 14 };
 
 enum {
   EPHD_OK = 0,
@@ -18,7 +18,8 @@ enum {
   EPHD_E_BAD_REQUEST = -1, /* the scan struct's message says why */
   EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
   EPHD_E_NOT_FOUND = -3,
-  EPHD_E_UNAVAILABLE = -4 /* no database connection for a declaration */
+  EPHD_E_UNAVAILABLE = -4, /* no database connection for a declaration */
+  EPHD_E_NOT_ALLOWED = -5  /* a known path, not with this method */
 };
 
 /* Budgets a push would break; C reports every one of them and
@@ -272,9 +273,32 @@ void ephd_log_fields(const char *level, const char *event, const char *fields);
  * it loads; req (parked meanwhile) is answered with the outcome. */
 int ephd_policy_reload(const ephd_request_t *req);
 
-/* Metrics: Lua names the routes once (1..23) and tags each request with
- * its route; C counts every answer, and writes GET /metrics with the text
- * Lua adds for what only it knows (policy hooks and reloads). */
+/* Routes: lua/ephd/routes.lua is the table; its rows are given to the
+ * matcher once, route i + 1 being rows[i]. path is exact, or holds one
+ * parameter segment ("/:queue") that matches any bytes of a request's path,
+ * none and '/' included (a malformed name is its handler's 400, not a 404).
+ * head: this GET route answers HEAD too. Returns EPHD_OK, or
+ * EPHD_E_BAD_REQUEST for a table the matcher cannot take (the one in force
+ * stays). */
+enum { EPHD_ROUTES_MAX = 23 };
+typedef struct {
+  const char *method;
+  const char *path;
+  int head;
+} ephd_route_row_t;
+typedef struct {
+  int route;          /* the route; a route of the path on NOT_ALLOWED */
+  ephd_slice_t param; /* the parameter segment, raw; empty when none */
+} ephd_route_match_t;
+int ephd_ffi_routes_define(const ephd_route_row_t *rows, int n);
+/* The route of req's method and path, without allocating: EPHD_OK,
+ * EPHD_E_NOT_FOUND (no such path) or EPHD_E_NOT_ALLOWED (not this method;
+ * match->route names the path for its Allow list). */
+int ephd_ffi_route(const ephd_request_t *req, ephd_route_match_t *match);
+
+/* Metrics: Lua names the routes once (1..EPHD_ROUTES_MAX) and tags each
+ * request with its route; C counts every answer, and writes GET /metrics with
+ * the text Lua adds for what only it knows (policy hooks and reloads). */
 void ephd_metrics_route(int idx, const char *name);
 void ephd_request_route(const ephd_request_t *req, int idx);
 void ephd_metrics(const ephd_request_t *req, const char *extra, size_t len);

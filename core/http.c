@@ -209,39 +209,6 @@ static void arm(ephd_conn_t *c, int kind, uint64_t deadline) {
                  deadline > now ? deadline - now : 0, 0);
 }
 
-static const char *reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 201:
-      return "Created";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Payload Too Large";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 500:
-      return "Internal Server Error";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Unknown";
-  }
-}
-
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
   return ephd_http_begin_as(c, status, extra, "application/json");
 }
@@ -254,7 +221,7 @@ ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
   ephd_buf_appends(o, "HTTP/1.1 ");
   ephd_buf_append_u64(o, (uint64_t)status);
   ephd_buf_append(o, " ", 1);
-  ephd_buf_appends(o, reason_phrase(status));
+  ephd_buf_appends(o, ephd_status_reason(status));
   ephd_buf_appends(o, "\r\nContent-Type: ");
   ephd_buf_appends(o, content_type);
   ephd_buf_appends(o, "\r\nContent-Length: ");
@@ -311,20 +278,18 @@ void ephd_respond(const ephd_request_t *req, int status,
   ephd_http_end(c);
 }
 
-void ephd_http_refuse(ephd_conn_t *c, int status, const char *code,
-                      const char *message) {
-  ephd_buf_t *o = ephd_http_begin(c, status, NULL);
-  ephd_buf_appends(o, "{\"error\":");
-  ephd_json_write_string(o, message, strlen(message));
-  ephd_buf_appends(o, ",\"code\":\"");
-  ephd_buf_appends(o, code);
-  ephd_buf_appends(o, "\"}");
+void ephd_http_refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
+  ephd_error_write(ephd_http_begin(c, ephd_code_status(code), NULL), code,
+                   message);
   ephd_http_end(c);
 }
 
-/* The HTTP layer's own refusals carry the family's shape code. */
+/* The HTTP layer's own refusals carry the family's shape code with a status
+ * of their own. */
 static void respond_error(ephd_conn_t *c, int status, const char *error) {
-  ephd_http_refuse(c, status, "ephemeral_bad_request", error);
+  ephd_error_write(ephd_http_begin(c, status, NULL),
+                   EPHD_CODE_EPHEMERAL_BAD_REQUEST, error);
+  ephd_http_end(c);
 }
 
 void ephd_request_route(const ephd_request_t *req, int idx) {
@@ -622,10 +587,8 @@ static int on_message_complete(llhttp_t *p) {
   dispatch(r);
   if (!c->answered) {
     /* The Lua host answers its own failures; this only guards the wire. */
-    static const char unanswered[] =
-        "{\"error\":\"the request was not answered\","
-        "\"code\":\"ephemeral_unavailable\"}";
-    ephd_respond(r, 503, NULL, unanswered, sizeof(unanswered) - 1);
+    ephd_http_refuse(c, EPHD_CODE_EPHEMERAL_UNAVAILABLE,
+                     "the request was not answered");
   }
   if (!c->parked) release_chunked(c);
   return HPE_PAUSED;

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "errors.h"
 #include "ffi.h"
 #include "gate.h"
 
@@ -43,9 +44,8 @@ ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra);
 ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
                                const char *content_type);
 void ephd_http_end(ephd_conn_t *c);
-/* A whole {"error", "code"} answer: code from the closed taxonomy. */
-void ephd_http_refuse(ephd_conn_t *c, int status, const char *code,
-                      const char *message);
+/* A whole {"error", "code"} answer, with the code's status. */
+void ephd_http_refuse(ephd_conn_t *c, ephd_code_t code, const char *message);
 /* Marks the current request as parked and hands out the connection's waiter;
  * the connection reads nothing further until it is answered. */
 ephd_waiter_t *ephd_http_park(ephd_conn_t *c);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "errors.h"
 #include "http.h"
 #include "json.h"
 #include "log.h"
@@ -309,7 +310,7 @@ static void answer_reload(ephd_conn_t *c, int ok, const char *name,
     char msg[600];
     snprintf(msg, sizeof(msg),
              "the policy did not load, the previous one stays: %s", why);
-    ephd_http_refuse(c, 400, "ephemeral_bad_request", msg);
+    ephd_http_refuse(c, EPHD_CODE_EPHEMERAL_BAD_REQUEST, msg);
     return;
   }
   char v[32];

@@ -3,14 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "ffi.h"
 #include "http.h"
 
 static const ephd_engine_t *engine;
 
-static const int STATUSES[] = {200, 201, 400, 401, 403, 404, 405,
-                               408, 413, 429, 431, 500, 503};
-#define NSTATUS (sizeof(STATUSES) / sizeof(STATUSES[0]))
+/* Requests are counted by each status of lua/ephd/codes.lua, and "other". */
+#define NSTATUS EPHD_STATUS_COUNT
 /* Seconds; a parked pop's latency includes its wait. */
 static const double BUCKETS[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
                                  0.005,  0.01,    0.05,   0.1,   0.5,
@@ -31,9 +31,7 @@ void ephd_metrics_route(int idx, const char *name) {
 
 void ephd_metrics_observe(int route, int status, uint64_t ns) {
   if (route < 0 || route >= EPHD_METRICS_ROUTES) route = 0;
-  size_t s = 0;
-  while (s < NSTATUS && STATUSES[s] != status) s++;
-  requests[route][s]++;
+  requests[route][ephd_status_index(status)]++;
   double secs = (double)ns / 1e9;
   size_t b = 0;
   while (b < NBUCKET && secs > BUCKETS[b]) b++;
@@ -117,7 +115,7 @@ static void write_http(ephd_buf_t *o) {
       if (!requests[i][s]) continue;
       if (s < NSTATUS)
         snprintf(labels, sizeof(labels), "{route=\"%.31s\",status=\"%d\"}",
-                 route_names[i], STATUSES[s]);
+                 route_names[i], ephd_status_at(s));
       else
         snprintf(labels, sizeof(labels), "{route=\"%.31s\",status=\"other\"}",
                  route_names[i]);

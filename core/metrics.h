@@ -10,8 +10,10 @@
 
 #include "buf.h"
 #include "engine.h"
+#include "ffi.h"
 
-#define EPHD_METRICS_ROUTES 24
+/* Route 0 is "none": what the HTTP layer answers itself. */
+#define EPHD_METRICS_ROUTES (EPHD_ROUTES_MAX + 1)
 
 void ephd_metrics_init(const ephd_engine_t *engine);
 /* One answer: its route (0: none, the HTTP layer's own), status, and the

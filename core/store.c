@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "ffi.h"
 #include "http.h"
 #include "json.h"
@@ -269,11 +270,11 @@ static void write_free(write_t *w) {
 /* A database error's text is for the operator: it names the schema and
  * quotes values, so it is logged, and the client is answered with the
  * taxonomy's code and a fixed message. */
-static void answer_failed(ephd_conn_t *c, const write_t *w, const char *code,
+static void answer_failed(ephd_conn_t *c, const write_t *w, ephd_code_t code,
                           const char *message, const char *err) {
-  ephd_log("error", code, "tenant", w->tenant, "queue", w->queue, "reason",
-           err ? err : "unknown error", NULL);
-  if (c) ephd_http_refuse(c, 500, code, message);
+  ephd_log("error", ephd_code_name(code), "tenant", w->tenant, "queue",
+           w->queue, "reason", err ? err : "unknown error", NULL);
+  if (c) ephd_http_refuse(c, code, message);
 }
 
 static void on_configured(void *data, PGresult *res, const char *err) {
@@ -293,7 +294,7 @@ static void on_configured(void *data, PGresult *res, const char *err) {
     ephd_buf_append(out, "}", 1);
     ephd_http_end(c);
   } else {
-    answer_failed(c, w, "ephemeral_configure_failed",
+    answer_failed(c, w, EPHD_CODE_EPHEMERAL_CONFIGURE_FAILED,
                   "the declaration could not be written", err);
   }
   write_free(w);
@@ -362,7 +363,7 @@ static void on_deleted(void *data, PGresult *res, const char *err) {
     if (c)
       answer_delete(c, w->queue, w->queue_len, existed || declared, declared);
   } else {
-    answer_failed(release(w), w, "ephemeral_delete_failed",
+    answer_failed(release(w), w, EPHD_CODE_EPHEMERAL_DELETE_FAILED,
                   "the declaration could not be removed", err);
   }
   write_free(w);

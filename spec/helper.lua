@@ -43,7 +43,8 @@ local function engine()
 end
 
 local PURE = { ephd_url_decode = true, ephd_json_field = true,
-               ephd_json_members = true,
+               ephd_json_members = true, ephd_ffi_routes_define = true,
+               ephd_ffi_route = true,
                ephd_log_fields = true, ephd_utf8_valid = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
@@ -96,6 +97,14 @@ function helper.request(t)
         req[field].len = #s
     end
     return req, anchor
+end
+
+-- A route's row of the table (ephd.routes), as the router hands it over.
+function helper.route(name)
+    for _, r in ipairs(require("ephd.routes")) do
+        if r.name == name then return r end
+    end
+    error("no route " .. name)
 end
 
 -- A request context as the ladder hands it to a handler: past the rungs,

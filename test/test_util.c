@@ -1,6 +1,7 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "errors.h"
 #include "ffi.h"
 #include "id.h"
 #include "json.h"
@@ -251,5 +252,32 @@ TEST_IMPL(url_decode) {
   ASSERT_EQ(ephd_url_decode("%", 1, out, 0), -1);
   ASSERT_EQ(ephd_url_decode("%4", 2, out, 0), -1);
   ASSERT_EQ(ephd_url_decode("%zz", 3, out, 0), -1);
+  return 0;
+}
+
+TEST_IMPL(errors_write_bodies) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  ephd_error_write(&b, EPHD_CODE_QUEUE_FULL, "a \"quoted\" why");
+  ASSERT_MEM_EQ(b.base, b.len,
+                "{\"error\":\"a \\\"quoted\\\" why\",\"code\":\"queue_full\"}");
+  ephd_buf_free(&b);
+  ASSERT_EQ(ephd_code_status(EPHD_CODE_EPHEMERAL_CONFIGURE_FAILED), 500);
+  ASSERT_MEM_EQ(ephd_code_name(EPHD_CODE_ROUTE_NOT_FOUND),
+                strlen(ephd_code_name(EPHD_CODE_ROUTE_NOT_FOUND)),
+                "route_not_found");
+  return 0;
+}
+
+TEST_IMPL(errors_statuses) {
+  ASSERT_MEM_EQ(ephd_status_reason(431), strlen(ephd_status_reason(431)),
+                "Request Header Fields Too Large");
+  ASSERT_MEM_EQ(ephd_status_reason(418), 7, "Unknown");
+  ASSERT_EQ(ephd_status_at(ephd_status_index(503)), 503);
+  ASSERT_EQ(ephd_status_index(418), EPHD_STATUS_COUNT);
+  /* Every code's status is one the status line and /metrics know. */
+  for (int c = 0; c < EPHD_CODE_COUNT; c++)
+    ASSERT(ephd_status_index(ephd_code_status((ephd_code_t)c)) <
+           EPHD_STATUS_COUNT);
   return 0;
 }

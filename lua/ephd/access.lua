@@ -1,23 +1,7 @@
--- Access levels: what each route needs, and which level grants which. The
--- levels are the contract's; read-write holds read-only and write-only,
--- admin holds everything.
+-- Access levels, and which level holds which. The levels are the
+-- contract's; read-write holds read-only and write-only, admin holds
+-- everything. What each route needs is its row's level (ephd.routes).
 local _M = {}
-
-_M.ROUTES = {
-    push = "write-only",
-    pop = "read-write",
-    ack = "read-write",
-    configure = "read-write",
-    reset = "read-write",
-    delete = "read-write",
-    queues = "read-only",
-    depth = "read-only",
-    system_status = "admin",
-    system_switch = "admin",
-    policy_reload = "admin",
-    metering = "admin",
-    metrics = "admin",
-}
 
 local GRANTS = {
     ["admin"] = { ["admin"] = true, ["read-write"] = true,
@@ -32,10 +16,10 @@ function _M.is_level(level)
     return GRANTS[level] ~= nil
 end
 
--- Whether a holder of `level` may call `route`.
-function _M.allows(level, route)
+-- Whether a holder of `level` may call a route that needs `needed`.
+function _M.allows(level, needed)
     local held = GRANTS[level]
-    return held ~= nil and held[_M.ROUTES[route]] == true
+    return held ~= nil and held[needed] == true
 end
 
 return _M

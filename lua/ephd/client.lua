@@ -10,6 +10,7 @@
 --   c:ack("jobs", { msgs[1].id })
 local socket = require("socket")
 local cjson = require("cjson.safe")
+local codes = require("ephd.codes")
 
 local concat, format = table.concat, string.format
 
@@ -27,24 +28,26 @@ Error.__tostring = function(e)
                   e.message)
 end
 
--- Codes the broker answers with, from the contract and the access layer,
--- plus what only a client can see.
+-- Codes the broker answers with (ephd.codes, the broker's own list), plus
+-- what only a client can see. A broker's route_not_found is read as
+-- ephemeral_unsupported, below.
 _M.CODES = {
-    ephemeral_bad_request = true, ephemeral_quota_exceeded = true,
-    feature_gated = true, ephemeral_queue_not_found = true,
-    queue_full = true, rate_limited = true,
-    ephemeral_configure_failed = true, ephemeral_delete_failed = true,
-    ephemeral_unavailable = true, owner_moved = true,
-    ephemeral_forward_failed = true, ephemeral_disabled = true,
-    unauthorized = true, forbidden = true,
     -- A 404 from anything but the depth read: the broker (or a proxy in
-    -- front of it) predates the routes. The contract's name for it; a
-    -- broker's own route_not_found is reported so too.
+    -- front of it) predates the routes. The contract's name for it.
     ephemeral_unsupported = true,
     -- The broker could not be reached or answered something that is not
     -- this wire; never sent by a broker.
     connection_failed = true, bad_response = true,
 }
+
+-- Retrying is worth it for these: 429 means later will work, and the
+-- cell's 503s mean come back.
+local RETRYABLE = { connection_failed = true }
+
+for _, c in ipairs(codes.CODES) do
+    if c.layer ~= "routing" then _M.CODES[c.code] = true end
+    if c.status == 429 or c.status == 503 then RETRYABLE[c.code] = true end
+end
 
 local function new_error(code, message, status, retry_after)
     return setmetatable({ code = code, message = message, status = status,
@@ -54,13 +57,6 @@ end
 function _M.is_error(v)
     return getmetatable(v) == Error
 end
-
--- Retrying is worth it for these: 429 means later will work, and the
--- cell's 503s mean come back.
-local RETRYABLE = { queue_full = true, rate_limited = true,
-                    ephemeral_unavailable = true, owner_moved = true,
-                    ephemeral_forward_failed = true,
-                    ephemeral_disabled = true, connection_failed = true }
 
 function _M.retryable(err)
     return _M.is_error(err) and RETRYABLE[err.code] == true

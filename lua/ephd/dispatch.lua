@@ -2,6 +2,7 @@
 -- the control-plane calls (policy init, reload and check; declarations and
 -- grants loaded; the metering tick).
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
 local declarations = require("ephd.declarations")
 local grants = require("ephd.grants")
@@ -18,26 +19,17 @@ local C = core.C
 local ffi_string = ffi.string
 local request_slot = core.request_slot
 
-local system = require("ephd.handlers.system")
-local probes = require("ephd.handlers.probes")
--- Answered before the ladder: a load balancer probes without credentials
--- and a paused surface is still alive; the dashboard's page holds no data
--- (what it shows, it fetches with the viewer's identity).
-local BEFORE_LADDER = {
-    health = probes.health,
-    ready = probes.ready,
-    dashboard = require("ephd.handlers.dashboard"),
-}
-local HANDLERS = {
-    system_status = system.status,
-    system_switch = system.switch,
-    policy_reload = system.reload,
-    metering = system.metering,
-    metrics = system.metrics,
-}
-for _, name in ipairs({ "push", "pop", "ack", "configure", "reset", "delete",
-                        "queues", "depth" }) do
-    HANDLERS[name] = require("ephd.handlers." .. name)
+-- Each route's handler, by id: the row names a module of ephd.handlers, or
+-- a field of one.
+local HANDLERS = {}
+for i, r in ipairs(router.ROUTES) do
+    local module, field = r.handler:match("^([%w_]+)%.?([%w_]*)$")
+    local h = module and require("ephd.handlers." .. module)
+    if field ~= "" then h = h and h[field] end
+    if not h then
+        error("ephd.routes: no handler " .. r.handler .. " for " .. r.name, 0)
+    end
+    HANDLERS[i] = h
 end
 
 local _M = {}
@@ -68,7 +60,7 @@ end
 
 -- Returns true, name, version or nil, why.
 function _M.init(dir, files, default_dir, default_files)
-    for i, name in ipairs(router.NAMES) do C.ephd_metrics_route(i, name) end
+    for i, r in ipairs(router.ROUTES) do C.ephd_metrics_route(i, r.name) end
     local p, err = load(dir, files, default_dir, default_files)
     if not p then return nil, err end
     hooks.active = p
@@ -108,12 +100,11 @@ function _M.apply_grants()
     local rows = {}
     for i = 0, C.ephd_store_rows() - 1 do
         C.ephd_store_grant(i, grant_row)
-        rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] = {
-            enabled = grant_row.enabled ~= 0,
-            max_bytes = column(grant_row.max_bytes),
-            max_queues = column(grant_row.max_queues),
-            max_msgs_per_sec = column(grant_row.max_msgs_per_sec),
-        }
+        rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] =
+            contract.grant(grant_row.enabled ~= 0,
+                           column(grant_row.max_bytes),
+                           column(grant_row.max_queues),
+                           column(grant_row.max_msgs_per_sec))
     end
     grants.replace(rows)
     limits.forget()
@@ -139,21 +130,18 @@ function _M.meter()
         if not before or before.born ~= t.born then
             before = ZERO
         end
-        deltas[#deltas + 1] = {
-            tenant = tenant,
-            pushed = t.pushed - before.pushed,
-            delivered = t.delivered - before.delivered,
-            parked = t.parked, bytes = t.bytes, queues = t.queues,
-        }
+        deltas[#deltas + 1] = contract.delta(
+            tenant, t.pushed - before.pushed, t.delivered - before.delivered,
+            t.parked, t.bytes, t.queues)
         now[tenant] = { pushed = t.pushed, delivered = t.delivered,
                         born = t.born }
     end)
     last = now
     local ok, records = hooks.call("meter", deltas)
-    if not ok or type(records) ~= "table" then return end
-    for _, r in ipairs(records) do
-        if type(r) == "table" then log.info("meter", r) end
-    end
+    if not ok then return end
+    local bad = contract.check.meter(records)
+    if bad then return hooks.reject("meter", bad) end
+    for _, r in ipairs(records or {}) do log.info("meter", r) end
 end
 
 -- Tenants whose last metered counts are kept (for specs).
@@ -168,6 +156,8 @@ end
 -- past its request. Every field the rungs and handlers fill is here from
 -- the start, so filling one never grows the table; building it per
 -- request, and rehashing it as it grew, had been a tenth of a push.
+-- `request` is what policy hooks see, made only for a hook that runs
+-- (ephd.ladder).
 local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,
@@ -177,31 +167,21 @@ local ctx = {
 
 function _M.dispatch()
     local req = request_slot[0]
-    local path = ffi_string(req.path.ptr, req.path.len)
-    local method = ffi_string(req.method.ptr, req.method.len)
-    local route, param, message, allow = router.route(method, path)
+    local route, status, message, allow = router.route(req)
     if not route then
-        return reply.refuse(req, param == 404 and "route_not_found"
-                                 or "ephemeral_bad_request", message, param,
-                            allow and ("Allow: " .. allow .. "\r\n"))
+        return reply.refuse(req, status == 404 and "route_not_found"
+                                 or "ephemeral_bad_request", message, status,
+                            allow)
     end
-    C.ephd_request_route(req, router.ID[route])
-    local before = BEFORE_LADDER[route]
-    if before then return before(req) end
-    local authorization = req.authorization
+    local id = route.id
+    C.ephd_request_route(req, id)
+    if route.class == "open" then return HANDLERS[id](req) end
     local c = ctx
-    c.req, c.route, c.param = req, route, param
-    c.handler, c.family = HANDLERS[route], not router.SYSTEM[route]
-    -- What policy hooks see: a table of its own per request, since a
-    -- hook may keep it.
-    c.request = {
-        route = route,
-        method = method,
-        path = path,
-        authorization = ffi_string(authorization.ptr, authorization.len),
-        tenant = nil, -- from the second rung on
-    }
-    c.tenant, c.level, c.limits, c.taken = false, false, false, false
+    c.req, c.route = req, route
+    c.param = route.param and router.param()
+    c.handler, c.family = HANDLERS[id], route.class == "family"
+    c.request, c.tenant, c.level, c.limits, c.taken = false, false, false,
+                                                      false, false
     c.push, c.pop, c.queue, c.group, c.switch = false, false, false, false,
                                                 false
     return ladder.run(c)

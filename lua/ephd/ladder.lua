@@ -4,10 +4,11 @@
 -- by spec/ephd/ladder_spec.lua: rungs with a check run in turn before
 -- anything changes; budgets are checked by C in one pass at commit and
 -- reported as bits, and the first rung here holding one of them answers.
+local ffi = require("ffi")
 local core = require("ephd.core")
 local access = require("ephd.access")
 local browser = require("ephd.browser")
-local errors = require("ephd.errors")
+local contract = require("ephd.contract")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
@@ -18,6 +19,7 @@ local tenancy = require("ephd.tenancy")
 
 local C = core.C
 local config = core.config
+local ffi_string = ffi.string
 local band, bor = require("bit").band, require("bit").bor
 
 local _M = {}
@@ -28,9 +30,21 @@ end
 
 local HOOK_FAILED = "the policy could not decide this request"
 
--- The longest a paused hook may ask clients to wait, as the switch route.
-local MAX_RETRY_AFTER = 86400
-local HUGE = math.huge
+-- What policy hooks see, made when the first hook that runs needs it: a
+-- table of its own per request, since a hook may keep it, and none at all
+-- while the policy defines neither paused nor authenticate.
+local function hook_request(ctx)
+    local request = ctx.request
+    if not request then
+        local req = ctx.req
+        request = contract.request(
+            ctx.route.name, ffi_string(req.method.ptr, req.method.len),
+            ffi_string(req.path.ptr, req.path.len),
+            ffi_string(req.authorization.ptr, req.authorization.len))
+        ctx.request = request
+    end
+    return request
+end
 
 -- Each check returns nothing to pass, or message, headers, code to refuse
 -- (code defaults to the rung's).
@@ -42,18 +56,16 @@ local function paused(ctx)
         return s.reason or "the ephemeral surface is paused",
                retry_after(s.retry_after or tonumber(config.retry_after_s))
     end
-    local ok, after, reason = hooks.call("paused", ctx.request)
+    if not hooks.defines("paused") then return end
+    local ok, after, reason = hooks.call("paused", hook_request(ctx))
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if after == nil then return end
-    -- Written so NaN fails it: NaN compares false with everything.
-    if type(after) ~= "number"
-            or not (after >= 1 and after <= MAX_RETRY_AFTER) then
-        hooks.reject("paused", "paused must return seconds from 1 to "
-                     .. MAX_RETRY_AFTER .. ", or nothing")
+    local bad = contract.check.paused(after, reason)
+    if bad then
+        hooks.reject("paused", bad)
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
-    return type(reason) == "string" and reason or "paused by policy",
-           retry_after(math.ceil(after))
+    if after == nil then return end
+    return reason or "paused by policy", retry_after(math.ceil(after))
 end
 
 -- The level of an identity the broker takes without the policy vouching
@@ -73,33 +85,28 @@ end
 local function authenticated(ctx)
     local foreign = browser.foreign(ctx.req)
     if foreign then return foreign, nil, "forbidden" end
-    local request = ctx.request
     local tenant, why = tenancy.tenant(ctx.req)
     if not tenant then return why, nil, "unauthorized" end
-    request.tenant = tenant
-    local ok, who, reason = hooks.call("authenticate", request)
-    if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     local level = unvouched_level()
-    if type(who) == "string" then
-        if errors.status(who) then
-            return type(reason) == "string" and reason or "refused by policy",
-                   nil, who
-        end
-        hooks.reject("authenticate", "not a code: " .. who)
-        return HOOK_FAILED, nil, "ephemeral_unavailable"
-    elseif type(who) == "table" then
-        if not tenancy.valid(who.tenant) or not access.is_level(who.level) then
-            hooks.reject("authenticate",
-                         "an identity is {tenant = uuid, level = level}")
+    if hooks.defines("authenticate") then
+        local request = hook_request(ctx)
+        request.tenant = tenant
+        local ok, who, reason = hooks.call("authenticate", request)
+        if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+        local bad = contract.check.authenticate(who, reason)
+        if bad then
+            hooks.reject("authenticate", bad)
             return HOOK_FAILED, nil, "ephemeral_unavailable"
         end
-        tenant, level = who.tenant:lower(), who.level
-    elseif who ~= nil then
-        hooks.reject("authenticate", "returned a " .. type(who))
-        return HOOK_FAILED, nil, "ephemeral_unavailable"
+        if type(who) == "string" then
+            return reason or "refused by policy", nil, who
+        elseif who then
+            tenant, level = who.tenant:lower(), who.level
+        end
     end
-    if not access.allows(level, ctx.route) then
-        return ctx.route .. " needs " .. access.ROUTES[ctx.route]
+    local route = ctx.route
+    if not access.allows(level, route.level) then
+        return route.name .. " needs " .. route.level
                .. " access, this credential has " .. level, nil, "forbidden"
     end
     ctx.tenant = tenant
@@ -113,7 +120,7 @@ local function granted(ctx)
 end
 
 local function shaped(ctx)
-    if ctx.request.method == "POST" then
+    if ctx.route.method == "POST" then
         local why = browser.not_json(ctx.req)
         if why then return why end
     end
@@ -132,9 +139,9 @@ local function within_rate(ctx)
     if not push then return end
     local ok, cost = hooks.call("cost", push)
     if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    if type(cost) ~= "number" or not (cost >= 0 and cost < HUGE) then
-        hooks.reject("cost", "cost must return a finite non-negative "
-                     .. "number")
+    local bad = contract.check.cost(cost)
+    if bad then
+        hooks.reject("cost", bad)
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,

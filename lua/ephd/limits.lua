@@ -7,12 +7,12 @@
 -- the young becomes it. A tenant idle for a generation is asked again, one
 -- hook call, which is all forgetting costs.
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
 
 local config = core.config
-local floor, type = math.floor, type
 
 local _M = {}
 
@@ -20,22 +20,10 @@ _M.GENERATION = 10000
 
 local young, old, size = {}, {}, 0
 
--- Integers exactly representable in a double: NaN fails `v >= 0`, the
--- infinities and anything past 2^53 the upper bound, fractions the floor.
-local MAX_COUNT = 2 ^ 53
-
-local function count(v)
-    return v == nil or (type(v) == "number" and v >= 0 and v < MAX_COUNT
-                        and v == floor(v))
-end
-
 function _M.defaults()
-    return {
-        rate = tonumber(config.rate),
-        burst = tonumber(config.burst),
-        max_parked = tonumber(config.max_parked),
-        max_queues = tonumber(config.tenant_max_queues),
-    }
+    return contract.defaults(tonumber(config.rate), tonumber(config.burst),
+                             tonumber(config.max_parked),
+                             tonumber(config.tenant_max_queues))
 end
 
 -- Asks the policy; returns the limits or nil when the hook failed.
@@ -43,11 +31,9 @@ local function decide(tenant)
     local ok, t = hooks.call("limits", tenant, grants.get(tenant),
                              _M.defaults())
     if not ok then return nil end
-    if type(t) ~= "table" or not (count(t.rate) and count(t.burst)
-            and count(t.max_bytes) and count(t.max_queues)
-            and count(t.max_parked)) then
-        hooks.reject("limits", "limits must return a table of "
-                     .. "non-negative integers below 2^53")
+    local bad = contract.check.limits(t)
+    if bad then
+        hooks.reject("limits", bad)
         return nil
     end
     local rate = t.rate or 0

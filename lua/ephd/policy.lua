@@ -1,17 +1,18 @@
--- Policy directories: <dir>/init.lua returns {name, version, hooks,
--- settings?, schema?}. Files arrive in memory (C reads them off the loop),
+-- Policy directories: <dir>/init.lua returns {name, version, hooks}.
+-- Files arrive in memory (C reads them off the loop),
 -- compile in a sandbox without io, os, ffi or debug, and may require each
 -- other by name. A hook the operator's policy does not define is taken from
 -- policies/default. Loading is all or nothing: the caller swaps the result
 -- in only if this returns one.
 local jit = require("jit")
+local contract = require("ephd.contract")
 
 local _M = {}
 
 -- The hook API, versioned for policy authors (docs/policy.md).
 _M.API_VERSION = 1
 
-_M.HOOKS = { "paused", "authenticate", "limits", "cost", "meter" }
+_M.HOOKS = contract.HOOKS
 local KNOWN = {}
 for _, h in ipairs(_M.HOOKS) do KNOWN[h] = true end
 
@@ -20,8 +21,9 @@ local SAFE = {
     "tonumber", "tostring", "type", "unpack", "xpcall",
 }
 local SAFE_LIBS = { "string", "table", "math", "bit" }
-local SCHEMA_TYPES = { number = true, string = true, boolean = true,
-                       table = true }
+-- What init.lua returns, and nothing else: a misspelt field is refused
+-- rather than ignored.
+local FIELDS = { name = true, version = true, hooks = true }
 
 local function copy(t)
     local c = {}
@@ -91,27 +93,6 @@ local function sandbox(dir, files, api, interpreted)
     return env
 end
 
-local function check_settings(p)
-    if p.settings == nil and p.schema == nil then return true end
-    if type(p.schema) ~= "table" or type(p.settings) ~= "table" then
-        return nil, "settings and schema go together, both tables"
-    end
-    for k, t in pairs(p.schema) do
-        if not SCHEMA_TYPES[t] then
-            return nil, "schema." .. tostring(k) .. " is not a type name"
-        end
-        if p.settings[k] ~= nil and type(p.settings[k]) ~= t then
-            return nil, "settings." .. tostring(k) .. " must be a " .. t
-        end
-    end
-    for k in pairs(p.settings) do
-        if not p.schema[k] then
-            return nil, "settings." .. tostring(k) .. " is not in the schema"
-        end
-    end
-    return true
-end
-
 -- Compiles one directory; returns its policy table or nil and why.
 function _M.compile(dir, files, api, interpreted)
     if type(files) ~= "table" or not files.init then
@@ -124,6 +105,12 @@ function _M.compile(dir, files, api, interpreted)
             or type(p.version) ~= "number" or type(p.hooks) ~= "table" then
         return nil, dir .. "/init.lua must return {name, version, hooks}"
     end
+    for k in pairs(p) do
+        if not FIELDS[k] then
+            return nil, dir .. "/init.lua returns a field " .. tostring(k)
+                        .. " besides name, version and hooks"
+        end
+    end
     for name, hook in pairs(p.hooks) do
         if not KNOWN[name] then
             return nil, "unknown hook " .. tostring(name) .. " (hooks: "
@@ -133,13 +120,11 @@ function _M.compile(dir, files, api, interpreted)
             return nil, "hook " .. name .. " is not a function"
         end
     end
-    local sok, serr = check_settings(p)
-    if not sok then return nil, serr end
     return p
 end
 
 -- The operator's policy over the default one. Returns {name, version,
--- hooks, guarded, settings}: guarded names the hooks that are the
+-- hooks, guarded}: guarded names the hooks that are the
 -- operator's (interpreted, and watched by the time budget); the others
 -- are the broker's shipped default. Or nil and why.
 function _M.load(dir, files, default_dir, default_files, api)
@@ -156,7 +141,7 @@ function _M.load(dir, files, default_dir, default_files, api)
         guarded[name] = p ~= fallback and p.hooks[name] ~= nil
     end
     return { name = p.name, version = p.version, hooks = hooks,
-             guarded = guarded, settings = p.settings, dir = dir }
+             guarded = guarded, dir = dir }
 end
 
 return _M

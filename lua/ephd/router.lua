@@ -1,101 +1,106 @@
--- Method and path to a handler name. Only paths; queries and bodies are the
--- handlers' business.
-local sub = string.sub
+-- Method and path to a route of the table (ephd.routes). The rows are
+-- checked and given to C's matcher once, when this module loads; a request
+-- is then routed in C, with no Lua string made of its method or path. Only
+-- paths: queries and bodies are the handlers' business.
+local ffi = require("ffi")
+local core = require("ephd.core")
+local access = require("ephd.access")
+local routes = require("ephd.routes")
+
+local C = core.C
+local ffi_string = ffi.string
 
 local _M = {}
 
-local EXACT = {
-    ["/api/v1/ephemeral/push"] = { POST = "push" },
-    ["/api/v1/ephemeral/pop"] = { GET = "pop" },
-    ["/api/v1/ephemeral/ack"] = { POST = "ack" },
-    ["/api/v1/ephemeral/configure"] = { POST = "configure" },
-    ["/api/v1/ephemeral/reset"] = { POST = "reset" },
-    ["/api/v1/ephemeral/queues"] = { GET = "queues" },
-    ["/api/v1/system/ephemeral"] = { GET = "system_status",
-                                     POST = "system_switch" },
-    ["/api/v1/system/policy/reload"] = { POST = "policy_reload" },
-    ["/api/v1/system/metering"] = { GET = "metering" },
-    ["/health"] = { GET = "health" },
-    ["/ready"] = { GET = "ready" },
-    ["/metrics"] = { GET = "metrics" },
-    ["/dashboard"] = { GET = "dashboard" },
-}
+local CLASSES = { family = true, system = true, open = true }
 
--- Every route, numbered for the metrics' labels (0 is "none": what the
--- HTTP layer answers itself, 404s and 405s).
-_M.NAMES = {
-    "push", "pop", "ack", "configure", "reset", "delete", "queues", "depth",
-    "system_status", "system_switch", "policy_reload", "metering", "metrics",
-    "health", "ready", "dashboard",
-}
-_M.ID = {}
-for i, name in ipairs(_M.NAMES) do _M.ID[name] = i end
+-- Every route by id (its row's place in the table) and by name, each row
+-- given what the table implies: id, whether it has a :queue segment, and
+-- the Allow header of its path (the methods of the rows sharing it, and
+-- HEAD where a GET answers it).
+_M.ROUTES = routes
+_M.BY_NAME = {}
 
--- Routes outside the family: the kill switch does not pause them and no
--- grant gates them.
-_M.SYSTEM = {
-    system_status = true, system_switch = true, policy_reload = true,
-    metering = true, metrics = true,
-}
-
-local DELETE_PREFIX = "/api/v1/ephemeral/queue/"
-local DEPTH_PREFIX = "/api/v1/ephemeral/queues/"
-local DEPTH_SUFFIX = "/depth"
-
--- HEAD is a GET without its body (C drops the body, keeping the headers),
--- on every GET route but pop: a pop takes messages, and a HEAD must change
--- nothing (RFC 9110 9.3.2).
-local function head(methods)
-    local get = methods.GET
-    return get ~= "pop" and get or nil
+local function shape(path)
+    return (path:gsub("/:[%w_]+", "/:"))
 end
 
-local function allow(methods)
-    local list = {}
-    for m in pairs(methods) do list[#list + 1] = m end
-    if head(methods) then list[#list + 1] = "HEAD" end
-    table.sort(list)
-    return table.concat(list, ", ")
-end
-
--- The :queue segment is returned raw (still percent-encoded), and also
--- when it is empty or more than one segment: that is a request for the
--- route with a malformed name, a 400 of its handler's, since a 404 here
--- says the route (or the depth read's queue) does not exist.
-local function param(path, prefix, suffix)
-    if sub(path, 1, #prefix) ~= prefix then return nil end
-    local rest = sub(path, #prefix + 1)
-    if suffix then
-        if #rest < #suffix or sub(rest, -#suffix) ~= suffix then
-            return nil
-        end
-        rest = sub(rest, 1, -#suffix - 1)
+local function check(i, r)
+    local why
+    if type(r.name) ~= "string" or _M.BY_NAME[r.name] then
+        why = "a name of its own"
+    elseif not CLASSES[r.class] then
+        why = "class family, system or open"
+    elseif (r.class == "open") ~= (r.level == nil)
+            or (r.level and not access.is_level(r.level)) then
+        why = "a level of ephd.access unless it is open"
+    elseif type(r.handler) ~= "string" then
+        why = "a handler"
     end
-    return rest
+    if why then
+        error(("ephd.routes: row %d (%s) needs %s"):format(
+            i, tostring(r.name), why), 0)
+    end
 end
 
--- Returns name, param on a match; otherwise nil, status, message, allow.
-function _M.route(method, path)
-    local methods = EXACT[path]
-    local p
-    if not methods then
-        p = param(path, DELETE_PREFIX)
-        if p then
-            methods = { DELETE = "delete" }
-        else
-            p = param(path, DEPTH_PREFIX, DEPTH_SUFFIX)
-            if p then methods = { GET = "depth" } end
-        end
+local by_path = {}
+for i, r in ipairs(routes) do
+    check(i, r)
+    r.id = i
+    r.head = r.method == "GET" and r.head ~= false
+    r.param = r.path:find(":", 1, true) ~= nil
+    _M.BY_NAME[r.name] = r
+    local p = shape(r.path)
+    by_path[p] = by_path[p] or {}
+    table.insert(by_path[p], r)
+end
+
+for _, rows in pairs(by_path) do
+    local methods = {}
+    for _, r in ipairs(rows) do
+        methods[#methods + 1] = r.method
+        if r.head then methods[#methods + 1] = "HEAD" end
     end
-    if not methods then
+    table.sort(methods)
+    local allow = "Allow: " .. table.concat(methods, ", ") .. "\r\n"
+    for _, r in ipairs(rows) do r.allow = allow end
+end
+
+do
+    local rows = ffi.new("ephd_route_row_t[?]", #routes)
+    for i, r in ipairs(routes) do
+        rows[i - 1].method = r.method
+        rows[i - 1].path = r.path
+        rows[i - 1].head = r.head and 1 or 0
+    end
+    -- C copies the rows: the strings need live only through the call.
+    if C.ephd_ffi_routes_define(rows, #routes) ~= C.EPHD_OK then
+        error("ephd.routes: the matcher cannot take this table (at most "
+              .. C.EPHD_ROUTES_MAX .. " rows; a path starts with '/' and "
+              .. "has at most one :segment; methods are in capitals, each "
+              .. "once per path)", 0)
+    end
+end
+
+local match = ffi.new("ephd_route_match_t")
+
+-- Returns the route; or nil, status, message and the Allow header line
+-- (a 405's).
+function _M.route(req)
+    local rc = C.ephd_ffi_route(req, match)
+    if rc == C.EPHD_OK then return routes[match.route] end
+    local path = ffi_string(req.path.ptr, req.path.len)
+    if rc == C.EPHD_E_NOT_FOUND then
         return nil, 404, "no route " .. path
     end
-    local name = methods[method] or (method == "HEAD" and head(methods))
-    if not name then
-        return nil, 405, method .. " is not allowed on " .. path,
-               allow(methods)
-    end
-    return name, p
+    return nil, 405, ffi_string(req.method.ptr, req.method.len)
+                     .. " is not allowed on " .. path,
+           routes[match.route].allow
+end
+
+-- The :queue segment of the request last routed, raw.
+function _M.param()
+    return ffi_string(match.param.ptr, match.param.len)
 end
 
 return _M

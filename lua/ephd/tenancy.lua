@@ -3,21 +3,15 @@
 -- the x-queen-tenant header when QUEEN_TENANCY_HEADER is on, the default
 -- tenant otherwise.
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
-
-local find = string.find
 
 local _M = {}
 
 _M.DEFAULT = "00000000-0000-0000-0000-000000000001"
 
-local UUID = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-"
-             .. "%x%x%x%x%x%x%x%x%x%x%x%x$"
-
--- Tenants are UUIDs, as in queen's tables.
-function _M.valid(t)
-    return type(t) == "string" and find(t, UUID) ~= nil
-end
+-- Tenants are UUIDs, as in queen's tables (and the hooks' contract).
+_M.valid = contract.is_tenant
 
 -- Returns the tenant id, or nil and why the header is unusable.
 function _M.tenant(req)

@@ -1,13 +1,16 @@
 -- ephd.testing: the policy authors' kit. Loads a policy directory from disk
 -- exactly as the broker does (same sandbox, same fallback to the default
--- policy) and drives its hooks with synthetic requests, from busted and
--- without a daemon:
+-- policy) and drives its hooks with the arguments the broker gives them,
+-- from busted and without a daemon. A result the broker would refuse
+-- (answering 503 and logging policy_hook_failed) raises here with the
+-- message the broker logs (ephd.contract):
 --
 --   local testing = require("ephd.testing")
 --   local p = testing.load("examples/policies/plan-tiers")
 --   local limits = p:limits("2b1f...", nil)
 --   local who, code = p:authenticate({ route = "push",
 --                                      authorization = "Bearer x" })
+local contract = require("ephd.contract")
 local policy = require("ephd.policy")
 
 local _M = {}
@@ -70,29 +73,60 @@ function _M.load(dir, opts)
     local p, err = policy.load(dir, _M.read(dir), default_dir,
                                _M.read(default_dir), api)
     if not p then return nil, err end
-    return setmetatable({ policy = p, name = p.name, version = p.version,
-                          settings = p.settings }, Policy)
+    return setmetatable({ policy = p, name = p.name, version = p.version },
+                        Policy)
 end
 
--- Calls one hook as the broker would; raises what the hook raises.
+local function checked(name, ...)
+    local bad = contract.check[name](...)
+    if bad then error(bad, 0) end
+    return ...
+end
+
+-- Calls one hook as the broker would; raises what the hook raises, and
+-- what the broker would refuse of its results, as the broker logs it.
 function Policy:hook(name, ...)
     local h = self.policy.hooks[name]
     if not h then return nil end
-    return h(...)
+    return checked(name, h(...))
 end
 
-function Policy:paused(request) return self:hook("paused", request) end
+_M.TENANT = "00000000-0000-0000-0000-000000000001"
 
--- The request a hook sees; tenant defaults to the default tenant.
+-- The request paused and authenticate see; fields left out are a push of
+-- the default tenant without credentials.
 function _M.request(t)
     t = t or {}
-    return {
-        route = t.route or "push",
-        method = t.method or "POST",
-        path = t.path or "/api/v1/ephemeral/push",
-        tenant = t.tenant or "00000000-0000-0000-0000-000000000001",
-        authorization = t.authorization or "",
-    }
+    return contract.request(t.route or "push", t.method or "POST",
+                            t.path or "/api/v1/ephemeral/push",
+                            t.authorization or "", t.tenant or _M.TENANT)
+end
+
+-- The push cost sees; fields left out are one empty message to queue "q".
+function _M.push(t)
+    t = t or {}
+    return contract.push(t.tenant or _M.TENANT, t.queue or "q",
+                         t.partition or "Default", t.messages or 1,
+                         t.bytes or 0)
+end
+
+-- The knobs limits gets, the broker's defaults where left out.
+function _M.defaults(t)
+    t = t or {}
+    return contract.defaults(t.rate or 5000, t.burst or 10000,
+                             t.max_parked or 100000, t.max_queues or 100000)
+end
+
+-- A grant row as limits gets it (enabled unless it says false).
+function _M.grant(t)
+    return contract.grant(t.enabled ~= false, t.max_bytes, t.max_queues,
+                          t.max_msgs_per_sec)
+end
+
+function Policy:paused(request)
+    local r = _M.request(request)
+    r.tenant = nil -- paused comes before identity
+    return self:hook("paused", r)
 end
 
 function Policy:authenticate(request)
@@ -100,17 +134,24 @@ function Policy:authenticate(request)
 end
 
 function Policy:limits(tenant, grant, defaults)
-    return self:hook("limits", tenant, grant,
-                     defaults or { rate = 5000, burst = 10000,
-                                   max_parked = 100000, max_queues = 100000 })
+    return self:hook("limits", tenant or _M.TENANT, grant and _M.grant(grant),
+                     _M.defaults(defaults))
 end
 
 function Policy:cost(push)
-    return self:hook("cost", push)
+    return self:hook("cost", _M.push(push))
 end
 
+-- deltas: {tenant, pushed, delivered, parked, bytes, queues} each, zeros
+-- where left out.
 function Policy:meter(deltas)
-    return self:hook("meter", deltas)
+    local list = {}
+    for i, d in ipairs(deltas or {}) do
+        list[i] = contract.delta(d.tenant or _M.TENANT, d.pushed or 0,
+                                 d.delivered or 0, d.parked or 0,
+                                 d.bytes or 0, d.queues or 0)
+    end
+    return self:hook("meter", list)
 end
 
 return _M

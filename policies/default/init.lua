@@ -1,26 +1,24 @@
 -- The default policy: a self-hosted broker with neither gate closed. Every
 -- hook here is also the fallback for a policy directory that does not
 -- define it. Copy this directory and point --policy-dir at the copy.
+--
+-- Two hooks are left out, so that no policy runs for them at all (the
+-- broker then builds nothing for them either):
+--
+-- paused(request) -> nothing, or retry_after_seconds, reason to answer 503
+-- ephemeral_disabled. Runs first, for family routes. Left out: never
+-- paused but by the kill switch.
+--
+-- authenticate(request) -> nothing to accept request.tenant at the broker's
+-- level for it (read-write when the tenant came from an x-queen-tenant
+-- header, admin for the single tenant otherwise); {tenant = uuid, level =
+-- level} to accept as that identity, the only way to admin under tenancy
+-- headers; or code, reason to refuse (unauthorized, forbidden or a code of
+-- the taxonomy). Left out: the broker's identity, as for nothing returned.
 return {
     name = "default",
     version = 1,
     hooks = {
-        -- paused(request) -> nothing, or retry_after_seconds, reason to
-        -- answer 503 ephemeral_disabled. Runs first, for family routes.
-        paused = function(request)
-            return nil
-        end,
-
-        -- authenticate(request) -> nothing to accept request.tenant at the
-        -- broker's level for it (read-write when the tenant came from an
-        -- x-queen-tenant header, admin for the single tenant otherwise);
-        -- {tenant = uuid, level = level} to accept as that identity, the
-        -- only way to admin under tenancy headers; or code, reason to
-        -- refuse (unauthorized, forbidden or a code of the taxonomy).
-        authenticate = function(request)
-            return nil
-        end,
-
         -- limits(tenant, grant, defaults) -> {rate, burst, max_bytes,
         -- max_queues, max_parked}, integers; nil fields are no limit (rate:
         -- none; burst: the rate). Asked when a tenant is first seen, again

@@ -1,30 +1,90 @@
 local cjson = require("cjson")
+local codes = require("ephd.codes")
 local errors = require("ephd.errors")
+local helper = require("helper")
 
-describe("ephd.errors", function()
-    it("is the contract's closed taxonomy with its statuses", function()
-        assert.same({
-            ephemeral_bad_request = 400,
-            ephemeral_quota_exceeded = 403,
-            feature_gated = 403,
-            ephemeral_queue_not_found = 404,
-            queue_full = 429,
-            rate_limited = 429,
-            ephemeral_configure_failed = 500,
-            ephemeral_delete_failed = 500,
-            ephemeral_unavailable = 503,
-            owner_moved = 503,
-            ephemeral_forward_failed = 503,
-            ephemeral_disabled = 503,
-        }, errors.STATUS)
+local LAYERS = { family = "the family", access = "the access layer",
+                 routing = "the HTTP layer" }
+
+local function read(path)
+    local f = assert(io.open(path, "rb"))
+    local text = f:read("*a")
+    f:close()
+    return text
+end
+
+describe("ephd.codes", function()
+    it("gives every code one error status of the list", function()
+        local statuses, seen = {}, {}
+        for _, s in ipairs(codes.STATUSES) do statuses[s.status] = true end
+        for _, c in ipairs(codes.CODES) do
+            assert.is_nil(seen[c.code], c.code)
+            seen[c.code] = true
+            assert.is_true(statuses[c.status], c.code)
+            assert.is_true(c.status >= 400, c.code)
+            assert.is_string(LAYERS[c.layer], c.code)
+        end
     end)
 
-    -- Beside the family's codes: the access layer's, and the HTTP layer's
-    -- for a path that is no route (never the depth read's 404 code).
-    it("has codes of its own for identity and for unknown routes", function()
-        assert.same({ unauthorized = 401, forbidden = 403 }, errors.ACCESS)
-        assert.same({ route_not_found = 404 }, errors.ROUTING)
-        assert.equals(404, errors.status("route_not_found"))
+    -- The table a client author reads is the list, row for row.
+    it("is what docs/wire.md says", function()
+        local doc = {}
+        for code, status, from in read(helper.root .. "/docs/wire.md"):gmatch(
+                "\n| `([%w_]+)` | (%d+) | ([^|(]*[^|( ])[^|]*|") do
+            doc[#doc + 1] = { code = code, status = tonumber(status),
+                              from = from }
+        end
+        assert.equals(#codes.CODES, #doc)
+        for i, c in ipairs(codes.CODES) do
+            assert.same({ code = c.code, status = c.status,
+                          from = LAYERS[c.layer] }, doc[i])
+        end
+    end)
+
+    -- C names codes and statuses through the header the build generates
+    -- from the list (cmake/codes.cmake).
+    it("is what C was built with, in order", function()
+        local header = read(helper.build .. "/generated/ephd_codes.h")
+        local c_codes, c_statuses = {}, {}
+        for id, code, status in header:gmatch(
+                'X%((EPHD_CODE_[%u_]+), "([%l_]+)", (%d+)%)') do
+            assert.equals("EPHD_CODE_" .. code:upper(), id)
+            c_codes[#c_codes + 1] = { code = code, status = tonumber(status) }
+        end
+        for status, reason in header:gmatch('X%((%d+), "([^"]+)"%)') do
+            c_statuses[#c_statuses + 1] = { status = tonumber(status),
+                                            reason = reason }
+        end
+        local want = {}
+        for i, c in ipairs(codes.CODES) do
+            want[i] = { code = c.code, status = c.status }
+        end
+        assert.same(want, c_codes)
+        assert.same(codes.STATUSES, c_statuses)
+    end)
+
+    it("is every code ephd.client reads as the broker's", function()
+        local client = require("ephd.client")
+        -- An error of the client's own, to give each code in turn.
+        local _, err = client.new({ url = "http://127.0.0.1:1" })
+            :request("GET", "/")
+        assert.equals("connection_failed", err.code)
+        for _, c in ipairs(codes.CODES) do
+            -- A broker's route_not_found reads as ephemeral_unsupported.
+            assert.equals(c.code ~= "route_not_found",
+                          client.CODES[c.code] == true, c.code)
+            err.code = c.code
+            assert.equals(c.status == 429 or c.status == 503,
+                          client.retryable(err), c.code)
+        end
+    end)
+end)
+
+describe("ephd.errors", function()
+    it("answers each code with its status", function()
+        for _, c in ipairs(codes.CODES) do
+            assert.equals(c.status, errors.status(c.code))
+        end
         assert.same({ error = "no route /x", code = "route_not_found" },
                     cjson.decode(errors.body("route_not_found", "no route /x")))
     end)

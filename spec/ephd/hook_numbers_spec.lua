@@ -33,8 +33,8 @@ describe("numbers from hooks", function()
         local req, anchor = helper.request({})
         local committed = false
         ladder.run({
-            req = req, anchor = anchor, route = "push", family = true,
-            request = { route = "push", authorization = "" },
+            req = req, anchor = anchor, route = helper.route("push"),
+            family = true,
             handler = {
                 parse = function(ctx)
                     ctx.push = { messages = 1, bytes = 1 }

@@ -53,8 +53,8 @@ describe("ephd.ladder", function()
             authorization = t.authorization or "" })
         local committed = false
         ladder.run({
-            req = req, anchor = anchor, route = "push", family = true,
-            request = { route = "push", authorization = t.authorization or "" },
+            req = req, anchor = anchor, route = helper.route("push"),
+            family = true,
             handler = {
                 parse = function(ctx)
                     ctx.push = { messages = t.messages or 1, bytes = 1 }

@@ -9,13 +9,18 @@ local function load(files)
 end
 
 describe("ephd.policy", function()
-    it("loads the default policy with every hook but meter", function()
+    -- A hook nobody defines is never called, and the broker builds
+    -- nothing for it: the default leaves out the ones that would return
+    -- nothing.
+    it("loads the default policy with limits and cost alone", function()
         local p = assert(load(testing.read(DEFAULT)))
         assert.equals("default", p.name)
-        for _, h in ipairs({ "paused", "authenticate", "limits", "cost" }) do
+        for _, h in ipairs({ "limits", "cost" }) do
             assert.is_function(p.hooks[h], h)
         end
-        assert.is_nil(p.hooks.meter)
+        for _, h in ipairs({ "paused", "authenticate", "meter" }) do
+            assert.is_nil(p.hooks[h], h)
+        end
     end)
 
     it("sorts at most MAX_SORT items in policy code", function()
@@ -36,10 +41,10 @@ describe("ephd.policy", function()
             .. 'hooks = { cost = function(p) return 2 * p.messages end } }' }))
         assert.equals("x", p.name)
         assert.equals(6, p.hooks.cost({ messages = 3 }))
-        assert.is_nil(p.hooks.authenticate({}))
+        assert.equals(10, p.hooks.limits("t", nil, { rate = 10 }).rate)
         -- Only the operator's hooks are watched; the default's are ours.
         assert.is_true(p.guarded.cost)
-        assert.is_false(p.guarded.authenticate)
+        assert.is_false(p.guarded.limits)
     end)
 
     it("compiles the operator's code with the JIT off, the broker's on",
@@ -111,14 +116,16 @@ describe("ephd.policy", function()
         end
     end)
 
-    it("checks settings against the policy's schema", function()
-        local base = 'return { name = "x", version = 1, hooks = {}, '
-        assert.truthy(load({ init = base .. 'settings = { n = 1 }, '
-                             .. 'schema = { n = "number" } }' }))
-        assert.is_nil((load({ init = base .. 'settings = { n = "1" }, '
-                              .. 'schema = { n = "number" } }' })))
-        assert.is_nil((load({ init = base .. 'settings = { m = 1 }, '
-                              .. 'schema = { n = "number" } }' })))
+    -- A policy's constants are its code's (there is no settings table): a
+    -- field init.lua returns besides these is a mistake, refused.
+    it("refuses fields of init.lua besides name, version and hooks",
+       function()
+        local base = 'return { name = "n", version = 1, hooks = {}, '
+        local p, err = load({ init = base .. 'settings = { n = 1 } }' })
+        assert.is_nil(p)
+        assert.truthy(err:find("returns a field settings besides name, "
+                               .. "version and hooks", 1, true), err)
+        assert.is_nil((load({ init = base .. 'hook = {} }' })))
     end)
 
     it("refuses requires outside the directory", function()

@@ -1,6 +1,7 @@
 -- POST /api/v1/ephemeral/push: C scans the body (every payload validated,
 -- none decoded), Lua checks the names, C commits all or nothing.
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
 local reply = require("ephd.reply")
 local validate = require("ephd.validate")
@@ -25,8 +26,8 @@ function _M.parse(ctx)
         ffi_string(scan.partition.ptr, scan.partition.len), "partition")
     if not partition then return err end
     -- What the rate rung and the policy's cost hook see.
-    ctx.push = { tenant = ctx.tenant, queue = queue, partition = partition,
-                 messages = scan.count, bytes = tonumber(scan.bytes) }
+    ctx.push = contract.push(ctx.tenant, queue, partition, scan.count,
+                             tonumber(scan.bytes))
 end
 
 function _M.commit(ctx)

@@ -1,0 +1,62 @@
+-- The route table: one row per route, and the one place a route is named.
+-- The matcher (core/routes.c, given the rows by ephd.router), the access
+-- check, the metrics' route labels and dispatch all read it; adding a route
+-- is a row here plus its handler.
+--
+-- name     the metrics' route label, and request.route for policy hooks
+-- method   GET routes answer HEAD too (C drops the body), unless head = false
+-- path     exact, or one ":queue" segment, handed to the handler raw (still
+--          percent-encoded), empty or holding '/' included: a malformed
+--          name is its handler's 400, since a 404 says there is no route
+-- level    the access level it needs (ephd.access)
+-- class    "family": the kill switch pauses it and a grant gates it;
+--          "system": neither (or nobody could unpause); "open": answered
+--          before the ladder, with no identity
+-- handler  a module of ephd.handlers (parse and commit), or module.field;
+--          an open route's handler is a function of the request
+--
+-- The rows' order is the routes' ids, and so the order of /metrics.
+return {
+    { name = "push", method = "POST", path = "/api/v1/ephemeral/push",
+      level = "write-only", class = "family", handler = "push" },
+    -- A pop takes messages, and a HEAD must change nothing (RFC 9110
+    -- 9.3.2).
+    { name = "pop", method = "GET", path = "/api/v1/ephemeral/pop",
+      level = "read-write", class = "family", handler = "pop", head = false },
+    { name = "ack", method = "POST", path = "/api/v1/ephemeral/ack",
+      level = "read-write", class = "family", handler = "ack" },
+    { name = "configure", method = "POST", path = "/api/v1/ephemeral/configure",
+      level = "read-write", class = "family", handler = "configure" },
+    { name = "reset", method = "POST", path = "/api/v1/ephemeral/reset",
+      level = "read-write", class = "family", handler = "reset" },
+    { name = "delete", method = "DELETE",
+      path = "/api/v1/ephemeral/queue/:queue",
+      level = "read-write", class = "family", handler = "delete" },
+    { name = "queues", method = "GET", path = "/api/v1/ephemeral/queues",
+      level = "read-only", class = "family", handler = "queues" },
+    { name = "depth", method = "GET",
+      path = "/api/v1/ephemeral/queues/:queue/depth",
+      level = "read-only", class = "family", handler = "depth" },
+    { name = "system_status", method = "GET", path = "/api/v1/system/ephemeral",
+      level = "admin", class = "system", handler = "system.status" },
+    { name = "system_switch", method = "POST",
+      path = "/api/v1/system/ephemeral",
+      level = "admin", class = "system", handler = "system.switch" },
+    { name = "policy_reload", method = "POST",
+      path = "/api/v1/system/policy/reload",
+      level = "admin", class = "system", handler = "system.reload" },
+    { name = "metering", method = "GET", path = "/api/v1/system/metering",
+      level = "admin", class = "system", handler = "system.metering" },
+    { name = "metrics", method = "GET", path = "/metrics",
+      level = "admin", class = "system", handler = "system.metrics" },
+    -- A load balancer probes without credentials, and a paused surface is
+    -- still alive.
+    { name = "health", method = "GET", path = "/health",
+      class = "open", handler = "probes.health" },
+    { name = "ready", method = "GET", path = "/ready",
+      class = "open", handler = "probes.ready" },
+    -- The page holds no data: what it shows, it fetches with the viewer's
+    -- identity.
+    { name = "dashboard", method = "GET", path = "/dashboard",
+      class = "open", handler = "dashboard" },
+}
