@@ -44,10 +44,56 @@ static void fail(load_conn_t *c, int status, const char *body, size_t len) {
             status, c->index, (int)(len > 200 ? 200 : len), body ? body : "");
 }
 
+/* Process readings of the server under test (--pid) ---------------------
+ * Its RSS (park, memory) and its CPU: user + system time of all its threads
+ * over the measured interval, in the clock ticks /proc counts (10 ms here),
+ * so a run must last long enough for the ticks to count. */
+
+static long rss_kib(void) {
+  char path[64], line[256];
+  snprintf(path, sizeof(path), "/proc/%d/status", opt.pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) load_die("no such process", path);
+  long kib = -1;
+  while (fgets(line, sizeof(line), f))
+    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  return kib;
+}
+
+static double cpu_seconds(void) {
+  char path[64], text[2048];
+  snprintf(path, sizeof(path), "/proc/%d/stat", opt.pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) load_die("no such process", path);
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = 0;
+  /* Fields after the command name, which may hold spaces: utime is the
+   * 14th field, stime the 15th. */
+  char *p = strrchr(text, ')');
+  unsigned long utime = 0, stime = 0;
+  if (p == NULL ||
+      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+             &utime, &stime) != 2)
+    load_die("unreadable", path);
+  return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The measured interval: from the moment every connection is open (park:
+ * every pop has been parked for the hold) to the last expected reply. */
+static double cpu_started, cpu_finished;
+
+static void start_measuring(void) {
+  started_ns = uv_hrtime();
+  if (opt.pid) cpu_started = cpu_seconds();
+}
+
 static int finished;
 
 static void finish(void) {
   finished_ns = uv_hrtime();
+  if (opt.pid) cpu_finished = cpu_seconds();
   finished = 1;
   for (uint32_t i = 0; i < opt.conns; i++) load_conn_close(&conns[i]);
   uv_stop(loop);
@@ -285,39 +331,6 @@ static void wake_setup(void) {
   }
 }
 
-/* Process readings of the broker under test (park, memory) --------------- */
-
-static long rss_kib(void) {
-  char path[64], line[256];
-  snprintf(path, sizeof(path), "/proc/%d/status", opt.pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) load_die("no such process", path);
-  long kib = -1;
-  while (fgets(line, sizeof(line), f))
-    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
-  fclose(f);
-  return kib;
-}
-
-static double cpu_seconds(void) {
-  char path[64], text[2048];
-  snprintf(path, sizeof(path), "/proc/%d/stat", opt.pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL) load_die("no such process", path);
-  size_t n = fread(text, 1, sizeof(text) - 1, f);
-  fclose(f);
-  text[n] = 0;
-  /* Fields after the command name, which may hold spaces: utime is the
-   * 14th field, stime the 15th. */
-  char *p = strrchr(text, ')');
-  unsigned long utime = 0, stime = 0;
-  if (p == NULL ||
-      sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-             &utime, &stime) != 2)
-    load_die("unreadable", path);
-  return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
 static long rss_before, rss_after;
 static double cpu_percent = -1;
 
@@ -380,7 +393,7 @@ static void park_held(uv_timer_t *t) {
   double cpu = cpu_seconds() - park_cpu0;
   cpu_percent = 100.0 * cpu / opt.hold_s;
   rss_after = rss_kib();
-  started_ns = uv_hrtime();
+  start_measuring();
   load_conn_open(loop, &park_pusher, LOAD_HTTP, opt.port, park_wake_all,
                  park_reply);
 }
@@ -553,7 +566,7 @@ static load_connect_cb mode_start;
 
 static void on_connect(load_conn_t *c) {
   if (++connected < opt.conns) return;
-  started_ns = uv_hrtime();
+  start_measuring();
   for (uint32_t i = 0; i < opt.conns; i++) mode_start(&conns[i]);
 }
 
@@ -576,7 +589,9 @@ static void usage(void) {
       "modes: get push lpush rpop drain wake brpop park pushpop inbox\n"
       "Prints one logfmt line: mode, count, seconds, per_s (messages or\n"
       "round trips per second), latency percentiles, rss and cpu where the\n"
-      "mode reads them, errors. Exits 1 on any unexpected reply.\n",
+      "mode reads them, errors. With --pid, also the server's user+system\n"
+      "CPU over the measured run: cpu_s, and cpu_us per message or round\n"
+      "trip (the unit of per_s). Exits 1 on any unexpected reply.\n",
       stderr);
   exit(2);
 }
@@ -676,15 +691,22 @@ int main(int argc, char **argv) {
   if (opt.pid && !parks) rss_after = rss_kib();
 
   double seconds = (double)(finished_ns - started_ns) / 1e9;
+  /* per_s and cpu_us count the same unit: round trips where the mode times
+   * them, messages otherwise. */
+  double units = (double)(nlatencies ? nlatencies : messages);
   qsort(latencies_us, nlatencies, sizeof(*latencies_us), cmp_u32);
   printf("mode=%s count=%llu messages=%llu seconds=%.3f per_s=%.0f", m,
          (unsigned long long)opt.count, (unsigned long long)messages, seconds,
-         (double)(nlatencies ? nlatencies : messages) / seconds);
+         units / seconds);
   if (nlatencies)
     printf(" p50_us=%u p99_us=%u", percentile(0.50), percentile(0.99));
   if (opt.pid) printf(" rss_before_kib=%ld rss_after_kib=%ld", rss_before,
                       rss_after);
   if (cpu_percent >= 0) printf(" cpu_percent=%.3f", cpu_percent);
+  if (opt.pid) {
+    double cpu = cpu_finished - cpu_started;
+    printf(" cpu_s=%.2f cpu_us=%.2f", cpu, units > 0 ? cpu * 1e6 / units : 0);
+  }
   printf(" errors=%llu\n", (unsigned long long)errors);
   return errors ? 1 : 0;
 }

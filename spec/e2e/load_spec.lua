@@ -34,6 +34,18 @@ describe("ephd-load", function()
         assert.matches("messages=200 .* errors=0", out)
     end)
 
+    it("reports the server's CPU over the run, per message", function()
+        -- Ten thousand push+pop cycles are tens of milliseconds of the
+        -- broker's CPU: several of the ticks /proc counts.
+        local out, code = load(d, ("pushpop --count 10000 --pid %d")
+                                  :format(d.pid))
+        assert.equals(0, code, out)
+        local s = tonumber(out:match(" cpu_s=([%d.]+)"))
+        local us = tonumber(out:match(" cpu_us=([%d.]+)"))
+        assert.is_true(s and s > 0, out)
+        assert.near(s * 1e6 / 10000, us, 0.01, out)
+    end)
+
     it("fails when a drain finds fewer messages than were pushed", function()
         assert.equals(0, select(2, load(d, "push --count 100 --batch 10 "
                                             .. "--queue l2 --conns 2")))
