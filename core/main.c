@@ -36,7 +36,8 @@ static void on_sighup(uv_signal_t *s, int signum) {
 
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
-  if (stopping) return;
+  if (stopping)
+    return;
   stopping = 1;
   char sig[16];
   snprintf(sig, sizeof(sig), "%d", signum);
@@ -59,7 +60,7 @@ static uint64_t activity_seen, activity_released;
 
 static void on_quiet_check(uv_timer_t *t) {
   ephd_engine_t *engine = t->data;
-  uint64_t now = ephd_http_activity() + engine->collected;
+  uint64_t now = ephd_http_activity() + ephd_engine_collected(engine);
   if (now == activity_seen && now != activity_released) {
     ephd_lua_host_collect();
     malloc_trim(0);
@@ -73,9 +74,11 @@ static void on_quiet_check(uv_timer_t *t) {
 static int in_build_tree(void) {
   char exe[4096];
   size_t n = sizeof(exe);
-  if (uv_exepath(exe, &n) != 0) return 0;
+  if (uv_exepath(exe, &n) != 0)
+    return 0;
   char *slash = strrchr(exe, '/');
-  if (slash == NULL) return 0;
+  if (slash == NULL)
+    return 0;
   *slash = 0;
   return strcmp(exe, EPHD_BINARY_DIR) == 0;
 }
@@ -90,7 +93,8 @@ static uint32_t draw_epoch(void) {
 
 static void close_walk(uv_handle_t *h, void *arg) {
   (void)arg;
-  if (!uv_is_closing(h)) uv_close(h, NULL);
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -107,30 +111,36 @@ int main(int argc, char **argv) {
     return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
-      fprintf(stderr,
-              "usage: ephd policy check DIR\n"
-              "       ephd policy test DIR [BUSTED ARGS...]\n");
+      fprintf(stderr, "usage: ephd policy check DIR\n"
+                      "       ephd policy test DIR [BUSTED ARGS...]\n");
       return argc == 3 && strcmp(argv[2], "--help") == 0 ? 0 : 2;
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */
-    if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0) return 2;
+    if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0)
+      return 2;
     return ephd_lua_host_check(lua_path, argv[3], policy_dir,
                                s.policy_budget_ms, s.policy_max_bytes);
   }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
-  if (rc != 0) return rc > 0 ? 0 : 2;
+  if (rc != 0)
+    return rc > 0 ? 0 : 2;
   signal(SIGPIPE, SIG_IGN);
 
   uv_loop_t *loop = uv_default_loop();
-  ephd_engine_t engine;
-  ephd_engine_init(&engine, loop, draw_epoch(), &s.lua.defaults,
-                   s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
-  engine.max_partitions = (uint32_t)s.max_partitions;
-  engine.max_groups = (uint32_t)s.max_groups;
   /* A tenant without queues is forgotten no sooner than a meter tick has
    * seen its last counts (they cannot change while it has no queue). */
-  uint64_t meter_ms = s.meter_s * 1000;
-  engine.forget_ms = engine.idle_ms > meter_ms ? engine.idle_ms : meter_ms;
+  uint64_t idle_ms = s.implicit_idle_s * 1000, meter_ms = s.meter_s * 1000;
+  ephd_engine_config_t ec = {
+      .epoch = draw_epoch(),
+      .defaults = s.lua.defaults,
+      .max_cell_bytes = s.lua.max_cell_bytes,
+      .idle_ms = idle_ms,
+      .forget_ms = idle_ms > meter_ms ? idle_ms : meter_ms,
+      .max_partitions = (uint32_t)s.max_partitions,
+      .max_groups = (uint32_t)s.max_groups,
+  };
+  ephd_engine_t engine;
+  ephd_engine_init(&engine, loop, &ec);
   ephd_verbs_init(&engine, loop);
   ephd_metrics_init(&engine);
 
@@ -167,7 +177,7 @@ int main(int argc, char **argv) {
   ephd_config_log(&s);
   char addr[300], epoch[16];
   snprintf(addr, sizeof(addr), "%s:%d", s.listen_host, s.listen_port);
-  snprintf(epoch, sizeof(epoch), "%08x", engine.epoch);
+  snprintf(epoch, sizeof(epoch), "%08x", ephd_engine_epoch(&engine));
   ephd_log("info", "listening", "addr", addr, "epoch", epoch, NULL);
 
   uv_signal_init(loop, &sigterm);

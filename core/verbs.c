@@ -52,8 +52,10 @@ static uint64_t now_ms(void) { return uv_now(loop); }
 static void scratch_reset(void) { scratch_key.len = scratch_val.len = 0; }
 
 static void scratch_release(void) {
-  if (scratch_key.cap > 4096) ephd_buf_free(&scratch_key);
-  if (scratch_val.cap > 4096) ephd_buf_free(&scratch_val);
+  if (scratch_key.cap > 4096)
+    ephd_buf_free(&scratch_key);
+  if (scratch_val.cap > 4096)
+    ephd_buf_free(&scratch_val);
 }
 
 static int fail(char *message, const char *text) {
@@ -75,9 +77,8 @@ static int shown(const ephd_buf_t *key) {
  * will be refused, so the whole body is checked again, on this path only. */
 static void explain_encoding(const ephd_request_t *req, char *message) {
   if (!ephd_utf8_valid(req->body.ptr, req->body.len))
-    fail(message,
-         "the body is not UTF-8: every string must be strict "
-         "UTF-8 (RFC 3629)");
+    fail(message, "the body is not UTF-8: every string must be strict "
+                  "UTF-8 (RFC 3629)");
 }
 
 static int key_is(const ephd_buf_t *key, const char *name) {
@@ -87,7 +88,8 @@ static int key_is(const ephd_buf_t *key, const char *name) {
 
 static const char *name_value(const char *p, const char *end, ephd_buf_t *out,
                               ephd_slice_t *slice) {
-  if (p >= end || *p != '"') return NULL;
+  if (p >= end || *p != '"')
+    return NULL;
   out->len = 0;
   p = ephd_json_string(p, end, out);
   slice->ptr = out->base ? out->base : "";
@@ -101,11 +103,14 @@ static const char *expect_end(const char *p, const char *end) {
 }
 
 static void grow_spans(uint32_t n) {
-  if (n <= spans_cap) return;
+  if (n <= spans_cap)
+    return;
   uint32_t cap = spans_cap ? spans_cap : 64;
-  while (cap < n) cap *= 2;
+  while (cap < n)
+    cap *= 2;
   spans = realloc(spans, cap * sizeof(*spans));
-  if (spans == NULL) abort();
+  if (spans == NULL)
+    abort();
   spans_cap = cap;
 }
 
@@ -113,9 +118,11 @@ static const char *scan_messages(const char *p, const char *end,
                                  const char *base, ephd_push_scan_t *s,
                                  ephd_buf_t *key) {
   uint32_t max = ephd_config()->max_items;
-  if (p >= end || *p != '[') return NULL;
+  if (p >= end || *p != '[')
+    return NULL;
   p = ephd_json_ws(p + 1, end);
-  if (p < end && *p == ']') return p + 1;
+  if (p < end && *p == ']')
+    return p + 1;
   for (;;) {
     if (p >= end || *p != '{') {
       fail(s->message, "each message must be an object {payload}");
@@ -130,7 +137,8 @@ static const char *scan_messages(const char *p, const char *end,
       }
       const char *v = p;
       p = ephd_json_skip(p, end);
-      if (p == NULL) return NULL;
+      if (p == NULL)
+        return NULL;
       seen = 1;
       if (s->count == max) {
         snprintf(s->message, 200, "at most %u messages per push", max);
@@ -142,14 +150,17 @@ static const char *scan_messages(const char *p, const char *end,
       s->count++;
       s->bytes += (uint64_t)(p - v);
     }
-    if (r < 0) return NULL;
+    if (r < 0)
+      return NULL;
     if (!seen) {
       fail(s->message, "a message needs a payload");
       return NULL;
     }
     p = ephd_json_ws(p, end);
-    if (p < end && *p == ']') return p + 1;
-    if (p >= end || *p != ',') return NULL;
+    if (p < end && *p == ']')
+      return p + 1;
+    if (p >= end || *p != ',')
+      return NULL;
     p = ephd_json_ws(p + 1, end);
   }
 }
@@ -215,7 +226,8 @@ int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
-  if (rc != EPHD_OK) explain_encoding(req, s->message);
+  if (rc != EPHD_OK)
+    explain_encoding(req, s->message);
   scratch_release();
   return rc;
 }
@@ -224,14 +236,16 @@ int ephd_push_commit(const char *tenant, size_t tenant_len,
                      const ephd_push_scan_t *s,
                      const ephd_tenant_limits_t *limits, uint32_t *refusals) {
   *refusals = 0;
-  if (scanned_body == NULL) return EPHD_E_BAD_REQUEST;
+  if (scanned_body == NULL)
+    return EPHD_E_BAD_REQUEST;
   const char *body_base = scanned_body;
   scanned_body = NULL;
   uint64_t now = now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
-  if (q) ephd_engine_expire(engine, q, now);
+  if (q)
+    ephd_engine_expire(engine, q, now);
   ephd_ring_t *r =
       q ? ephd_queue_ring(q, s->partition.ptr, s->partition.len) : NULL;
   /* Planned before anything exists: a refused push leaves no queue or
@@ -240,7 +254,8 @@ int ephd_push_commit(const char *tenant, size_t tenant_len,
   ephd_engine_plan_push(engine, t, tenant_len, q, s->queue.len, r,
                         s->partition.len, s->count, s->bytes, limits, &plan);
   *refusals = plan.refusals;
-  if (plan.refusals) return EPHD_E_REFUSED;
+  if (plan.refusals)
+    return EPHD_E_REFUSED;
   if (q == NULL)
     q = ephd_engine_queue_open(engine, tenant, tenant_len, s->queue.ptr,
                                s->queue.len);
@@ -296,12 +311,15 @@ int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *a) {
       t->parked >= limits->max_parked &&
       !ephd_engine_would_deliver(engine, q, r, new_ring, new_group, g, now))
     a->refusals |= EPHD_REFUSE_PARKED;
-  if (a->refusals) return EPHD_E_REFUSED;
+  if (a->refusals)
+    return EPHD_E_REFUSED;
   if (q == NULL)
     q = ephd_engine_queue_open(engine, a->tenant, a->tenant_len, a->queue,
                                a->queue_len);
-  if (new_ring) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
-  if (new_group) g = ephd_queue_group_open(q, gname, glen);
+  if (new_ring)
+    r = ephd_queue_ring_open(q, a->partition, a->partition_len);
+  if (new_group)
+    g = ephd_queue_group_open(q, gname, glen);
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_engine_touch(engine, q, now);
   body.len = 0;
@@ -335,7 +353,8 @@ static void answer_waiter(ephd_waiter_t *w) {
 
 int ephd_verbs_waiter_wake(ephd_waiter_t *w) {
   ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  if (!ephd_engine_ready(q, w->ring, w->group))
+    return 0;
   /* windowBuffer: a woken waiter waits up to window_ms (never past its own
    * timeout) for its batch to reach window_count, and holds its place in
    * line meanwhile so later waiters do not take the messages it waits on. */
@@ -366,11 +385,14 @@ void ephd_verbs_waiter_timeout(ephd_waiter_t *w) {
 }
 
 static void grow_acks(uint32_t n) {
-  if (n <= acks_cap) return;
+  if (n <= acks_cap)
+    return;
   uint32_t cap = acks_cap ? acks_cap : 64;
-  while (cap < n) cap *= 2;
+  while (cap < n)
+    cap *= 2;
   acks = realloc(acks, cap * sizeof(*acks));
-  if (acks == NULL) abort();
+  if (acks == NULL)
+    abort();
   acks_cap = cap;
 }
 
@@ -422,7 +444,8 @@ static const char *scan_ack_item(const char *p, const char *end,
       return NULL;
     }
   }
-  if (r < 0) return NULL;
+  if (r < 0)
+    return NULL;
   if (!has_id) {
     fail(s->message, "each ack needs an id");
     return NULL;
@@ -439,15 +462,20 @@ static const char *scan_ack_item(const char *p, const char *end,
 
 static const char *scan_acks(const char *p, const char *end, ephd_ack_scan_t *s,
                              ephd_buf_t *key, ephd_buf_t *val) {
-  if (p >= end || *p != '[') return NULL;
+  if (p >= end || *p != '[')
+    return NULL;
   p = ephd_json_ws(p + 1, end);
-  if (p < end && *p == ']') return p + 1;
+  if (p < end && *p == ']')
+    return p + 1;
   for (;;) {
     p = scan_ack_item(p, end, s, key, val);
-    if (p == NULL) return NULL;
+    if (p == NULL)
+      return NULL;
     p = ephd_json_ws(p, end);
-    if (p < end && *p == ']') return p + 1;
-    if (p >= end || *p != ',') return NULL;
+    if (p < end && *p == ']')
+      return p + 1;
+    if (p >= end || *p != ',')
+      return NULL;
     p = ephd_json_ws(p + 1, end);
   }
 }
@@ -487,7 +515,8 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
       has_acks = 1;
       s->message[0] = 0;
       if (!(p = scan_acks(p, end, s, &scratch_key, &scratch_val))) {
-        if (!s->message[0]) fail(s->message, "acks must be an array");
+        if (!s->message[0])
+          fail(s->message, "acks must be an array");
         goto done;
       }
     } else {
@@ -513,7 +542,8 @@ int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *s) {
   scanned_body = base;
   rc = EPHD_OK;
 done:
-  if (rc != EPHD_OK) explain_encoding(req, s->message);
+  if (rc != EPHD_OK)
+    explain_encoding(req, s->message);
   scratch_release();
   return rc;
 }
@@ -523,7 +553,8 @@ static const char *const outcome_names[] = {"acked", "redelivered", "stale",
 
 int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const ephd_ack_scan_t *s) {
-  if (scanned_body == NULL) return EPHD_E_BAD_REQUEST;
+  if (scanned_body == NULL)
+    return EPHD_E_BAD_REQUEST;
   scanned_body = NULL;
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, s->queue.ptr, s->queue.len);
@@ -533,7 +564,8 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
     ephd_engine_touch(engine, q, now);
     const char *gname = s->has_group ? s->group.ptr : "";
     size_t glen = s->has_group ? s->group.len : 0;
-    if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
+    if (!ephd_queue_group_find(q, gname, glen, &g))
+      g = UINT32_MAX;
   }
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
@@ -542,7 +574,8 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
     const char *id = ids.base + acks[i].off;
     ephd_outcome_t o =
         ephd_engine_ack(engine, q, g, id, acks[i].len, acks[i].status, now);
-    if (i) ephd_buf_append(out, ",", 1);
+    if (i)
+      ephd_buf_append(out, ",", 1);
     ephd_buf_appends(out, "{\"id\":");
     ephd_json_write_string(out, id, acks[i].len);
     ephd_buf_appends(out, ",\"outcome\":\"");
@@ -554,34 +587,23 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
-static void fill_stats(const ephd_tenant_t *t, ephd_tenant_stats_t *out) {
-  out->bytes = t->bytes;
-  out->queues = t->queues.count;
-  out->parked = t->parked;
-  out->pushed = t->pushed;
-  out->delivered = t->delivered;
-  out->dropped_bounds = t->drops_bounds;
-  out->dropped_ttl = t->drops_ttl;
-  out->dropped_retry = t->drops_retry;
-  out->born = t->born;
-}
-
 int ephd_tenant_stats(const char *tenant, size_t tenant_len,
                       ephd_tenant_stats_t *out) {
   memset(out, 0, sizeof(*out));
   ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
-  if (t == NULL) return EPHD_E_NOT_FOUND;
-  fill_stats(t, out);
+  if (t == NULL)
+    return EPHD_E_NOT_FOUND;
+  ephd_tenant_stats_of(t, out);
   return EPHD_OK;
 }
 
 int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
                      ephd_tenant_stats_t *out) {
-  ephd_tenant_t *t = ephd_map_next(&engine->tenants, pos);
-  if (t == NULL) return 0;
-  tenant->ptr = t->name;
-  tenant->len = t->len;
-  fill_stats(t, out);
+  ephd_tenant_t *t = ephd_engine_next_tenant(engine, pos);
+  if (t == NULL)
+    return 0;
+  tenant->ptr = ephd_tenant_name(t, &tenant->len);
+  ephd_tenant_stats_of(t, out);
   return 1;
 }
 
@@ -647,7 +669,8 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
     uint64_t now = now_ms();
     while ((q = ephd_map_next(&t->queues, &pos))) {
       ephd_engine_expire(engine, q, now);
-      if (count++) ephd_buf_append(out, ",", 1);
+      if (count++)
+        ephd_buf_append(out, ",", 1);
       ephd_buf_appends(out, "{\"queue\":");
       ephd_json_write_string(out, q->name, q->name_len);
       ephd_buf_appends(out, q->declared ? ",\"tier\":\"declared\",\"depth\":"
@@ -669,7 +692,7 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
   ephd_buf_appends(out, "],\"count\":");
   ephd_buf_append_u64(out, count);
   ephd_buf_appends(out, ",\"cellBytes\":");
-  ephd_buf_append_u64(out, engine->cell_bytes);
+  ephd_buf_append_u64(out, ephd_engine_cell_bytes(engine));
   ephd_buf_append(out, "}", 1);
   ephd_http_end(c);
 }
@@ -679,10 +702,12 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
                size_t group_len) {
   ephd_queue_t *q =
       ephd_engine_queue(engine, tenant, tenant_len, queue, queue_len);
-  if (q == NULL) return EPHD_E_NOT_FOUND;
+  if (q == NULL)
+    return EPHD_E_NOT_FOUND;
   ephd_engine_expire(engine, q, now_ms());
   uint32_t g = UINT32_MAX;
-  if (group && !ephd_queue_group_find(q, group, group_len, &g)) g = UINT32_MAX;
+  if (group && !ephd_queue_group_find(q, group, group_len, &g))
+    g = UINT32_MAX;
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"queue\":");
@@ -702,7 +727,8 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
     uint64_t p = g == UINT32_MAX ? ephd_ring_depth(r)
                                  : ephd_ring_pending(r, &r->cursors[g]);
     pending += p;
-    if (p) parts_pending++;
+    if (p)
+      parts_pending++;
   }
   ephd_buf_append_u64(out, pending);
   ephd_buf_appends(out, ",\"partitionsPending\":");
@@ -712,7 +738,8 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
   ephd_buf_appends(out, ",\"partitions\":[");
   for (uint32_t i = 0; i < q->nrings; i++) {
     const ephd_ring_t *r = q->rings[i];
-    if (i) ephd_buf_append(out, ",", 1);
+    if (i)
+      ephd_buf_append(out, ",", 1);
     ephd_buf_appends(out, "{\"partition\":");
     ephd_json_write_string(out, r->name, r->name_len);
     ephd_buf_appends(out, ",\"pending\":");
@@ -726,13 +753,15 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
   ephd_buf_appends(out, "],\"groups\":[");
   int first = 1;
   for (uint32_t gi = 0; gi < q->ngroups; gi++) {
-    if (q->groups[gi]->len == 0) continue;
+    if (q->groups[gi]->len == 0)
+      continue;
     uint64_t gp = 0, skipped = 0;
     for (uint32_t i = 0; i < q->nrings; i++) {
       gp += ephd_ring_pending(q->rings[i], &q->rings[i]->cursors[gi]);
       skipped += q->rings[i]->cursors[gi].skipped;
     }
-    if (!first) ephd_buf_append(out, ",", 1);
+    if (!first)
+      ephd_buf_append(out, ",", 1);
     first = 0;
     ephd_buf_appends(out, "{\"group\":");
     ephd_json_write_string(out, q->groups[gi]->name, q->groups[gi]->len);

@@ -33,7 +33,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 void ephd_fuzz_boot(void) {
-  if (loop) return;
+  if (loop)
+    return;
   /* As the daemon's main() does: a peer that closed is an EPIPE to handle,
    * not a signal that ends the process (for the broker's writes and ours). */
   signal(SIGPIPE, SIG_IGN);
@@ -48,8 +49,13 @@ void ephd_fuzz_boot(void) {
                                        "/lua/?.lua") != 0)
     abort();
   loop = uv_default_loop();
-  ephd_engine_init(&engine, loop, 1, &settings.lua.defaults,
-                   settings.lua.max_cell_bytes, 1000);
+  ephd_engine_config_t config = {
+      .epoch = 1,
+      .defaults = settings.lua.defaults,
+      .max_cell_bytes = settings.lua.max_cell_bytes,
+      .idle_ms = 1000,
+  };
+  ephd_engine_init(&engine, loop, &config);
   ephd_verbs_init(&engine, loop);
   char err[512];
   if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
@@ -82,8 +88,10 @@ static int pump(int fd) {
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof(buf));
-    if (n > 0) continue;
-    if (n == 0) return 0;
+    if (n > 0)
+      continue;
+    if (n == 0)
+      return 0;
     return errno == EAGAIN ? 1 : 0;
   }
 }
@@ -95,7 +103,8 @@ void ephd_fuzz_exchange(const uint8_t *bytes, size_t len, uint8_t seed) {
   a.sin_family = AF_INET;
   a.sin_port = htons((uint16_t)port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) abort();
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+    abort();
   fcntl(fd, F_SETFL, O_NONBLOCK);
   uint32_t rng = seed * 2654435761u + 1;
   size_t off = 0;
@@ -103,12 +112,16 @@ void ephd_fuzz_exchange(const uint8_t *bytes, size_t len, uint8_t seed) {
   while (off < len && open) {
     rng = rng * 1103515245u + 12345u;
     size_t piece = 1 + (rng >> 16) % 512;
-    if (piece > len - off) piece = len - off;
+    if (piece > len - off)
+      piece = len - off;
     ssize_t w = write(fd, bytes + off, piece);
-    if (w > 0) off += (size_t)w;
+    if (w > 0)
+      off += (size_t)w;
     open = pump(fd);
   }
-  for (int idle = 0; idle < 3 && open; idle++) open = pump(fd);
+  for (int idle = 0; idle < 3 && open; idle++)
+    open = pump(fd);
   close(fd);
-  for (int i = 0; i < 3; i++) uv_run(loop, UV_RUN_NOWAIT);
+  for (int i = 0; i < 3; i++)
+    uv_run(loop, UV_RUN_NOWAIT);
 }

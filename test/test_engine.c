@@ -14,8 +14,13 @@ static void start(uint64_t max_bytes, uint64_t max_length, int drop_oldest,
                   uint64_t cell) {
   memset(&limits, 0, sizeof(limits));
   uv_loop_init(&loop);
-  ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0};
-  ephd_engine_init(&e, &loop, 0xabc, &o, cell, 60000);
+  ephd_engine_config_t config = {
+      .epoch = 0xabc,
+      .defaults = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0},
+      .max_cell_bytes = cell,
+      .idle_ms = 60000,
+  };
+  ephd_engine_init(&e, &loop, &config);
 }
 
 static int stop(void) {
@@ -63,11 +68,13 @@ static uint32_t pop(ephd_queue_t *q, const char *group, uint32_t batch,
 /* The id of the first delivery in a pop body. */
 static size_t first_id(const ephd_buf_t *b, char *id, size_t cap) {
   const char *p = memmem(b->base, b->len, "\"id\":\"", 6);
-  if (!p) return 0;
+  if (!p)
+    return 0;
   p += 6;
   const char *q = memchr(p, '"', (size_t)(b->base + b->len - p));
   size_t n = (size_t)(q - p);
-  if (n >= cap) return 0;
+  if (n >= cap)
+    return 0;
   memcpy(id, p, n);
   return n;
 }
@@ -347,7 +354,8 @@ typedef struct {
 static int waiter_wake(ephd_waiter_t *w) {
   test_waiter_t *tw = (test_waiter_t *)w;
   ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  if (!ephd_engine_ready(q, w->ring, w->group))
+    return 0;
   ephd_gate_unpark(w);
   tw->out.len = 0;
   tw->got = ephd_engine_pop(&e, q, w->ring, w->group, w->batch, 1, 0, &tw->out);
@@ -482,7 +490,8 @@ TEST_IMPL(engine_charges_messages_and_leases) {
   ephd_buf_t out;
   ephd_buf_init(&out);
   pop(q, "g", 1, 0, &out);
-  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", 0, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10)
+    ASSERT_EQ(push(q, "p", 0, 10, 0), 0);
   ASSERT_EQ(q->bytes, 1000);
   ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
   uint64_t messages = 1000 * (1 + EPHD_COST_MSG) + r->cap * EPHD_COST_SLOT +
@@ -513,7 +522,8 @@ TEST_IMPL(engine_charges_cursor_tables) {
   ephd_buf_init(&out);
   pop(q, "g", 1, 0, &out);
   uint32_t g = ephd_queue_group_open(q, "g", 1);
-  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10)
+    ASSERT_EQ(push(q, "p", i, 10, 0), 0);
   ephd_cursor_t *c = &q->rings[0]->cursors[0];
   ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
   ASSERT_EQ(c->leases.mask + 1, 2048);
@@ -526,7 +536,8 @@ TEST_IMPL(engine_charges_cursor_tables) {
   ASSERT(c->leases.slots == NULL);
   ASSERT_EQ(q->footprint, held(q));
   /* A thousand expiries fill the redelivery FIFO; it drains back. */
-  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10)
+    ASSERT_EQ(push(q, "p", i, 10, 0), 0);
   ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
   ephd_leases_expire(&e.leases, 30 * 1000);
   ASSERT_EQ(c->redo_len, 1000);
