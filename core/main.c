@@ -6,14 +6,16 @@
 #include <string.h>
 #include <uv.h>
 
+#include "clock.h"
+#include "commands.h"
 #include "config.h"
 #include "engine.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
 #include "metrics.h"
+#include "op.h"
 #include "store.h"
-#include "verbs.h"
 
 #ifndef EPHD_SOURCE_DIR
 #error "the build defines EPHD_SOURCE_DIR, EPHD_BINARY_DIR and EPHD_DATA_DIR"
@@ -36,8 +38,7 @@ static void on_sighup(uv_signal_t *s, int signum) {
 
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
-  if (stopping)
-    return;
+  if (stopping) return;
   stopping = 1;
   char sig[16];
   snprintf(sig, sizeof(sig), "%d", signum);
@@ -74,11 +75,9 @@ static void on_quiet_check(uv_timer_t *t) {
 static int in_build_tree(void) {
   char exe[4096];
   size_t n = sizeof(exe);
-  if (uv_exepath(exe, &n) != 0)
-    return 0;
+  if (uv_exepath(exe, &n) != 0) return 0;
   char *slash = strrchr(exe, '/');
-  if (slash == NULL)
-    return 0;
+  if (slash == NULL) return 0;
   *slash = 0;
   return strcmp(exe, EPHD_BINARY_DIR) == 0;
 }
@@ -93,8 +92,7 @@ static uint32_t draw_epoch(void) {
 
 static void close_walk(uv_handle_t *h, void *arg) {
   (void)arg;
-  if (!uv_is_closing(h))
-    uv_close(h, NULL);
+  if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
 int main(int argc, char **argv) {
@@ -111,19 +109,18 @@ int main(int argc, char **argv) {
     return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
-      fprintf(stderr, "usage: ephd policy check DIR\n"
-                      "       ephd policy test DIR [BUSTED ARGS...]\n");
+      fprintf(stderr,
+              "usage: ephd policy check DIR\n"
+              "       ephd policy test DIR [BUSTED ARGS...]\n");
       return argc == 3 && strcmp(argv[2], "--help") == 0 ? 0 : 2;
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */
-    if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0)
-      return 2;
+    if (ephd_config_load(&s, 1, argv, policy_dir, lua_path) != 0) return 2;
     return ephd_lua_host_check(lua_path, argv[3], policy_dir,
                                s.policy_budget_ms, s.policy_max_bytes);
   }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
-  if (rc != 0)
-    return rc > 0 ? 0 : 2;
+  if (rc != 0) return rc > 0 ? 0 : 2;
   signal(SIGPIPE, SIG_IGN);
 
   uv_loop_t *loop = uv_default_loop();
@@ -141,7 +138,8 @@ int main(int argc, char **argv) {
   };
   ephd_engine_t engine;
   ephd_engine_init(&engine, loop, &ec);
-  ephd_verbs_init(&engine, loop);
+  ephd_clock_init(loop);
+  ephd_commands_init(&engine);
   ephd_metrics_init(&engine);
 
   char err[512];
@@ -164,8 +162,13 @@ int main(int argc, char **argv) {
       .body_timeout_ms = s.body_timeout_ms,
       .max_unwritten_bytes = s.max_unwritten_bytes,
   };
-  if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
-                      ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
+  ephd_http_handlers_t handlers = {
+      .dispatch = ephd_lua_host_dispatch,
+      .answered = ephd_metrics_observe,
+      .finished = ephd_op_release,
+  };
+  if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits, &handlers,
+                      err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
     ephd_lua_host_close();
     return 2;
@@ -195,7 +198,7 @@ int main(int argc, char **argv) {
   uv_run(loop, UV_RUN_DEFAULT);
 
   ephd_engine_close(&engine);
-  ephd_verbs_close();
+  ephd_op_close();
   ephd_lua_host_close();
   uv_walk(loop, close_walk, NULL);
   uv_run(loop, UV_RUN_DEFAULT);

@@ -2,7 +2,7 @@
  * pop with and without wait, new groups, acks, reset, delete, declarations,
  * time passing for leases and parked timeouts, housekeeping, disconnects,
  * configures whose writes are in flight)
- * run against one engine and its gates, as verbs.c drives them. Single
+ * run against one engine and its gates, as the commands drive them. Single
  * requests cannot reach bugs that need an order of events, such as a waiter
  * parked on a gate that a later pop moves; sequences can. After every verb
  * the engine's totals must agree with what the fuzzer itself holds. */
@@ -19,8 +19,11 @@
 #define NIDS 64
 #define NQUEUES 4
 
+/* A parked pop, as pop.c keeps one in its request's operation. */
 typedef struct {
   ephd_waiter_t w;
+  ephd_queue_t *queue;
+  uint32_t group, batch;
   uint64_t deadline;
   int in_use;
 } fuzz_waiter_t;
@@ -49,8 +52,7 @@ static const uint8_t *in;
 static size_t left;
 
 static uint8_t next_byte(void) {
-  if (left == 0)
-    return 0;
+  if (left == 0) return 0;
   left--;
   return *in++;
 }
@@ -62,8 +64,7 @@ static const char *const partitions[] = {"Default", "p1", "p2", "p3"};
 /* Group names: 0 is queue mode; the rest come from a pool large enough that
  * new groups keep appearing. */
 static size_t group_name(uint8_t b, char *name) {
-  if (b % 32 == 0)
-    return 0;
+  if (b % 32 == 0) return 0;
   return (size_t)snprintf(name, 8, "g%u", b % 32);
 }
 
@@ -79,8 +80,7 @@ static void remember_ids(uint8_t qi, uint8_t gb) {
   while (p && (p = memmem(p, (size_t)(end - p), "\"id\":\"", 6))) {
     p += 6;
     const char *q = memchr(p, '"', (size_t)(end - p));
-    if (q == NULL)
-      break;
+    if (q == NULL) break;
     fuzz_id_t *slot = &ids[nids++ % NIDS];
     slot->len = (size_t)(q - p) < sizeof(slot->id) ? (size_t)(q - p) : 0;
     memcpy(slot->id, p, slot->len);
@@ -91,17 +91,17 @@ static void remember_ids(uint8_t qi, uint8_t gb) {
 }
 
 static int waiter_wake(ephd_waiter_t *w) {
-  ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group))
-    return 0;
+  fuzz_waiter_t *fw = (fuzz_waiter_t *)w;
+  if (!ephd_engine_ready(fw->queue, w->ring, fw->group)) return 0;
   ephd_gate_unpark(w);
   out.len = 0;
-  ephd_engine_pop(&e, q, w->ring, w->group, w->batch, w->auto_ack, now, &out);
-  ((fuzz_waiter_t *)w)->in_use = 0;
+  ephd_engine_pop(&e, fw->queue, w->ring, fw->group, fw->batch, 1, now, &out);
+  fw->in_use = 0;
   parked_waiters--;
   return 1;
 }
 
+/* Its timeout passed, or its gate was flushed (its queue deleted). */
 static void waiter_timeout(ephd_waiter_t *w) {
   ((fuzz_waiter_t *)w)->in_use = 0;
   parked_waiters--;
@@ -122,18 +122,14 @@ static void push(uint8_t qi) {
   const char *t = tenant_of(qi), *qn = queues[qi % NQUEUES];
   ephd_tenant_t *tenant = ephd_engine_tenant(&e, t, 1);
   ephd_queue_t *q = find_queue(qi);
-  if (q)
-    ephd_engine_expire(&e, q, now);
+  if (q) ephd_engine_expire(&e, q, now);
   ephd_ring_t *r = q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
   ephd_push_plan_t plan;
   ephd_engine_plan_push(&e, tenant, 1, q, 2, r, strlen(part), n, bytes, &limits,
                         &plan);
-  if (plan.refusals)
-    return;
-  if (q == NULL)
-    q = ephd_engine_queue_open(&e, t, 1, qn, 2);
-  if (r == NULL)
-    r = ephd_queue_ring_open(q, part, strlen(part));
+  if (plan.refusals) return;
+  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
+  if (r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));
   ephd_engine_push(&e, q, r, base, spans, n, &plan, now);
   ephd_engine_touch(&e, q, now);
 }
@@ -151,8 +147,7 @@ static void pop(uint8_t qi, int wait) {
   int new_ring = part && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
   /* As ephd_pop: everything planned before anything is created. */
-  if (q == NULL && ephd_tenant_full_of_queues(tenant, &limits))
-    return;
+  if (q == NULL && ephd_tenant_full_of_queues(tenant, &limits)) return;
   if (q && ((new_ring && ephd_queue_full_of_partitions(&e, q)) ||
             (glen && new_group && ephd_queue_full_of_groups(&e, q))))
     return;
@@ -162,37 +157,30 @@ static void pop(uint8_t qi, int wait) {
   /* What ephd_pop decides a refusal for parked slots on, before creating:
    * it must be exactly whether the pop delivers. */
   int ready = ephd_engine_would_deliver(&e, q, r, new_ring, new_group, g, now);
-  if (q == NULL)
-    q = ephd_engine_queue_open(&e, t, 1, qn, 2);
-  if (new_ring)
-    r = ephd_queue_ring_open(q, part, strlen(part));
-  if (new_group)
-    g = ephd_queue_group_open(q, gname, glen);
+  if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
+  if (new_ring) r = ephd_queue_ring_open(q, part, strlen(part));
+  if (new_group) g = ephd_queue_group_open(q, gname, glen);
   ephd_engine_touch(&e, q, now);
   out.len = 0;
   uint32_t batch = 1 + flags % 4;
   int auto_ack = (flags >> 2) & 1;
   uint32_t got = ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out);
-  if ((got > 0) != ready)
-    abort();
-  if (got && !auto_ack)
-    remember_ids(qi, gb);
-  if (got || !wait)
-    return;
+  if ((got > 0) != ready) abort();
+  if (got && !auto_ack) remember_ids(qi, gb);
+  if (got || !wait) return;
   for (int i = 0; i < NWAITERS; i++) {
     fuzz_waiter_t *fw = &waiters[i];
-    if (fw->in_use)
-      continue;
+    if (fw->in_use) continue;
     fw->in_use = 1;
-    fw->w.queue = q;
+    ephd_waiter_init(&fw->w, waiter_wake, waiter_timeout);
     fw->w.ring = r;
-    fw->w.group = g;
-    fw->w.batch = batch;
-    fw->w.auto_ack = 1;
+    fw->queue = q;
+    fw->group = g;
+    fw->batch = batch;
     fw->deadline = now + 1000u * (1 + (flags >> 3) % 8);
-    /* Time is the fuzzer's: the loop never runs, so this timer never fires
-     * and timeouts are answered by advance(). */
-    ephd_gate_park(&q->groups[g]->gate, &fw->w, 1u << 30);
+    /* Time is the fuzzer's: timeouts are answered by advance(), as the
+     * request's deadline would. */
+    ephd_gate_park(ephd_queue_gate(q, g), &fw->w);
     parked_waiters++;
     return;
   }
@@ -200,15 +188,13 @@ static void pop(uint8_t qi, int wait) {
 
 static void ack(void) {
   uint8_t ib = next_byte(), sb = next_byte();
-  if (nids == 0)
-    return;
+  if (nids == 0) return;
   fuzz_id_t *id = &ids[ib % (nids < NIDS ? nids : NIDS)];
   ephd_queue_t *q = find_queue(id->queue);
   char gname[8];
   size_t glen = group_name(id->group, gname);
   uint32_t g = UINT32_MAX;
-  if (q && !ephd_queue_group_find(q, gname, glen, &g))
-    g = UINT32_MAX;
+  if (q && !ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
   static const ephd_ack_status_t statuses[] = {EPHD_ACK_COMPLETED,
                                                EPHD_ACK_FAILED, EPHD_ACK_RETRY};
   ephd_engine_ack(&e, q, g, id->id, id->len, statuses[sb % 3], now);
@@ -231,8 +217,7 @@ static void advance(void) {
 /* A client goes away while its pop is parked. */
 static void disconnect(void) {
   fuzz_waiter_t *fw = &waiters[next_byte() % NWAITERS];
-  if (!fw->in_use)
-    return;
+  if (!fw->in_use) return;
   ephd_gate_unpark(&fw->w);
   fw->in_use = 0;
   parked_waiters--;
@@ -242,8 +227,7 @@ static void declare(uint8_t qi) {
   uint8_t a = next_byte(), b = next_byte();
   if (a % 4 == 0) {
     ephd_queue_t *q = find_queue(qi);
-    if (q)
-      ephd_engine_undeclare(&e, q);
+    if (q) ephd_engine_undeclare(&e, q);
     return;
   }
   ephd_options_t o = {64 + 16u * (a >> 2),
@@ -270,8 +254,7 @@ static void check_fit(uint64_t used, uint64_t cap, uint64_t smallest) {
  * create, as ephd_configure does before its database write. */
 static void configure(uint8_t qi) {
   const char *t = tenant_of(qi);
-  if (find_queue(qi) || nwrites == NWRITES)
-    return;
+  if (find_queue(qi) || nwrites == NWRITES) return;
   if (ephd_engine_plan_queue(&e, ephd_engine_tenant(&e, t, 1), 1, 2, &limits))
     return;
   ephd_engine_reserve_queue(&e, t, 1, 2);
@@ -282,8 +265,7 @@ static void configure(uint8_t qi) {
  * back, then the queue declared if the write succeeded. */
 static void configured(void) {
   uint8_t ok = next_byte();
-  if (nwrites == 0)
-    return;
+  if (nwrites == 0) return;
   uint8_t qi = writes[0];
   memmove(writes, writes + 1, --nwrites);
   ephd_engine_release_queue(&e, tenant_of(qi), 1, 2);
@@ -298,18 +280,15 @@ static uint64_t recount(const ephd_queue_t *q) {
   uint64_t n = ephd_cost_queue(q->name_len);
   for (uint32_t i = 0; i < q->nrings; i++) {
     const ephd_ring_t *r = q->rings[i];
-    if (r->charged != ephd_cost_messages(r))
-      abort();
+    if (r->charged != ephd_cost_messages(r)) abort();
     check_fit(ephd_ring_depth(r), r->cap, 64);
     n += ephd_cost_ring(r->name_len) + r->charged;
     for (uint32_t c = 0; c < r->ncursors; c++) {
       const ephd_cursor_t *cur = &r->cursors[c];
-      if ((cur->leases.count == 0) != (cur->leases.slots == NULL))
-        abort();
+      if ((cur->leases.count == 0) != (cur->leases.slots == NULL)) abort();
       check_fit(cur->leases.count, ephd_map_capacity(&cur->leases),
                 EPHD_MAP_MIN);
-      if ((cur->redo_len == 0) != (cur->redo == NULL))
-        abort();
+      if ((cur->redo_len == 0) != (cur->redo == NULL)) abort();
       check_fit(cur->redo_len, cur->redo_cap, 4);
       n += EPHD_COST_CURSOR + ephd_cost_cursor_tables(cur) +
            cur->leases.count * EPHD_COST_LEASE;
@@ -335,16 +314,13 @@ static void check(void) {
         depth += ephd_ring_depth(q->rings[i]);
         payload += q->rings[i]->bytes;
       }
-      if (depth != q->depth || payload != q->bytes)
-        abort();
-      if (recount(q) != q->footprint)
-        abort();
+      if (depth != q->depth || payload != q->bytes) abort();
+      if (recount(q) != q->footprint) abort();
       bytes += q->footprint;
     }
     uint32_t reserved = 0;
     for (uint32_t i = 0; i < nwrites; i++)
-      if (tenant_of(writes[i])[0] == t->name[0])
-        reserved++;
+      if (tenant_of(writes[i])[0] == t->name[0]) reserved++;
     if (reserved != t->reserved_queues ||
         t->reserved_bytes != reserved * ephd_cost_queue(2) ||
         bytes + t->reserved_bytes != t->bytes)
@@ -352,8 +328,7 @@ static void check(void) {
     cell += ephd_cost_tenant(t->len) + t->bytes;
     parked += t->parked;
   }
-  if (cell != e.cell_bytes || parked != parked_waiters)
-    abort();
+  if (cell != e.cell_bytes || parked != parked_waiters) abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -376,68 +351,60 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nids = 0;
   nwrites = 0;
   parked_waiters = 0;
-  for (int i = 0; i < NWAITERS; i++) {
-    waiters[i].in_use = 0;
-    ephd_waiter_init(&loop, &waiters[i].w, waiter_wake, waiter_timeout);
-  }
+  for (int i = 0; i < NWAITERS; i++) waiters[i].in_use = 0;
   while (left) {
     uint8_t op = next_byte(), qi = next_byte();
     switch (op % 14) {
-    case 0:
-    case 1:
-      push(qi);
-      break;
-    case 2:
-      pop(qi, 0);
-      break;
-    case 3:
-    case 4:
-      pop(qi, 1);
-      break;
-    case 5:
-      ack();
-      break;
-    case 6: {
-      ephd_queue_t *q = find_queue(qi);
-      if (q)
-        ephd_engine_reset(&e, q);
-      break;
-    }
-    case 7: {
-      ephd_queue_t *q = find_queue(qi);
-      if (q)
-        ephd_engine_delete(&e, q);
-      break;
-    }
-    case 8:
-      advance();
-      break;
-    case 9:
-      ephd_engine_housekeep(&e, now);
-      break;
-    case 10:
-      disconnect();
-      break;
-    case 11:
-      declare(qi);
-      break;
-    case 12:
-      configure(qi);
-      break;
-    case 13:
-      configured();
-      break;
+      case 0:
+      case 1:
+        push(qi);
+        break;
+      case 2:
+        pop(qi, 0);
+        break;
+      case 3:
+      case 4:
+        pop(qi, 1);
+        break;
+      case 5:
+        ack();
+        break;
+      case 6: {
+        ephd_queue_t *q = find_queue(qi);
+        if (q) ephd_engine_reset(&e, q);
+        break;
+      }
+      case 7: {
+        ephd_queue_t *q = find_queue(qi);
+        if (q) ephd_engine_delete(&e, q);
+        break;
+      }
+      case 8:
+        advance();
+        break;
+      case 9:
+        ephd_engine_housekeep(&e, now);
+        break;
+      case 10:
+        disconnect();
+        break;
+      case 11:
+        declare(qi);
+        break;
+      case 12:
+        configure(qi);
+        break;
+      case 13:
+        configured();
+        break;
     }
     check();
   }
-  while (nwrites)
-    configured();
-  for (int i = 0; i < NWAITERS; i++)
-    ephd_waiter_close(&waiters[i].w, NULL);
+  while (nwrites) configured();
+  for (int i = 0; i < NWAITERS; i++) ephd_gate_unpark(&waiters[i].w);
   ephd_engine_close(&e);
   uv_run(&loop, UV_RUN_DEFAULT);
-  if (uv_loop_close(&loop) != 0)
-    abort();
+  if (uv_loop_close(&loop) != 0) abort();
   ephd_buf_free(&out);
   return 0;
 }

@@ -12,12 +12,15 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "clock.h"
+#include "commands.h"
 #include "config.h"
 #include "engine.h"
 #include "http.h"
 #include "lua_host.h"
+#include "metrics.h"
+#include "op.h"
 #include "store.h"
-#include "verbs.h"
 
 static uv_loop_t *loop;
 static ephd_engine_t engine;
@@ -33,8 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 void ephd_fuzz_boot(void) {
-  if (loop)
-    return;
+  if (loop) return;
   /* As the daemon's main() does: a peer that closed is an EPIPE to handle,
    * not a signal that ends the process (for the broker's writes and ours). */
   signal(SIGPIPE, SIG_IGN);
@@ -56,7 +58,9 @@ void ephd_fuzz_boot(void) {
       .idle_ms = 1000,
   };
   ephd_engine_init(&engine, loop, &config);
-  ephd_verbs_init(&engine, loop);
+  ephd_clock_init(loop);
+  ephd_commands_init(&engine);
+  ephd_metrics_init(&engine);
   char err[512];
   if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
                           settings.policy_dir, 60000, 100,
@@ -73,8 +77,11 @@ void ephd_fuzz_boot(void) {
                                .header_timeout_ms = 100,
                                .body_timeout_ms = 100,
                                .max_unwritten_bytes = 512};
-  if (ephd_http_start(loop, "127.0.0.1", 0, &limits, ephd_lua_host_dispatch,
-                      err, sizeof(err)) != 0) {
+  ephd_http_handlers_t handlers = {.dispatch = ephd_lua_host_dispatch,
+                                   .answered = ephd_metrics_observe,
+                                   .finished = ephd_op_release};
+  if (ephd_http_start(loop, "127.0.0.1", 0, &limits, &handlers, err,
+                      sizeof(err)) != 0) {
     fprintf(stderr, "fuzz: %s\n", err);
     abort();
   }
@@ -88,10 +95,8 @@ static int pump(int fd) {
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof(buf));
-    if (n > 0)
-      continue;
-    if (n == 0)
-      return 0;
+    if (n > 0) continue;
+    if (n == 0) return 0;
     return errno == EAGAIN ? 1 : 0;
   }
 }
@@ -103,8 +108,7 @@ void ephd_fuzz_exchange(const uint8_t *bytes, size_t len, uint8_t seed) {
   a.sin_family = AF_INET;
   a.sin_port = htons((uint16_t)port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
-    abort();
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) abort();
   fcntl(fd, F_SETFL, O_NONBLOCK);
   uint32_t rng = seed * 2654435761u + 1;
   size_t off = 0;
@@ -112,16 +116,12 @@ void ephd_fuzz_exchange(const uint8_t *bytes, size_t len, uint8_t seed) {
   while (off < len && open) {
     rng = rng * 1103515245u + 12345u;
     size_t piece = 1 + (rng >> 16) % 512;
-    if (piece > len - off)
-      piece = len - off;
+    if (piece > len - off) piece = len - off;
     ssize_t w = write(fd, bytes + off, piece);
-    if (w > 0)
-      off += (size_t)w;
+    if (w > 0) off += (size_t)w;
     open = pump(fd);
   }
-  for (int idle = 0; idle < 3 && open; idle++)
-    open = pump(fd);
+  for (int idle = 0; idle < 3 && open; idle++) open = pump(fd);
   close(fd);
-  for (int i = 0; i < 3; i++)
-    uv_run(loop, UV_RUN_NOWAIT);
+  for (int i = 0; i < 3; i++) uv_run(loop, UV_RUN_NOWAIT);
 }

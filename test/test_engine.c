@@ -68,13 +68,11 @@ static uint32_t pop(ephd_queue_t *q, const char *group, uint32_t batch,
 /* The id of the first delivery in a pop body. */
 static size_t first_id(const ephd_buf_t *b, char *id, size_t cap) {
   const char *p = memmem(b->base, b->len, "\"id\":\"", 6);
-  if (!p)
-    return 0;
+  if (!p) return 0;
   p += 6;
   const char *q = memchr(p, '"', (size_t)(b->base + b->len - p));
   size_t n = (size_t)(q - p);
-  if (n >= cap)
-    return 0;
+  if (n >= cap) return 0;
   memcpy(id, p, n);
   return n;
 }
@@ -347,22 +345,22 @@ TEST_IMPL(engine_finds_partitions_few_and_many) {
  * daemon's waiters do, and counts what it got. */
 typedef struct {
   ephd_waiter_t w;
+  ephd_queue_t *q;
+  uint32_t group;
   ephd_buf_t out;
   uint32_t got;
 } test_waiter_t;
 
 static int waiter_wake(ephd_waiter_t *w) {
   test_waiter_t *tw = (test_waiter_t *)w;
-  ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group))
-    return 0;
+  if (!ephd_engine_ready(tw->q, w->ring, tw->group)) return 0;
   ephd_gate_unpark(w);
   tw->out.len = 0;
-  tw->got = ephd_engine_pop(&e, q, w->ring, w->group, w->batch, 1, 0, &tw->out);
+  tw->got = ephd_engine_pop(&e, tw->q, w->ring, tw->group, 1, 1, 0, &tw->out);
   return 1;
 }
 
-static void waiter_timeout(ephd_waiter_t *w) { (void)w; }
+static void waiter_flush(ephd_waiter_t *w) { (void)w; }
 
 /* Waiters point at their group's gate: naming new groups while they are
  * parked must not move it (the array of groups was grown by realloc, and
@@ -374,11 +372,10 @@ TEST_IMPL(engine_new_groups_while_parked) {
   uint32_t g = ephd_queue_group_open(q, "", 0);
   for (int i = 0; i < 3; i++) {
     memset(&tw[i], 0, sizeof(tw[i]));
-    ephd_waiter_init(&loop, &tw[i].w, waiter_wake, waiter_timeout);
-    tw[i].w.queue = q;
-    tw[i].w.group = g;
-    tw[i].w.batch = 1;
-    ephd_gate_park(&q->groups[g]->gate, &tw[i].w, 60000);
+    ephd_waiter_init(&tw[i].w, waiter_wake, waiter_flush);
+    tw[i].q = q;
+    tw[i].group = g;
+    ephd_gate_park(ephd_queue_gate(q, g), &tw[i].w);
   }
   ASSERT_EQ(q->tenant->parked, 3);
   char name[16];
@@ -392,10 +389,7 @@ TEST_IMPL(engine_new_groups_while_parked) {
     ASSERT(tw[i].w.gate == NULL);
   }
   ASSERT_EQ(q->tenant->parked, 0);
-  for (int i = 0; i < 3; i++) {
-    ephd_waiter_close(&tw[i].w, NULL);
-    ephd_buf_free(&tw[i].out);
-  }
+  for (int i = 0; i < 3; i++) ephd_buf_free(&tw[i].out);
   return stop();
 }
 
@@ -490,8 +484,7 @@ TEST_IMPL(engine_charges_messages_and_leases) {
   ephd_buf_t out;
   ephd_buf_init(&out);
   pop(q, "g", 1, 0, &out);
-  for (int i = 0; i < 1000; i += 10)
-    ASSERT_EQ(push(q, "p", 0, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", 0, 10, 0), 0);
   ASSERT_EQ(q->bytes, 1000);
   ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
   uint64_t messages = 1000 * (1 + EPHD_COST_MSG) + r->cap * EPHD_COST_SLOT +
@@ -522,8 +515,7 @@ TEST_IMPL(engine_charges_cursor_tables) {
   ephd_buf_init(&out);
   pop(q, "g", 1, 0, &out);
   uint32_t g = ephd_queue_group_open(q, "g", 1);
-  for (int i = 0; i < 1000; i += 10)
-    ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
   ephd_cursor_t *c = &q->rings[0]->cursors[0];
   ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
   ASSERT_EQ(c->leases.mask + 1, 2048);
@@ -536,8 +528,7 @@ TEST_IMPL(engine_charges_cursor_tables) {
   ASSERT(c->leases.slots == NULL);
   ASSERT_EQ(q->footprint, held(q));
   /* A thousand expiries fill the redelivery FIFO; it drains back. */
-  for (int i = 0; i < 1000; i += 10)
-    ASSERT_EQ(push(q, "p", i, 10, 0), 0);
+  for (int i = 0; i < 1000; i += 10) ASSERT_EQ(push(q, "p", i, 10, 0), 0);
   ASSERT_EQ(pop(q, "g", 1000, 0, &out), 1000);
   ephd_leases_expire(&e.leases, 30 * 1000);
   ASSERT_EQ(c->redo_len, 1000);

@@ -168,6 +168,10 @@ end
 -- past its request. Every field the rungs and handlers fill is here from
 -- the start, so filling one never grows the table; building it per
 -- request, and rehashing it as it grew, had been a tenth of a push.
+-- What a handler's parse hands its commit in C (a scan, a pop's arguments,
+-- a configure's options) is the request's own operation, ctx.req.op, and
+-- is read through the request each time: a cdata pointer stored in this
+-- table would be boxed, an allocation per request.
 local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,
