@@ -127,7 +127,7 @@ static uv_idle_t resume_idle;
 static ephd_conn_t *flush_head, *flush_tail;
 static uv_check_t flush_check;
 /* Active while answers wait: an answer made outside the poll phase (a
- * parked pop's timeout, in a timer) must not wait for the next poll to
+ * held request's deadline, in a timer) must not wait for the next poll to
  * end by itself, which could be a second away; an active idle handle makes
  * that poll return at once. */
 static uv_idle_t flush_idle;
