@@ -1,6 +1,6 @@
 /* The engine: tenants -> queues -> partition rings, groups and their gates,
  * leases, the nested byte budgets and the broker's epoch. It knows nothing of
- * HTTP; verbs.c turns its results into answers. Every function takes `now`
+ * HTTP; the commands turn its results into answers. Every function takes `now`
  * from the caller so tests can drive time. */
 #ifndef EPHD_ENGINE_H
 #define EPHD_ENGINE_H

@@ -281,7 +281,7 @@ void ephd_policy_leave(void);
 void ephd_log_fields(const char *level, const char *event, const char *fields);
 
 /* Re-reads the policy directories off the loop and swaps the policy in if
- * it loads; req (parked meanwhile) is answered with the outcome. */
+ * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
 int ephd_policy_reload(const ephd_request_t *req);
 
 /* Metrics: Lua names the routes once (1..23) and tags each request with
