@@ -86,17 +86,19 @@ static void on_housekeeping(uv_timer_t *t) {
   ephd_engine_housekeep(e, uv_now(t->loop));
 }
 
-void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
-                      const ephd_options_t *defaults, uint64_t max_cell_bytes,
-                      uint64_t idle_ms) {
+void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop,
+                      const ephd_engine_config_t *config) {
   memset(e, 0, sizeof(*e));
-  e->epoch = epoch;
+  e->epoch = config->epoch;
   e->next_seq = 1;
   ephd_map_init(&e->tenants);
-  e->defaults = *defaults;
-  e->max_cell_bytes = max_cell_bytes;
+  e->defaults = config->defaults;
+  e->max_cell_bytes = config->max_cell_bytes;
+  uint64_t idle_ms = config->idle_ms;
   e->idle_ms = idle_ms;
-  e->forget_ms = idle_ms;
+  e->forget_ms = config->forget_ms ? config->forget_ms : idle_ms;
+  e->max_partitions = config->max_partitions;
+  e->max_groups = config->max_groups;
   e->loop = loop;
   ephd_leases_init(&e->leases, loop, on_lease_expired, e);
   /* Ticking at half the idle time bounds how late a collection is; a second
@@ -766,4 +768,100 @@ void ephd_engine_close(ephd_engine_t *e) {
   ephd_map_free(&e->tenants);
   ephd_leases_close(&e->leases);
   uv_close((uv_handle_t *)&e->housekeeping, NULL);
+}
+
+/* --- what callers read ------------------------------------------------- */
+
+uint32_t ephd_engine_epoch(const ephd_engine_t *e) { return e->epoch; }
+
+uint64_t ephd_engine_collected(const ephd_engine_t *e) { return e->collected; }
+
+uint64_t ephd_engine_cell_bytes(const ephd_engine_t *e) {
+  return e->cell_bytes;
+}
+
+void ephd_engine_totals(const ephd_engine_t *e, ephd_engine_totals_t *out) {
+  memset(out, 0, sizeof(*out));
+  size_t pos = 0;
+  const ephd_tenant_t *t;
+  while ((t = ephd_map_next(&e->tenants, &pos))) {
+    out->pushed += t->pushed;
+    out->delivered += t->delivered;
+    out->parked += t->parked;
+    out->queues += t->queues.count;
+    out->dropped_bounds += t->drops_bounds;
+    out->dropped_ttl += t->drops_ttl;
+    out->dropped_retry += t->drops_retry;
+  }
+  out->acked = e->acked;
+  out->tenants = e->tenants.count;
+  out->cell_bytes = e->cell_bytes;
+}
+
+ephd_tenant_t *ephd_engine_next_tenant(const ephd_engine_t *e, size_t *pos) {
+  return ephd_map_next(&e->tenants, pos);
+}
+
+const char *ephd_tenant_name(const ephd_tenant_t *t, size_t *len) {
+  *len = t->len;
+  return t->name;
+}
+
+void ephd_tenant_stats_of(const ephd_tenant_t *t, ephd_tenant_stats_t *out) {
+  out->bytes = t->bytes;
+  out->queues = t->queues.count;
+  out->parked = t->parked;
+  out->pushed = t->pushed;
+  out->delivered = t->delivered;
+  out->dropped_bounds = t->drops_bounds;
+  out->dropped_ttl = t->drops_ttl;
+  out->dropped_retry = t->drops_retry;
+  out->born = t->born;
+}
+
+ephd_queue_t *ephd_tenant_queue(const ephd_tenant_t *t, const char *name,
+                                size_t len) {
+  return ephd_map_get(&t->queues, name, len);
+}
+
+ephd_queue_t *ephd_tenant_next_queue(const ephd_tenant_t *t, size_t *pos) {
+  return ephd_map_next(&t->queues, pos);
+}
+
+void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out) {
+  out->declared = q->declared;
+  out->depth = q->depth;
+  out->bytes = q->bytes;
+  out->partitions = q->nrings;
+  out->groups = ephd_queue_named_groups(q);
+  out->dropped_bounds = q->drops_bounds;
+  out->dropped_ttl = q->drops_ttl;
+  out->dropped_retry = q->drops_retry;
+}
+
+int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,
+                              uint32_t group, ephd_partition_info_t *out) {
+  if (*pos >= q->nrings) return 0;
+  const ephd_ring_t *r = q->rings[(*pos)++];
+  out->name = r->name;
+  out->name_len = r->name_len;
+  out->pending = group == UINT32_MAX ? ephd_ring_depth(r)
+                                     : ephd_ring_pending(r, &r->cursors[group]);
+  out->bytes = r->bytes;
+  return 1;
+}
+
+int ephd_queue_next_group(const ephd_queue_t *q, uint32_t *pos,
+                          ephd_group_info_t *out) {
+  while (*pos < q->ngroups && q->groups[*pos]->len == 0) (*pos)++;
+  if (*pos >= q->ngroups) return 0;
+  uint32_t g = (*pos)++;
+  out->name = q->groups[g]->name;
+  out->name_len = q->groups[g]->len;
+  out->pending = out->skipped = 0;
+  for (uint32_t i = 0; i < q->nrings; i++) {
+    out->pending += ephd_ring_pending(q->rings[i], &q->rings[i]->cursors[g]);
+    out->skipped += q->rings[i]->cursors[g].skipped;
+  }
+  return 1;
 }

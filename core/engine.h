@@ -1,6 +1,6 @@
 /* The engine: tenants -> queues -> partition rings, groups and their gates,
  * leases, the nested byte budgets and the broker's epoch. It knows nothing of
- * HTTP; verbs.c turns its results into answers. Every function takes `now`
+ * HTTP; the commands turn its results into answers. Every function takes `now`
  * from the caller so tests can drive time. */
 #ifndef EPHD_ENGINE_H
 #define EPHD_ENGINE_H
@@ -182,9 +182,18 @@ static inline uint64_t ephd_cost_messages(const ephd_ring_t *r) {
          (r->cap ? r->cap * EPHD_COST_SLOT + EPHD_ALLOC_OVERHEAD : 0);
 }
 
-void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop, uint32_t epoch,
-                      const ephd_options_t *defaults, uint64_t max_cell_bytes,
-                      uint64_t idle_ms);
+typedef struct {
+  uint32_t epoch;
+  ephd_options_t defaults; /* what an implicit queue runs with */
+  uint64_t max_cell_bytes;
+  uint64_t idle_ms;   /* implicit queues empty this long are collected */
+  uint64_t forget_ms; /* tenants without a queue this long are forgotten;
+                         0: idle_ms */
+  uint32_t max_partitions, max_groups; /* per queue; 0: no cap */
+} ephd_engine_config_t;
+
+void ephd_engine_init(ephd_engine_t *e, uv_loop_t *loop,
+                      const ephd_engine_config_t *config);
 /* Frees everything; waiters must have been flushed first. */
 void ephd_engine_close(ephd_engine_t *e);
 
@@ -313,5 +322,81 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
 uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q);
 /* Answers the queue's parked pops, then frees it. */
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q);
+
+/* --- what callers read ---------------------------------------------------
+ * The commands, the status reads, metrics and main see the engine through
+ * these, never through its structs' fields. */
+
+uint32_t ephd_engine_epoch(const ephd_engine_t *e);
+/* Implicit queues collected, ever (main's measure of activity). */
+uint64_t ephd_engine_collected(const ephd_engine_t *e);
+/* The footprint of everything (cellBytes). */
+uint64_t ephd_engine_cell_bytes(const ephd_engine_t *e);
+
+/* The whole broker's counts, summed over tenants: nothing per queue. */
+typedef struct {
+  uint64_t pushed, delivered, acked;
+  uint64_t dropped_bounds, dropped_ttl, dropped_retry;
+  uint64_t parked, queues, tenants, cell_bytes;
+} ephd_engine_totals_t;
+void ephd_engine_totals(const ephd_engine_t *e, ephd_engine_totals_t *out);
+
+/* Every tenant in turn (*pos starts at 0; NULL when done). */
+ephd_tenant_t *ephd_engine_next_tenant(const ephd_engine_t *e, size_t *pos);
+const char *ephd_tenant_name(const ephd_tenant_t *t, size_t *len);
+void ephd_tenant_stats_of(const ephd_tenant_t *t, ephd_tenant_stats_t *out);
+/* Pops of t parked now. */
+static inline uint64_t ephd_tenant_parked(const ephd_tenant_t *t) {
+  return t->parked;
+}
+ephd_queue_t *ephd_tenant_queue(const ephd_tenant_t *t, const char *name,
+                                size_t len);
+/* Each of t's queues in turn (*pos starts at 0; NULL when done). */
+ephd_queue_t *ephd_tenant_next_queue(const ephd_tenant_t *t, size_t *pos);
+
+static inline const char *ephd_queue_name(const ephd_queue_t *q, size_t *len) {
+  *len = q->name_len;
+  return q->name;
+}
+/* The options in force. */
+static inline const ephd_options_t *ephd_queue_options(const ephd_queue_t *q) {
+  return &q->opts;
+}
+/* Where the pops of a group park. A group is never moved, so neither is
+ * its gate. */
+static inline ephd_gate_t *ephd_queue_gate(ephd_queue_t *q, uint32_t group) {
+  return &q->groups[group]->gate;
+}
+
+/* What a status read shows of a queue. */
+typedef struct {
+  int declared;
+  uint64_t depth, bytes; /* messages and their payload bytes */
+  uint32_t partitions;
+  uint32_t groups; /* named: queue mode's cursor is not one */
+  uint64_t dropped_bounds, dropped_ttl, dropped_retry;
+} ephd_queue_info_t;
+void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out);
+
+/* A partition as a group sees it: its unsettled messages (group
+ * UINT32_MAX: every message it holds) and its payload bytes. */
+typedef struct {
+  const char *name;
+  size_t name_len;
+  uint64_t pending, bytes;
+} ephd_partition_info_t;
+/* Each partition of q in turn (*pos starts at 0); 0 when done. */
+int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,
+                              uint32_t group, ephd_partition_info_t *out);
+
+/* A named group over every partition: unsettled and skipped messages. */
+typedef struct {
+  const char *name;
+  size_t name_len;
+  uint64_t pending, skipped;
+} ephd_group_info_t;
+/* Each named group of q in turn (*pos starts at 0); 0 when done. */
+int ephd_queue_next_group(const ephd_queue_t *q, uint32_t *pos,
+                          ephd_group_info_t *out);
 
 #endif

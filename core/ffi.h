@@ -10,11 +10,12 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 14 };
+enum { EPHD_FFI_ABI_VERSION = 15 };
 
 enum {
   EPHD_OK = 0,
-  EPHD_PARKED = 1,         /* a pop parked on its gate; C answers later */
+  EPHD_PARKED = 1, /* a pop parked on its gate; C answers later */
+  EPHD_HELD = 2,   /* held for a database write or a reload; C answers later */
   EPHD_E_BAD_REQUEST = -1, /* the scan struct's message says why */
   EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
   EPHD_E_NOT_FOUND = -3,
@@ -38,6 +39,8 @@ typedef struct {
   size_t len;
 } ephd_slice_t;
 
+typedef struct ephd_op ephd_op_t;
+
 /* One HTTP request, pointing into C buffers that live until it is answered. */
 typedef struct {
   ephd_slice_t method;
@@ -51,6 +54,7 @@ typedef struct {
   ephd_slice_t origin;
   ephd_slice_t host;
   ephd_slice_t fetch_site; /* Sec-Fetch-Site */
+  ephd_op_t *op;           /* what its parse hands its commit (below) */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */
@@ -125,24 +129,19 @@ typedef struct {
   ephd_slice_t options; /* jsonb as text */
 } ephd_decl_row_t;
 
+/* A push or an ack body as C scanned it: the names decoded, the items
+ * (messages or acks) counted and kept in the request's operation. */
 typedef struct {
   ephd_slice_t queue;     /* decoded; empty when absent */
-  ephd_slice_t partition; /* decoded; "Default" when absent */
+  ephd_slice_t partition; /* a push's, decoded; "Default" when absent */
+  ephd_slice_t group;     /* an ack's, decoded; empty when absent or null */
   int has_queue;
   int has_partition;
-  uint32_t count;
-  uint64_t bytes;
-  char message[200]; /* why a body is a 400 */
-} ephd_push_scan_t;
-
-typedef struct {
-  ephd_slice_t queue;
-  ephd_slice_t group;
-  int has_queue;
   int has_group;
-  uint32_t count;
-  char message[200];
-} ephd_ack_scan_t;
+  uint32_t count;    /* messages or acks */
+  uint64_t bytes;    /* a push's payload bytes */
+  char message[200]; /* why a body is a 400 */
+} ephd_scan_t;
 
 typedef struct {
   const char *tenant;
@@ -158,8 +157,19 @@ typedef struct {
   int wait;
   int auto_ack;
   const ephd_tenant_limits_t *limits;
-  uint32_t refusals; /* out: why a pop was refused (EPHD_E_REFUSED) */
 } ephd_pop_args_t;
+
+/* A request's operation: what its parse hands its commit. Each request in
+ * flight has its own (req->op, ctx.op in Lua), valid until it is answered,
+ * so requests held or parked at once share none of it. */
+struct ephd_op {
+  union {
+    ephd_scan_t scan;       /* push, ack: filled by the scan */
+    ephd_pop_args_t pop;    /* pop: filled by Lua */
+    ephd_options_t options; /* configure: the declaration in force, by Lua */
+  };
+  uint32_t refusals; /* out: the budgets a commit would break */
+};
 
 int ephd_ffi_abi_version(void);
 /* Where the request being dispatched is: Lua reads the slot's address once
@@ -196,36 +206,38 @@ int ephd_json_field(const char *json, size_t len, const char *name,
  * a repeated key must be refused, not silently dropped. */
 int ephd_json_members(const char *json, size_t len);
 
-/* push: scan the body (validating every payload without decoding it), let Lua
- * check names and policy, then commit all or nothing. */
-int ephd_push_scan(const ephd_request_t *req, ephd_push_scan_t *scan);
-int ephd_push_commit(const char *tenant, size_t tenant_len,
-                     const ephd_push_scan_t *scan,
-                     const ephd_tenant_limits_t *limits, uint32_t *refusals);
+/* push: scan the body into req->op (validating every payload without
+ * decoding it), let Lua check names and policy, then commit all or nothing
+ * (EPHD_E_REFUSED: req->op->refusals). */
+int ephd_push_scan(const ephd_request_t *req);
+int ephd_push_commit(const ephd_request_t *req, const char *tenant,
+                     size_t tenant_len, const ephd_tenant_limits_t *limits);
 
-/* pop: answers req itself (200, EPHD_OK), parks it (EPHD_PARKED), or is
- * refused (EPHD_E_REFUSED, args->refusals) for creating a queue past the
- * tenant's allowance or parking past its parked slots. */
-int ephd_pop(const ephd_request_t *req, ephd_pop_args_t *args);
+/* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
+ * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
+ * creating a queue past the tenant's allowance or parking past its parked
+ * slots. */
+int ephd_pop(const ephd_request_t *req);
 
-/* ack: scan, then settle every id and answer req with the results. */
-int ephd_ack_scan(const ephd_request_t *req, ephd_ack_scan_t *scan);
+/* ack: scan into req->op, then settle every id and answer req with the
+ * results. */
+int ephd_ack_scan(const ephd_request_t *req);
 int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
-                    size_t tenant_len, const ephd_ack_scan_t *scan);
+                    size_t tenant_len);
 
 /* reset drops contents and keeps the queue and its declaration. */
 uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
                     size_t queue_len);
 
 /* configure writes the declaration (the raw body's options) to PostgreSQL,
- * then applies opts to memory and answers 201; delete removes the
- * declaration, then the queue, and answers. Both park req while the write
- * runs, and return EPHD_E_UNAVAILABLE without answering when no database
- * connection is available. */
+ * then applies req->op->options to memory and answers 201; delete removes
+ * the declaration, then the queue, and answers. Both hold req while the
+ * write runs, and return EPHD_E_UNAVAILABLE without answering when no
+ * database connection is available; a configure past an allowance is
+ * EPHD_E_REFUSED (req->op->refusals). */
 int ephd_configure(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_options_t *opts,
-                   const ephd_tenant_limits_t *limits, uint32_t *refusals);
+                   const ephd_tenant_limits_t *limits);
 int ephd_delete(const ephd_request_t *req, const char *tenant,
                 size_t tenant_len, const char *queue, size_t queue_len);
 
@@ -270,7 +282,7 @@ void ephd_policy_leave(void);
 void ephd_log_fields(const char *level, const char *event, const char *fields);
 
 /* Re-reads the policy directories off the loop and swaps the policy in if
- * it loads; req (parked meanwhile) is answered with the outcome. */
+ * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
 int ephd_policy_reload(const ephd_request_t *req);
 
 /* Routes: lua/ephd/routes.lua is the table; its rows are given to the

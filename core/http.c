@@ -7,8 +7,6 @@
 
 #include "json.h"
 #include "llhttp.h"
-#include "metrics.h"
-#include "verbs.h"
 
 typedef struct {
   size_t off, len;
@@ -30,9 +28,14 @@ static const char *const header_names[N_HEADERS] = {
     "x-queen-tenant", "Authorization", "Content-Type",
     "Origin",         "Host",          "Sec-Fetch-Site"};
 
+struct ephd_deferred {
+  const ephd_deferred_ops_t *ops;
+  void *data;
+};
+
 struct ephd_conn {
   uv_tcp_t tcp;
-  ephd_waiter_t waiter;
+  uv_timer_t timer; /* the one deadline the connection is under (arm) */
   llhttp_t parser;
   /* What is being parsed: the shared read buffer, or `in` when a request
    * spans reads. Spans are offsets from base. */
@@ -56,8 +59,9 @@ struct ephd_conn {
   int keep_alive; /* of the request being answered */
   int http10;
   int answered;
-  int parked;
-  int closing; /* close once out is written */
+  int in_flight; /* a request was dispatched and is not finished yet */
+  int held;      /* ... and is held, to be answered later (deferred) */
+  int closing;   /* close once out is written */
   int closed;
   int writing;
   int reading;
@@ -68,15 +72,14 @@ struct ephd_conn {
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
   int repeated; /* the HDR_ whose repetition was refused; -1: a name's
                  * trailing whitespace was */
-  ephd_conn_t **hold_slot; /* who to tell if we close while held */
-  int route;        /* the metrics' route of the request being answered */
-  int status;       /* of the answer being written */
+  int route;    /* the metrics' route of the request being answered */
+  int status;   /* of the answer being written */
   uint64_t started; /* when the request's last byte was read */
   /* The deadline the connection is under (see arm), and when the request
    * being read began and had its headers, which its deadlines count from. */
   int deadline_kind;
   uint64_t deadline, timer_due;
-  int timer_ours; /* the timer is armed by arm(), not by a parked pop */
+  int timer_armed;
   int in_body;
   uint64_t began_ms, headers_ms;
   size_t len_field; /* where the Content-Length digits go in out */
@@ -85,8 +88,9 @@ struct ephd_conn {
     ephd_request_t pub;
     ephd_conn_t *conn;
   } req;
+  ephd_deferred_t deferred; /* what holds the request, while held */
   ephd_conn_t *prev, *next; /* every connection, for shutdown */
-  ephd_conn_t *resume_next; /* answered parked polls with bytes left */
+  ephd_conn_t *resume_next; /* answered held requests with bytes left */
   ephd_conn_t *flush_next;  /* answers to write once this loop turn ends */
   int flush_queued;
 };
@@ -95,19 +99,20 @@ static uv_loop_t *loop;
 static uv_tcp_t listener;
 static int listening;
 static ephd_http_limits_t limits;
-static ephd_http_dispatch_cb dispatch;
+static ephd_http_handlers_t handlers;
 static llhttp_settings_t settings;
 static char shared_in[65536];
 /* What an idle connection keeps of its answer buffers for the next answer:
  * more is given back once written, so a connection that once had a big
  * answer does not pin it while idle. */
 #define IDLE_KEEP_BYTES (64 * 1024)
-/* A connection that cannot parse further (a request parked or held, or
- * parsing paused while its answers are unwritten) reads on until it holds
- * this much unparsed input, then stops. Reading on is how a parked long
- * poll learns at once that its client went away; stopping is what keeps a
- * client streaming behind it from growing the broker without bound (nginx
- * and Redis bound a client's unparsed input the same way). */
+/* A connection that cannot parse further (a request held, or parsing
+ * paused while its answers are unwritten) reads on until it holds this much
+ * unparsed input, then stops. Reading on is how a held request (a parked
+ * long poll, a database write) learns at once that its client went away;
+ * stopping is what keeps a client streaming behind it from growing the
+ * broker without bound (nginx and Redis bound a client's unparsed input the
+ * same way). */
 #define STALLED_INPUT_BYTES sizeof(shared_in)
 static ephd_conn_t *conns;
 static size_t nconns;
@@ -122,7 +127,7 @@ static uv_idle_t resume_idle;
 static ephd_conn_t *flush_head, *flush_tail;
 static uv_check_t flush_check;
 /* Active while answers wait: an answer made outside the poll phase (a
- * parked pop's timeout, in a timer) must not wait for the next poll to
+ * held request's deadline, in a timer) must not wait for the next poll to
  * end by itself, which could be a second away; an active idle handle makes
  * that poll return at once. */
 static uv_idle_t flush_idle;
@@ -142,9 +147,7 @@ static size_t unwritten(const ephd_conn_t *c) {
   return c->out.len + c->wbuf.len;
 }
 
-static int stalled(const ephd_conn_t *c) {
-  return c->parked || c->output_paused;
-}
+static int stalled(const ephd_conn_t *c) { return c->held || c->output_paused; }
 
 /* Parsing resumes later, never inside the call that allowed it (an answer
  * may be made inside another connection's dispatch). */
@@ -183,17 +186,17 @@ static void on_flush_check(uv_check_t *h) {
   }
 }
 
-/* The connection's one timer serves three deadlines in turn (headers, body,
- * idle), and the gate uses it while a pop is parked: a connection is only
- * ever in one of these states. A slow client costs its socket until the
- * deadline, no more.
+/* The connection's one timer serves four deadlines in turn (headers, body,
+ * idle, and a held request's own, such as a long poll's timeout): a
+ * connection is only ever in one of these states. A slow client costs its
+ * socket until the deadline, no more.
  *
  * Requests come and go far more often than deadlines pass, so a deadline
  * moved later leaves the timer where it is: when it fires early it re-arms
  * for what is left. Only a deadline earlier than the armed one touches the
  * timer heap, which was a tenth of a small push's instructions when every
  * request stopped and started it three times. */
-enum { DEADLINE_NONE, DEADLINE_REQUEST, DEADLINE_IDLE };
+enum { DEADLINE_NONE, DEADLINE_REQUEST, DEADLINE_IDLE, DEADLINE_DEFERRED };
 
 static void on_deadline(uv_timer_t *t);
 
@@ -201,12 +204,12 @@ static void arm(ephd_conn_t *c, int kind, uint64_t deadline) {
   if (c->closed) return;
   c->deadline_kind = kind;
   c->deadline = deadline;
-  if (c->timer_ours && c->timer_due <= deadline) return;
+  if (c->timer_armed && c->timer_due <= deadline) return;
   uint64_t now = uv_now(loop);
-  c->timer_ours = 1;
+  c->timer_armed = 1;
   c->timer_due = deadline;
-  uv_timer_start(&c->waiter.timer, on_deadline,
-                 deadline > now ? deadline - now : 0, 0);
+  uv_timer_start(&c->timer, on_deadline, deadline > now ? deadline - now : 0,
+                 0);
 }
 
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
@@ -241,8 +244,16 @@ ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
   return o;
 }
 
+/* The request is done with: answered, or its client gone. */
+static void finish(ephd_conn_t *c) {
+  if (!c->in_flight) return;
+  c->in_flight = 0;
+  if (handlers.finished) handlers.finished(&c->req.pub);
+}
+
 void ephd_http_end(ephd_conn_t *c) {
-  ephd_metrics_observe(c->route, c->status, uv_hrtime() - c->started);
+  if (handlers.answered)
+    handlers.answered(c->route, c->status, uv_hrtime() - c->started);
   size_t n = c->out.len - c->body_start;
   char *digits = c->out.base + c->len_field;
   for (int i = LEN_DIGITS - 1; i >= 0; i--) {
@@ -254,14 +265,18 @@ void ephd_http_end(ephd_conn_t *c) {
    * (RFC 9110 9.3.2), and no body bytes. */
   if (c->head) c->out.len = c->body_start;
   if (!c->keep_alive) c->closing = 1;
-  if (c->parked) {
-    /* A parked poll was answered from a wake or a timeout, possibly inside
-     * another connection's dispatch. */
-    c->parked = 0;
+  if (c->held) {
+    /* A held request was answered, possibly inside another connection's
+     * dispatch: its deadline and its handle end here. */
+    c->held = 0;
+    c->deferred.ops = NULL;
+    c->deferred.data = NULL;
+    if (c->deadline_kind == DEADLINE_DEFERRED) c->deadline_kind = DEADLINE_NONE;
     release_chunked(c);
     resume_later(c);
   }
   flush_later(c);
+  finish(c);
 }
 
 void ephd_respond_as(const ephd_request_t *req, int status,
@@ -304,23 +319,22 @@ ephd_conn_t *ephd_http_conn(const ephd_request_t *req) {
       ->conn;
 }
 
-ephd_waiter_t *ephd_http_park(ephd_conn_t *c) {
-  c->parked = 1;
+ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
+                                 const ephd_deferred_ops_t *ops, void *data) {
+  ephd_conn_t *c = ephd_http_conn(req);
+  c->held = 1;
   c->answered = 1;
-  c->timer_ours = 0; /* the gate arms it for the pop's own timeout */
-  return &c->waiter;
+  c->deferred.ops = ops;
+  c->deferred.data = data;
+  return &c->deferred;
 }
 
-void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot) {
-  c->parked = 1;
-  c->answered = 1;
-  c->hold_slot = slot;
+ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d) {
+  return (ephd_conn_t *)((char *)d - offsetof(ephd_conn_t, deferred));
 }
 
-void ephd_http_unhold(ephd_conn_t *c) { c->hold_slot = NULL; }
-
-ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w) {
-  return (ephd_conn_t *)((char *)w - offsetof(ephd_conn_t, waiter));
+void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms) {
+  arm(ephd_deferred_conn(d), DEADLINE_DEFERRED, at_ms);
 }
 
 size_t ephd_http_connections(void) { return nconns; }
@@ -579,18 +593,19 @@ static int on_message_complete(llhttp_t *p) {
   c->answered = 0;
   c->route = 0;
   c->started = uv_hrtime();
-  /* A complete request is answered, parked or held: none of them is under a
-   * deadline of the connection's. */
+  /* A complete request is answered or held: neither is under a deadline of
+   * the connection's (a held one may set its own). */
   c->deadline_kind = DEADLINE_NONE;
   c->in_body = 0;
   activity++;
-  dispatch(r);
+  c->in_flight = 1;
+  handlers.dispatch(r);
   if (!c->answered) {
     /* The Lua host answers its own failures; this only guards the wire. */
     ephd_http_refuse(c, EPHD_CODE_EPHEMERAL_UNAVAILABLE,
                      "the request was not answered");
   }
-  if (!c->parked) release_chunked(c);
+  if (!c->held) release_chunked(c);
   return HPE_PAUSED;
 }
 
@@ -618,7 +633,7 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
 }
 
 /* After parsing, the bytes from msg_start on (a request cut by the end of a
- * read, or unparsed behind a parked one) move to the connection's own
+ * read, or unparsed behind a held one) move to the connection's own
  * buffer, sized to them; everything before is answered and forgotten. */
 static void keep_leftover(ephd_conn_t *c) {
   size_t from = c->msg_start, keep = c->end - from;
@@ -643,7 +658,7 @@ static void keep_leftover(ephd_conn_t *c) {
 static void update_reading(ephd_conn_t *c);
 
 static void process(ephd_conn_t *c) {
-  while (!c->parked && !c->closing && c->parsed < c->end) {
+  while (!c->held && !c->closing && c->parsed < c->end) {
     /* Pipelined requests wait while this connection's answers are unwritten
      * past the bound (Redis's client-output-buffer-limit, without the
      * close): a client that does not read holds the bound, no more. */
@@ -658,7 +673,7 @@ static void process(ephd_conn_t *c) {
       break;
     }
     if (err == HPE_PAUSED) {
-      /* A request is complete and answered or parked: nothing refers to its
+      /* A request is complete and answered or held: nothing refers to its
        * bytes any more, so the next message starts here. */
       size_t pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->base);
       llhttp_resume(&c->parser);
@@ -672,11 +687,11 @@ static void process(ephd_conn_t *c) {
   /* Everything a client that finished sending asked is answered. */
   if (c->sent_all && !stalled(c)) c->closing = 1;
   update_reading(c);
-  /* Between requests (nothing partial, nothing parked) the idle clock runs,
+  /* Between requests (nothing partial, nothing held) the idle clock runs,
    * as it does while the client is not taking its answers; a partial
    * request runs against the header or body deadline counted from when it
    * began or had its headers. */
-  if (c->parked || c->closing) return;
+  if (c->held || c->closing) return;
   if (c->in.len == 0 || c->output_paused)
     arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
   else if (c->in_body)
@@ -685,17 +700,18 @@ static void process(ephd_conn_t *c) {
     arm(c, DEADLINE_REQUEST, c->began_ms + limits.header_timeout_ms);
 }
 
-static ephd_conn_t *timer_conn(uv_timer_t *t) {
-  return ephd_http_waiter_conn((ephd_waiter_t *)t->data);
-}
-
 static void on_deadline(uv_timer_t *t) {
-  ephd_conn_t *c = timer_conn(t);
+  ephd_conn_t *c = t->data;
   uint64_t now = uv_now(loop);
-  c->timer_ours = 0;
+  c->timer_armed = 0;
   if (c->deadline_kind == DEADLINE_NONE) return;
   if (now < c->deadline) {
     arm(c, c->deadline_kind, c->deadline);
+    return;
+  }
+  if (c->deadline_kind == DEADLINE_DEFERRED) {
+    c->deadline_kind = DEADLINE_NONE;
+    c->deferred.ops->deadline(c->deferred.data);
     return;
   }
   if (c->deadline_kind == DEADLINE_IDLE) {
@@ -723,7 +739,12 @@ static void on_handle_closed(uv_handle_t *h) {
 static void conn_close(ephd_conn_t *c) {
   if (c->closed) return;
   c->closed = 1;
-  if (c->hold_slot) *c->hold_slot = NULL;
+  if (c->held) {
+    /* Whoever holds the request must not answer a freed connection. */
+    c->held = 0;
+    c->deferred.ops->cancel(c->deferred.data);
+  }
+  finish(c);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -745,13 +766,12 @@ static void conn_close(ephd_conn_t *c) {
     if (flush_tail == c) flush_tail = prev;
     c->flush_queued = 0;
   }
-  c->waiter.timer.data = c;
-  ephd_waiter_close(&c->waiter, on_handle_closed);
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
 /* Every read lands in one shared buffer unless the connection holds a
- * partial request, which the new bytes must follow: an idle or parked
+ * partial request, which the new bytes must follow: an idle or held
  * connection owns no read buffer at all. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   ephd_conn_t *c = h->data;
@@ -845,12 +865,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     /* A client that sent its requests and shut its side before reading
      * still gets the answers it was held back from: its requests are
      * parsed as they drain. */
-    if (nread == UV_EOF && c->output_paused && !c->parked) {
+    if (nread == UV_EOF && c->output_paused && !c->held) {
       c->sent_all = 1;
       update_reading(c);
       return;
     }
-    /* EOF or error: a parked poll or a half-sent request is simply dropped. */
+    /* EOF or error: a held request or a half-sent one is simply dropped. */
     if (c->out.len || c->writing) {
       c->closing = 1;
       uv_read_stop(s);
@@ -895,9 +915,8 @@ static void on_connection(uv_stream_t *server, int status) {
   uv_tcp_init(loop, &c->tcp);
   c->tcp.data = c;
   c->open_handles = 2;
-  ephd_waiter_init(loop, &c->waiter, ephd_verbs_waiter_wake,
-                   ephd_verbs_waiter_timeout);
-  c->waiter.timer.data = &c->waiter;
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
   c->req.conn = c;
   llhttp_init(&c->parser, HTTP_REQUEST, &settings);
   c->parser.data = c;
@@ -915,11 +934,11 @@ static void on_connection(uv_stream_t *server, int status) {
 }
 
 int ephd_http_start(uv_loop_t *l, const char *host, int port,
-                    const ephd_http_limits_t *lim, ephd_http_dispatch_cb cb,
-                    char *err, size_t errlen) {
+                    const ephd_http_limits_t *lim,
+                    const ephd_http_handlers_t *h, char *err, size_t errlen) {
   loop = l;
   limits = *lim;
-  dispatch = cb;
+  handlers = *h;
   llhttp_settings_init(&settings);
   settings.on_message_begin = on_message_begin;
   settings.on_url = on_url;
@@ -968,11 +987,12 @@ void ephd_http_stop(void) {
   while (c) {
     ephd_conn_t *next = c->next;
     c->closing = 1;
-    if (c->parked && c->waiter.gate) {
+    if (c->held && c->deferred.ops->stop) {
+      /* Answered now (a parked poll: an empty batch), and closed once
+       * that is written. */
       c->keep_alive = 0;
-      ephd_gate_unpark(&c->waiter);
-      ephd_verbs_waiter_timeout(&c->waiter);
-    } else if (c->parked) {
+      c->deferred.ops->stop(c->deferred.data);
+    } else if (c->held) {
       /* A request held for a database write is cut off: the store fails
        * its queries as it stops. */
       conn_close(c);

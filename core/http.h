@@ -1,7 +1,9 @@
 /* HTTP/1.1 over libuv with llhttp: connections, keep-alive, pipelining in
- * order, body and header limits, the response writer, and parking a
- * connection while its long poll waits. One request per connection is in
- * flight at a time, which is what keeps pipelined answers in order. */
+ * order, body and header limits, the response writer, and holding a
+ * request to answer it later. One request per connection is in flight at a
+ * time, which is what keeps pipelined answers in order. The transport knows
+ * nothing of what requests mean: it calls out through the handlers given
+ * at start. */
 #ifndef EPHD_HTTP_H
 #define EPHD_HTTP_H
 
@@ -12,11 +14,22 @@
 #include "buf.h"
 #include "errors.h"
 #include "ffi.h"
-#include "gate.h"
 
 typedef struct ephd_conn ephd_conn_t;
 
-typedef void (*ephd_http_dispatch_cb)(const ephd_request_t *req);
+/* What the transport calls out to, set at start. */
+typedef struct {
+  /* A complete request: answer it, hold it, or leave it to the transport's
+   * 503. It may attach its own state to req->op. */
+  void (*dispatch)(ephd_request_t *req);
+  /* Every answer as it is made, the transport's own (route 0) included:
+   * the route the request was tagged with, its status, and the
+   * nanoseconds from its last byte to its answer. NULL: nobody counts. */
+  void (*answered)(int route, int status, uint64_t ns);
+  /* A dispatched request is done with: answered, or its client gone
+   * before it was. What dispatch attached may go. */
+  void (*finished)(ephd_request_t *req);
+} ephd_http_handlers_t;
 
 typedef struct {
   size_t max_body_bytes;
@@ -29,9 +42,11 @@ typedef struct {
 
 int ephd_http_start(uv_loop_t *loop, const char *host, int port,
                     const ephd_http_limits_t *limits,
-                    ephd_http_dispatch_cb dispatch, char *err, size_t errlen);
-/* Stops accepting, answers parked polls with an empty batch, and closes every
- * connection once its answers are written. */
+                    const ephd_http_handlers_t *handlers, char *err,
+                    size_t errlen);
+/* Stops accepting, has held requests answered now (a parked poll with an
+ * empty batch) or cut off (a database write), and closes every connection
+ * once its answers are written. */
 void ephd_http_stop(void);
 /* Closes what is still open, written or not: the last step of a shutdown. */
 void ephd_http_abort(void);
@@ -46,15 +61,39 @@ ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
 void ephd_http_end(ephd_conn_t *c);
 /* A whole {"error", "code"} answer, with the code's status. */
 void ephd_http_refuse(ephd_conn_t *c, ephd_code_t code, const char *message);
-/* Marks the current request as parked and hands out the connection's waiter;
- * the connection reads nothing further until it is answered. */
-ephd_waiter_t *ephd_http_park(ephd_conn_t *c);
-ephd_conn_t *ephd_http_waiter_conn(ephd_waiter_t *w);
-/* Parks the current request while work elsewhere (a database write) runs.
- * If the client goes first, *slot is set to NULL so the work does not
- * answer a freed connection; unhold forgets slot before answering. */
-void ephd_http_hold(ephd_conn_t *c, ephd_conn_t **slot);
-void ephd_http_unhold(ephd_conn_t *c);
+
+/* --- answering later -------------------------------------------------------
+ * A request may be held past its dispatch and answered later by anything (a
+ * push that wakes a long poll, a database write, a policy reload, a relay),
+ * after any number of requests on other connections were dispatched
+ * meanwhile. Its connection parses nothing further until it is answered,
+ * and reads on, so a client that leaves is seen at once. The request's
+ * slices are valid only during its dispatch (copy what the answer needs);
+ * its operation (req->op) until it is answered. */
+typedef struct ephd_deferred ephd_deferred_t;
+
+typedef struct {
+  /* The deadline set with ephd_deferred_deadline passed: answer now (or
+   * set another). NULL: none is ever set. */
+  void (*deadline)(void *data);
+  /* The client left first: the handle is gone once this returns. */
+  void (*cancel)(void *data);
+  /* The broker is stopping: answer now, and the connection closes once it
+   * is written. NULL: the request is cut off (cancel runs). */
+  void (*stop)(void *data);
+} ephd_deferred_ops_t;
+
+/* Holds the request being dispatched: ops and data say what to do when
+ * its deadline passes, its client leaves or the broker stops. */
+ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
+                                 const ephd_deferred_ops_t *ops, void *data);
+/* When ops->deadline answers the request, in the loop's milliseconds
+ * (ephd_now_ms); may be moved earlier or later. */
+void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms);
+/* Where the answer goes (ephd_http_begin ... ephd_http_end). The answer
+ * ends the hold, and the handle with it. */
+ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d);
+
 size_t ephd_http_connections(void);
 /* The port the listener is bound to (the chosen one when started on 0). */
 int ephd_http_port(void);

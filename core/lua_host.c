@@ -13,6 +13,7 @@
 #include "http.h"
 #include "json.h"
 #include "log.h"
+#include "op.h"
 #include "patterns.h"
 #include "watchdog.h"
 
@@ -256,7 +257,9 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
   return 0;
 }
 
-void ephd_lua_host_dispatch(const ephd_request_t *req) {
+void ephd_lua_host_dispatch(ephd_request_t *req) {
+  /* Lua's ctx.op: this request's own, until it is answered. */
+  ephd_op_attach(req);
   lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
   lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
   lua_getfield(L, -1, "dispatch");
@@ -292,7 +295,9 @@ void ephd_lua_host_apply_grants(void) { call_simple("apply_grants"); }
 
 typedef struct {
   uv_work_t work;
-  ephd_conn_t *conn; /* the admin request waiting, or NULL (SIGHUP) */
+  /* The admin request held for the outcome; NULL for SIGHUP, or once its
+   * client left. */
+  ephd_deferred_t *held;
   dir_t policy, fallback;
 } reload_t;
 
@@ -341,25 +346,28 @@ static void after_reload(uv_work_t *w, int status) {
   else
     ephd_log("warn", "policy_reload_refused", "reason", why, "msg",
              "keeping the old policy", NULL);
-  if (r->conn) {
-    ephd_conn_t *c = r->conn;
-    ephd_http_unhold(c);
-    answer_reload(c, rc == 0, name, version, why);
-  }
+  if (r->held)
+    answer_reload(ephd_deferred_conn(r->held), rc == 0, name, version, why);
   dir_free(&r->policy);
   dir_free(&r->fallback);
   free(r);
 }
+
+static void on_reloader_left(void *data) {
+  reload_t *r = data;
+  r->held = NULL;
+}
+
+/* The reload runs on whatever happens to its requester; at the broker's
+ * stop the request is cut off. */
+static const ephd_deferred_ops_t RELOAD_HELD = {.cancel = on_reloader_left};
 
 static int start_reload(const ephd_request_t *req) {
   if (reloading) return -1;
   reload_t *r = calloc(1, sizeof(*r));
   if (r == NULL) abort();
   r->work.data = r;
-  if (req) {
-    r->conn = ephd_http_conn(req);
-    ephd_http_hold(r->conn, &r->conn);
-  }
+  if (req) r->held = ephd_http_defer(req, &RELOAD_HELD, r);
   reloading = r;
   uv_queue_work(loop, &r->work, reload_work, after_reload);
   return 0;
@@ -367,7 +375,7 @@ static int start_reload(const ephd_request_t *req) {
 
 int ephd_policy_reload(const ephd_request_t *req) {
   if (start_reload(req) != 0) return EPHD_E_UNAVAILABLE;
-  return EPHD_PARKED;
+  return EPHD_HELD;
 }
 
 void ephd_lua_host_reload(void) {

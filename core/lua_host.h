@@ -19,7 +19,7 @@ int ephd_lua_host_start(uv_loop_t *loop, const char *lua_path,
                         const char *policy_dir, const char *default_dir,
                         uint64_t meter_ms, uint64_t budget_ms,
                         uint64_t max_bytes, char *err, size_t errlen);
-void ephd_lua_host_dispatch(const ephd_request_t *req);
+void ephd_lua_host_dispatch(ephd_request_t *req);
 void ephd_lua_host_apply_declarations(void);
 void ephd_lua_host_apply_grants(void);
 /* SIGHUP: reload, logging the outcome. */

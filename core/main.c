@@ -6,14 +6,16 @@
 #include <string.h>
 #include <uv.h>
 
+#include "clock.h"
+#include "commands.h"
 #include "config.h"
 #include "engine.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
 #include "metrics.h"
+#include "op.h"
 #include "store.h"
-#include "verbs.h"
 
 #ifndef EPHD_SOURCE_DIR
 #error "the build defines EPHD_SOURCE_DIR, EPHD_BINARY_DIR and EPHD_DATA_DIR"
@@ -59,7 +61,7 @@ static uint64_t activity_seen, activity_released;
 
 static void on_quiet_check(uv_timer_t *t) {
   ephd_engine_t *engine = t->data;
-  uint64_t now = ephd_http_activity() + engine->collected;
+  uint64_t now = ephd_http_activity() + ephd_engine_collected(engine);
   if (now == activity_seen && now != activity_released) {
     ephd_lua_host_collect();
     malloc_trim(0);
@@ -122,16 +124,22 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   uv_loop_t *loop = uv_default_loop();
-  ephd_engine_t engine;
-  ephd_engine_init(&engine, loop, draw_epoch(), &s.lua.defaults,
-                   s.lua.max_cell_bytes, s.implicit_idle_s * 1000);
-  engine.max_partitions = (uint32_t)s.max_partitions;
-  engine.max_groups = (uint32_t)s.max_groups;
   /* A tenant without queues is forgotten no sooner than a meter tick has
    * seen its last counts (they cannot change while it has no queue). */
-  uint64_t meter_ms = s.meter_s * 1000;
-  engine.forget_ms = engine.idle_ms > meter_ms ? engine.idle_ms : meter_ms;
-  ephd_verbs_init(&engine, loop);
+  uint64_t idle_ms = s.implicit_idle_s * 1000, meter_ms = s.meter_s * 1000;
+  ephd_engine_config_t ec = {
+      .epoch = draw_epoch(),
+      .defaults = s.lua.defaults,
+      .max_cell_bytes = s.lua.max_cell_bytes,
+      .idle_ms = idle_ms,
+      .forget_ms = idle_ms > meter_ms ? idle_ms : meter_ms,
+      .max_partitions = (uint32_t)s.max_partitions,
+      .max_groups = (uint32_t)s.max_groups,
+  };
+  ephd_engine_t engine;
+  ephd_engine_init(&engine, loop, &ec);
+  ephd_clock_init(loop);
+  ephd_commands_init(&engine);
   ephd_metrics_init(&engine);
 
   char err[512];
@@ -154,8 +162,13 @@ int main(int argc, char **argv) {
       .body_timeout_ms = s.body_timeout_ms,
       .max_unwritten_bytes = s.max_unwritten_bytes,
   };
-  if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits,
-                      ephd_lua_host_dispatch, err, sizeof(err)) != 0) {
+  ephd_http_handlers_t handlers = {
+      .dispatch = ephd_lua_host_dispatch,
+      .answered = ephd_metrics_observe,
+      .finished = ephd_op_release,
+  };
+  if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits, &handlers,
+                      err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
     ephd_lua_host_close();
     return 2;
@@ -167,7 +180,7 @@ int main(int argc, char **argv) {
   ephd_config_log(&s);
   char addr[300], epoch[16];
   snprintf(addr, sizeof(addr), "%s:%d", s.listen_host, s.listen_port);
-  snprintf(epoch, sizeof(epoch), "%08x", engine.epoch);
+  snprintf(epoch, sizeof(epoch), "%08x", ephd_engine_epoch(&engine));
   ephd_log("info", "listening", "addr", addr, "epoch", epoch, NULL);
 
   uv_signal_init(loop, &sigterm);
@@ -185,7 +198,7 @@ int main(int argc, char **argv) {
   uv_run(loop, UV_RUN_DEFAULT);
 
   ephd_engine_close(&engine);
-  ephd_verbs_close();
+  ephd_op_close();
   ephd_lua_host_close();
   uv_walk(loop, close_walk, NULL);
   uv_run(loop, UV_RUN_DEFAULT);

@@ -62,45 +62,34 @@ static void sample(ephd_buf_t *o, const char *name, const char *labels,
 }
 
 static void write_engine(ephd_buf_t *o, size_t connections) {
-  uint64_t pushed = 0, delivered = 0, parked = 0, queues = 0;
-  uint64_t bounds = 0, ttl = 0, retry = 0;
-  size_t pos = 0;
-  const ephd_tenant_t *t;
-  /* Tenants, not queues: a scrape costs nothing per queue. */
-  while ((t = ephd_map_next(&engine->tenants, &pos))) {
-    pushed += t->pushed;
-    delivered += t->delivered;
-    parked += t->parked;
-    queues += t->queues.count;
-    bounds += t->drops_bounds;
-    ttl += t->drops_ttl;
-    retry += t->drops_retry;
-  }
+  /* Summed over tenants, not queues: a scrape costs nothing per queue. */
+  ephd_engine_totals_t t;
+  ephd_engine_totals(engine, &t);
   const char *m = "queen_ephemeral_messages_total";
   family(o, m, "counter",
          "Messages by verb: pushed item by item, popped as deliveries, "
          "acked as settled leases.");
-  sample(o, m, "{verb=\"pushed\"}", pushed);
-  sample(o, m, "{verb=\"popped\"}", delivered);
-  sample(o, m, "{verb=\"acked\"}", engine->acked);
+  sample(o, m, "{verb=\"pushed\"}", t.pushed);
+  sample(o, m, "{verb=\"popped\"}", t.delivered);
+  sample(o, m, "{verb=\"acked\"}", t.acked);
   const char *d = "queen_ephemeral_dropped_total";
   family(o, d, "counter", "Messages dropped, by cause.");
-  sample(o, d, "{cause=\"bounds\"}", bounds);
-  sample(o, d, "{cause=\"ttl\"}", ttl);
-  sample(o, d, "{cause=\"retry\"}", retry);
+  sample(o, d, "{cause=\"bounds\"}", t.dropped_bounds);
+  sample(o, d, "{cause=\"ttl\"}", t.dropped_ttl);
+  sample(o, d, "{cause=\"retry\"}", t.dropped_retry);
   family(o, "queen_ephemeral_bytes", "gauge",
          "The whole broker's footprint (cellBytes): payloads, per-message "
          "overhead, names and structures.");
-  sample(o, "queen_ephemeral_bytes", "", engine->cell_bytes);
+  sample(o, "queen_ephemeral_bytes", "", t.cell_bytes);
   family(o, "queen_ephemeral_tenants", "gauge",
          "Tenant records in memory (forgotten after the idle time without "
          "a queue).");
-  sample(o, "queen_ephemeral_tenants", "", engine->tenants.count);
+  sample(o, "queen_ephemeral_tenants", "", t.tenants);
   family(o, "queen_ephemeral_queues", "gauge", "Queues in memory.");
-  sample(o, "queen_ephemeral_queues", "", queues);
+  sample(o, "queen_ephemeral_queues", "", t.queues);
   family(o, "queen_ephemeral_parked_polls", "gauge",
          "Pops parked on a gate, waiting for a message.");
-  sample(o, "queen_ephemeral_parked_polls", "", parked);
+  sample(o, "queen_ephemeral_parked_polls", "", t.parked);
   family(o, "queen_ephemeral_connections", "gauge", "Open connections.");
   sample(o, "queen_ephemeral_connections", "", connections);
 }

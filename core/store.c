@@ -223,7 +223,7 @@ void ephd_store_stop(void) {
 /* --- writes ------------------------------------------------------------ */
 
 typedef struct {
-  ephd_conn_t *conn; /* NULL once the client has gone */
+  ephd_deferred_t *held; /* the request's hold; NULL once its client left */
   char *tenant;
   size_t tenant_len;
   char *queue;
@@ -245,23 +245,33 @@ static write_t *write_new(const ephd_request_t *req, const char *tenant,
   w->tenant[tenant_len] = w->queue[queue_len] = 0; /* for the log */
   w->tenant_len = tenant_len;
   w->queue_len = queue_len;
-  w->conn = ephd_http_conn(req);
   return w;
 }
 
-/* The held request's connection, out of the hold, or NULL if its client
- * has gone: the one way a write's outcome reaches its answer. */
+static void on_client_left(void *data) {
+  write_t *w = data;
+  w->held = NULL;
+}
+
+/* A write holds its request until the database answers; at the broker's
+ * stop the request is cut off and the store fails the query. */
+static const ephd_deferred_ops_t HELD = {.cancel = on_client_left};
+
+/* Holds the request being dispatched before its query is queued: a
+ * connection lost while sending it answers through the callback at once. */
+static void hold(write_t *w, const ephd_request_t *req) {
+  w->held = ephd_http_defer(req, &HELD, w);
+}
+
+/* Where the held request's answer goes, or NULL if its client has gone:
+ * the one way a write's outcome reaches its answer. */
 static ephd_conn_t *release(write_t *w) {
-  ephd_conn_t *c = w->conn;
-  if (c) {
-    w->conn = NULL;
-    ephd_http_unhold(c);
-  }
-  return c;
+  ephd_deferred_t *d = w->held;
+  w->held = NULL;
+  return d ? ephd_deferred_conn(d) : NULL;
 }
 
 static void write_free(write_t *w) {
-  if (w->conn) ephd_http_unhold(w->conn);
   free(w->tenant);
   free(w->queue);
   free(w);
@@ -302,8 +312,8 @@ static void on_configured(void *data, PGresult *res, const char *err) {
 
 int ephd_configure(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_options_t *opts,
-                   const ephd_tenant_limits_t *limits, uint32_t *refusals) {
+                   const ephd_tenant_limits_t *limits) {
+  uint32_t *refusals = &req->op->refusals;
   *refusals = 0;
   ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
   ephd_queue_t *q =
@@ -315,7 +325,7 @@ int ephd_configure(const ephd_request_t *req, const char *tenant,
   }
   if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
-  w->opts = *opts;
+  w->opts = req->op->options;
   /* The queue is created when its write completes, and checked now: what
    * it will create is reserved from this check on, so configures in flight
    * together cannot each pass an allowance that has room for one, and no
@@ -326,11 +336,9 @@ int ephd_configure(const ephd_request_t *req, const char *tenant,
   }
   const char *values[3] = {w->tenant, w->queue, req->body.ptr};
   int lengths[3] = {(int)tenant_len, (int)queue_len, (int)req->body.len};
-  /* Held before the query is queued: a connection lost while sending it
-   * answers through on_configured at once. */
-  ephd_http_hold(w->conn, &w->conn);
+  hold(w, req);
   ephd_pg_query(UPSERT_SQL, 3, values, lengths, on_configured, w);
-  return EPHD_PARKED;
+  return EPHD_HELD;
 }
 
 static void answer_delete(ephd_conn_t *c, const char *queue, size_t len,
@@ -381,7 +389,7 @@ int ephd_delete(const ephd_request_t *req, const char *tenant,
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
   const char *values[2] = {w->tenant, w->queue};
   int lengths[2] = {(int)tenant_len, (int)queue_len};
-  ephd_http_hold(w->conn, &w->conn);
+  hold(w, req);
   ephd_pg_query(DELETE_SQL, 2, values, lengths, on_deleted, w);
-  return EPHD_PARKED;
+  return EPHD_HELD;
 }

@@ -2,7 +2,7 @@
  * pop with and without wait, new groups, acks, reset, delete, declarations,
  * time passing for leases and parked timeouts, housekeeping, disconnects,
  * configures whose writes are in flight)
- * run against one engine and its gates, as verbs.c drives them. Single
+ * run against one engine and its gates, as the commands drive them. Single
  * requests cannot reach bugs that need an order of events, such as a waiter
  * parked on a gate that a later pop moves; sequences can. After every verb
  * the engine's totals must agree with what the fuzzer itself holds. */
@@ -19,8 +19,11 @@
 #define NIDS 64
 #define NQUEUES 4
 
+/* A parked pop, as pop.c keeps one in its request's operation. */
 typedef struct {
   ephd_waiter_t w;
+  ephd_queue_t *queue;
+  uint32_t group, batch;
   uint64_t deadline;
   int in_use;
 } fuzz_waiter_t;
@@ -88,16 +91,17 @@ static void remember_ids(uint8_t qi, uint8_t gb) {
 }
 
 static int waiter_wake(ephd_waiter_t *w) {
-  ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  fuzz_waiter_t *fw = (fuzz_waiter_t *)w;
+  if (!ephd_engine_ready(fw->queue, w->ring, fw->group)) return 0;
   ephd_gate_unpark(w);
   out.len = 0;
-  ephd_engine_pop(&e, q, w->ring, w->group, w->batch, w->auto_ack, now, &out);
-  ((fuzz_waiter_t *)w)->in_use = 0;
+  ephd_engine_pop(&e, fw->queue, w->ring, fw->group, fw->batch, 1, now, &out);
+  fw->in_use = 0;
   parked_waiters--;
   return 1;
 }
 
+/* Its timeout passed, or its gate was flushed (its queue deleted). */
 static void waiter_timeout(ephd_waiter_t *w) {
   ((fuzz_waiter_t *)w)->in_use = 0;
   parked_waiters--;
@@ -168,15 +172,15 @@ static void pop(uint8_t qi, int wait) {
     fuzz_waiter_t *fw = &waiters[i];
     if (fw->in_use) continue;
     fw->in_use = 1;
-    fw->w.queue = q;
+    ephd_waiter_init(&fw->w, waiter_wake, waiter_timeout);
     fw->w.ring = r;
-    fw->w.group = g;
-    fw->w.batch = batch;
-    fw->w.auto_ack = 1;
+    fw->queue = q;
+    fw->group = g;
+    fw->batch = batch;
     fw->deadline = now + 1000u * (1 + (flags >> 3) % 8);
-    /* Time is the fuzzer's: the loop never runs, so this timer never fires
-     * and timeouts are answered by advance(). */
-    ephd_gate_park(&q->groups[g]->gate, &fw->w, 1u << 30);
+    /* Time is the fuzzer's: timeouts are answered by advance(), as the
+     * request's deadline would. */
+    ephd_gate_park(ephd_queue_gate(q, g), &fw->w);
     parked_waiters++;
     return;
   }
@@ -331,10 +335,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   in = data;
   left = size;
   uv_loop_init(&loop);
-  ephd_options_t defaults = {256, 32, 0, 0, 5, 3, 0, 0};
-  ephd_engine_init(&e, &loop, 7, &defaults, 16384, 2000);
-  e.max_partitions = 3;
-  e.max_groups = 12;
+  ephd_engine_config_t config = {
+      .epoch = 7,
+      .defaults = {256, 32, 0, 0, 5, 3, 0, 0},
+      .max_cell_bytes = 16384,
+      .idle_ms = 2000,
+      .max_partitions = 3,
+      .max_groups = 12,
+  };
+  ephd_engine_init(&e, &loop, &config);
   memset(&limits, 0, sizeof(limits));
   limits.max_bytes = 8192;
   limits.max_queues = 3;
@@ -342,10 +351,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nids = 0;
   nwrites = 0;
   parked_waiters = 0;
-  for (int i = 0; i < NWAITERS; i++) {
-    waiters[i].in_use = 0;
-    ephd_waiter_init(&loop, &waiters[i].w, waiter_wake, waiter_timeout);
-  }
+  for (int i = 0; i < NWAITERS; i++) waiters[i].in_use = 0;
   while (left) {
     uint8_t op = next_byte(), qi = next_byte();
     switch (op % 14) {
@@ -395,7 +401,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check();
   }
   while (nwrites) configured();
-  for (int i = 0; i < NWAITERS; i++) ephd_waiter_close(&waiters[i].w, NULL);
+  for (int i = 0; i < NWAITERS; i++) ephd_gate_unpark(&waiters[i].w);
   ephd_engine_close(&e);
   uv_run(&loop, UV_RUN_DEFAULT);
   if (uv_loop_close(&loop) != 0) abort();

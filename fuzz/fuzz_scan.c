@@ -7,6 +7,7 @@
 #include "config.h"
 #include "ffi.h"
 #include "json.h"
+#include "op.h"
 
 static ephd_settings_t settings;
 
@@ -26,14 +27,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   req.body.len = size;
   /* A body that scans is JSON, whose bytes outside strings are ASCII and
    * whose strings the walk checked: all of it is strict UTF-8. */
+  ephd_op_attach(&req);
 #if defined(EPHD_SCAN_PUSH)
-  ephd_push_scan_t scan;
-  int ok = ephd_push_scan(&req, &scan) == EPHD_OK;
+  int ok = ephd_push_scan(&req) == EPHD_OK;
 #else
-  ephd_ack_scan_t scan;
-  int ok = ephd_ack_scan(&req, &scan) == EPHD_OK;
+  int ok = ephd_ack_scan(&req) == EPHD_OK;
 #endif
-  if (ok && (scan.count > 10000 || !ephd_utf8_valid(body, size))) abort();
+  if (ok && (req.op->scan.count > 10000 || !ephd_utf8_valid(body, size)))
+    abort();
+  ephd_op_release(&req);
   free(body);
   return 0;
 }

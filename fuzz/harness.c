@@ -12,12 +12,15 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "clock.h"
+#include "commands.h"
 #include "config.h"
 #include "engine.h"
 #include "http.h"
 #include "lua_host.h"
+#include "metrics.h"
+#include "op.h"
 #include "store.h"
-#include "verbs.h"
 
 static uv_loop_t *loop;
 static ephd_engine_t engine;
@@ -48,9 +51,16 @@ void ephd_fuzz_boot(void) {
                                        "/lua/?.lua") != 0)
     abort();
   loop = uv_default_loop();
-  ephd_engine_init(&engine, loop, 1, &settings.lua.defaults,
-                   settings.lua.max_cell_bytes, 1000);
-  ephd_verbs_init(&engine, loop);
+  ephd_engine_config_t config = {
+      .epoch = 1,
+      .defaults = settings.lua.defaults,
+      .max_cell_bytes = settings.lua.max_cell_bytes,
+      .idle_ms = 1000,
+  };
+  ephd_engine_init(&engine, loop, &config);
+  ephd_clock_init(loop);
+  ephd_commands_init(&engine);
+  ephd_metrics_init(&engine);
   char err[512];
   if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
                           settings.policy_dir, 60000, 100,
@@ -67,8 +77,11 @@ void ephd_fuzz_boot(void) {
                                .header_timeout_ms = 100,
                                .body_timeout_ms = 100,
                                .max_unwritten_bytes = 512};
-  if (ephd_http_start(loop, "127.0.0.1", 0, &limits, ephd_lua_host_dispatch,
-                      err, sizeof(err)) != 0) {
+  ephd_http_handlers_t handlers = {.dispatch = ephd_lua_host_dispatch,
+                                   .answered = ephd_metrics_observe,
+                                   .finished = ephd_op_release};
+  if (ephd_http_start(loop, "127.0.0.1", 0, &limits, &handlers, err,
+                      sizeof(err)) != 0) {
     fprintf(stderr, "fuzz: %s\n", err);
     abort();
   }

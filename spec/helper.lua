@@ -96,6 +96,10 @@ function helper.request(t)
         req[field].ptr = s
         req[field].len = #s
     end
+    -- Its own operation, as C attaches one to every request dispatched.
+    local op = ffi.new("ephd_op_t")
+    anchor[#anchor + 1] = op
+    req.op = op
     return req, anchor
 end
 
@@ -113,7 +117,8 @@ function helper.ctx(t, tenant, limits)
     declare()
     local req, anchor = helper.request(t)
     return {
-        req = req, anchor = anchor, param = t.param, family = true,
+        req = req, anchor = anchor, param = t.param,
+        family = true,
         tenant = tenant or "00000000-0000-0000-0000-000000000001",
         limits = { rate = 0, burst = 1,
                    c = ffi.new("ephd_tenant_limits_t", limits or {}) },

@@ -14,8 +14,13 @@ static void start(uint64_t max_bytes, uint64_t max_length, int drop_oldest,
                   uint64_t cell) {
   memset(&limits, 0, sizeof(limits));
   uv_loop_init(&loop);
-  ephd_options_t o = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0};
-  ephd_engine_init(&e, &loop, 0xabc, &o, cell, 60000);
+  ephd_engine_config_t config = {
+      .epoch = 0xabc,
+      .defaults = {max_bytes, max_length, drop_oldest, 0, 30, 3, 0, 0},
+      .max_cell_bytes = cell,
+      .idle_ms = 60000,
+  };
+  ephd_engine_init(&e, &loop, &config);
 }
 
 static int stop(void) {
@@ -340,21 +345,22 @@ TEST_IMPL(engine_finds_partitions_few_and_many) {
  * daemon's waiters do, and counts what it got. */
 typedef struct {
   ephd_waiter_t w;
+  ephd_queue_t *q;
+  uint32_t group;
   ephd_buf_t out;
   uint32_t got;
 } test_waiter_t;
 
 static int waiter_wake(ephd_waiter_t *w) {
   test_waiter_t *tw = (test_waiter_t *)w;
-  ephd_queue_t *q = w->queue;
-  if (!ephd_engine_ready(q, w->ring, w->group)) return 0;
+  if (!ephd_engine_ready(tw->q, w->ring, tw->group)) return 0;
   ephd_gate_unpark(w);
   tw->out.len = 0;
-  tw->got = ephd_engine_pop(&e, q, w->ring, w->group, w->batch, 1, 0, &tw->out);
+  tw->got = ephd_engine_pop(&e, tw->q, w->ring, tw->group, 1, 1, 0, &tw->out);
   return 1;
 }
 
-static void waiter_timeout(ephd_waiter_t *w) { (void)w; }
+static void waiter_flush(ephd_waiter_t *w) { (void)w; }
 
 /* Waiters point at their group's gate: naming new groups while they are
  * parked must not move it (the array of groups was grown by realloc, and
@@ -366,11 +372,10 @@ TEST_IMPL(engine_new_groups_while_parked) {
   uint32_t g = ephd_queue_group_open(q, "", 0);
   for (int i = 0; i < 3; i++) {
     memset(&tw[i], 0, sizeof(tw[i]));
-    ephd_waiter_init(&loop, &tw[i].w, waiter_wake, waiter_timeout);
-    tw[i].w.queue = q;
-    tw[i].w.group = g;
-    tw[i].w.batch = 1;
-    ephd_gate_park(&q->groups[g]->gate, &tw[i].w, 60000);
+    ephd_waiter_init(&tw[i].w, waiter_wake, waiter_flush);
+    tw[i].q = q;
+    tw[i].group = g;
+    ephd_gate_park(ephd_queue_gate(q, g), &tw[i].w);
   }
   ASSERT_EQ(q->tenant->parked, 3);
   char name[16];
@@ -384,10 +389,7 @@ TEST_IMPL(engine_new_groups_while_parked) {
     ASSERT(tw[i].w.gate == NULL);
   }
   ASSERT_EQ(q->tenant->parked, 0);
-  for (int i = 0; i < 3; i++) {
-    ephd_waiter_close(&tw[i].w, NULL);
-    ephd_buf_free(&tw[i].out);
-  }
+  for (int i = 0; i < 3; i++) ephd_buf_free(&tw[i].out);
   return stop();
 }
 

@@ -1,38 +1,46 @@
-#include <uv.h>
+#include <stddef.h>
 
 #include "gate.h"
 #include "test.h"
 
+/* A parked pop of the gate tests: an id, and whether it was answered by a
+ * wake or by a flush. */
+typedef struct {
+  ephd_waiter_t w;
+  int id;
+} test_waiter_t;
+
 static int available;
 static int order[8], norder;
-static int timeouts;
+static int flushed[8], nflushed;
 
 static int wake(ephd_waiter_t *w) {
   if (available == 0) return 0;
   available--;
   ephd_gate_unpark(w);
-  order[norder++] = (int)w->batch; /* batch doubles as an id here */
+  order[norder++] = ((test_waiter_t *)w)->id;
   return 1;
 }
 
-static void timeout(ephd_waiter_t *w) {
-  (void)w;
-  timeouts++;
+static void flush(ephd_waiter_t *w) {
+  flushed[nflushed++] = ((test_waiter_t *)w)->id;
+}
+
+static void park_three(ephd_gate_t *g, test_waiter_t *w) {
+  for (int i = 0; i < 3; i++) {
+    ephd_waiter_init(&w[i].w, wake, flush);
+    w[i].id = i;
+    ephd_gate_park(g, &w[i].w);
+  }
 }
 
 TEST_IMPL(gate_wakes_in_order) {
-  uv_loop_t loop;
-  uv_loop_init(&loop);
   ephd_gate_t g;
   uint64_t parked = 0;
   ephd_gate_init(&g, &parked);
-  ephd_waiter_t w[3];
+  test_waiter_t w[3];
   norder = 0;
-  for (int i = 0; i < 3; i++) {
-    ephd_waiter_init(&loop, &w[i], wake, timeout);
-    w[i].batch = (uint32_t)i;
-    ephd_gate_park(&g, &w[i], 60000);
-  }
+  park_three(&g, w);
   available = 2;
   ephd_gate_wake(&g, NULL);
   ASSERT_EQ(norder, 2);
@@ -42,28 +50,28 @@ TEST_IMPL(gate_wakes_in_order) {
   ASSERT_EQ(parked, 1);
   ephd_gate_wake(&g, NULL); /* nothing available: the waiter stays */
   ASSERT_EQ(g.count, 1);
-  for (int i = 0; i < 3; i++) ephd_waiter_close(&w[i], NULL);
+  for (int i = 0; i < 3; i++) ephd_gate_unpark(&w[i].w);
   ASSERT_EQ(g.count, 0);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  ASSERT_EQ(uv_loop_close(&loop), 0);
+  ASSERT_EQ(parked, 0);
   return 0;
 }
 
-TEST_IMPL(gate_timeout) {
-  uv_loop_t loop;
-  uv_loop_init(&loop);
+/* A gate going away (its queue deleted) answers every waiter, in order,
+ * each already off the gate when it is answered. */
+TEST_IMPL(gate_flush) {
   ephd_gate_t g;
-  ephd_gate_init(&g, NULL);
-  ephd_waiter_t w;
-  ephd_waiter_init(&loop, &w, wake, timeout);
-  timeouts = 0;
-  ephd_gate_park(&g, &w, 5);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  ASSERT_EQ(timeouts, 1);
+  uint64_t parked = 0;
+  ephd_gate_init(&g, &parked);
+  test_waiter_t w[3];
+  nflushed = 0;
+  park_three(&g, w);
+  ephd_gate_unpark(&w[1].w); /* its client left */
+  ephd_gate_flush(&g);
+  ASSERT_EQ(nflushed, 2);
+  ASSERT_EQ(flushed[0], 0);
+  ASSERT_EQ(flushed[1], 2);
   ASSERT_EQ(g.count, 0);
-  ASSERT(w.gate == NULL);
-  ephd_waiter_close(&w, NULL);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  ASSERT_EQ(uv_loop_close(&loop), 0);
+  ASSERT_EQ(parked, 0);
+  for (int i = 0; i < 3; i++) ASSERT(w[i].w.gate == NULL);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "config.h"
 #include "ffi.h"
+#include "op.h"
 
 enum { PAYLOADS = 100, PAYLOAD_BYTES = 256 };
 
@@ -51,15 +52,17 @@ int main(int argc, char **argv) {
   memset(&req, 0, sizeof(req));
   req.body.ptr = body.base;
   req.body.len = body.len;
-  ephd_push_scan_t scan;
   uint64_t bytes = 0;
   for (long r = 0; r < requests; r++) {
-    if (ephd_push_scan(&req, &scan) != EPHD_OK) {
-      fprintf(stderr, "ephd-scan: refused: %s\n", scan.message);
+    ephd_op_attach(&req);
+    if (ephd_push_scan(&req) != EPHD_OK) {
+      fprintf(stderr, "ephd-scan: refused: %s\n", req.op->scan.message);
       return 1;
     }
-    bytes += scan.bytes;
+    bytes += req.op->scan.bytes;
+    ephd_op_release(&req);
   }
+  ephd_op_close();
   printf("%s: %ld requests, %ld payloads, %llu payload bytes\n", kind, requests,
          requests * PAYLOADS, (unsigned long long)bytes);
   ephd_buf_free(&body);

@@ -158,6 +158,10 @@ end
 -- request, and rehashing it as it grew, had been a tenth of a push.
 -- `request` is what policy hooks see, made only for a hook that runs
 -- (ephd.ladder).
+-- What a handler's parse hands its commit in C (a scan, a pop's arguments,
+-- a configure's options) is the request's own operation, ctx.req.op, and
+-- is read through the request each time: a cdata pointer stored in this
+-- table would be boxed, an allocation per request.
 local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,

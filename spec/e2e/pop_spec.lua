@@ -144,6 +144,34 @@ describe("pop", function()
         assert.is_true(took < 2.5, "took " .. took)
     end)
 
+    -- A parked pop's arguments are its request's own (its operation):
+    -- requests dispatched while it waits, of every kind, change nothing
+    -- of what it answers with.
+    it("answers each parked pop with its own arguments", function()
+        local a, b = d:connect(), d:connect()
+        a:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=own-a"
+                             .. "&group=ga&batch=2&wait=true&timeout=10000"))
+        b:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=own-b"
+                             .. "&batch=3&wait=true&timeout=10000"))
+        assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
+        for i = 1, 5 do
+            d:push("own-c", { tostring(i) }, "p" .. i)
+            assert.equals(200, d:pop("queue=own-c&group=gc&batch=7").status)
+            assert.equals(200, d:request("POST", "/api/v1/ephemeral/ack",
+                '{"queue":"own-c","group":"gc","acks":[{"id":"e:1:p:1"}]}')
+                .status)
+        end
+        d:push("own-b", { "1", "2", "3", "4" })
+        d:push("own-a", { "5", "6", "7" })
+        local ra, rb = a:receive(5), b:receive(5)
+        assert.equals("own-a", ra.json.queue)
+        assert.same({ 5, 6 }, payloads(ra))
+        assert.equals("own-b", rb.json.queue)
+        assert.same({ 1, 2, 3 }, payloads(rb))
+        a:close()
+        b:close()
+    end)
+
     it("wakes a waiter on a named partition only for that partition",
        function()
         local c = d:connect()

@@ -44,7 +44,8 @@ local function broker(dir, hook)
             logged[ffi.string(event)] = ffi.string(fields)
         end,
         ephd_queues = function() answer = { status = 200 } end,
-        ephd_push_scan = function(_, scan)
+        ephd_push_scan = function(req)
+            local scan = req.op.scan
             scan.queue.ptr, scan.queue.len = keep[1], 1
             scan.partition.ptr, scan.partition.len = keep[2], 7
             scan.count, scan.bytes = 1, 1

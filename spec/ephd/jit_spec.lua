@@ -28,7 +28,8 @@ describe("the hot path", function()
         helper.core_double({
             ephd_respond = function() answered = answered + 1 end,
             ephd_now_ms = function() return 0ULL end,
-            ephd_push_scan = function(_, scan)
+            ephd_push_scan = function(req)
+                local scan = req.op.scan
                 scan.queue.ptr, scan.queue.len = "q", 1
                 scan.partition.ptr, scan.partition.len = "Default", 7
                 scan.count, scan.bytes = 1, 8
@@ -36,7 +37,8 @@ describe("the hot path", function()
             end,
             ephd_push_commit = function() return 0 end,
             ephd_pop = function() answered = answered + 1 return 0 end,
-            ephd_ack_scan = function(_, scan)
+            ephd_ack_scan = function(req)
+                local scan = req.op.scan
                 scan.queue.ptr, scan.queue.len = "q", 1
                 scan.has_group = 0
                 return 0

@@ -7,25 +7,29 @@ local validate = require("ephd.validate")
 local C = core.C
 local ffi_string = ffi.string
 
-local scan = ffi.new("ephd_ack_scan_t")
-
 local _M = {}
 
+-- The scan lands in the request's own operation (req.op), where the commit
+-- finds it; its names are read out at once (see push.lua).
 function _M.parse(ctx)
-    if C.ephd_ack_scan(ctx.req, scan) ~= C.EPHD_OK then
-        return ffi_string(scan.message)
+    local req = ctx.req
+    if C.ephd_ack_scan(req) ~= C.EPHD_OK then
+        return ffi_string(req.op.scan.message)
     end
-    local ok, err = validate.name(ffi_string(scan.queue.ptr, scan.queue.len),
-                                  "queue")
-    if ok and scan.has_group ~= 0 then
-        ok, err = validate.name(ffi_string(scan.group.ptr, scan.group.len),
-                                "group")
+    local queue, group
+    do
+        local scan = req.op.scan
+        queue = ffi_string(scan.queue.ptr, scan.queue.len)
+        group = scan.has_group ~= 0
+                and ffi_string(scan.group.ptr, scan.group.len) or nil
     end
+    local ok, err = validate.name(queue, "queue")
+    if ok and group then ok, err = validate.name(group, "group") end
     if not ok then return err end
 end
 
 function _M.commit(ctx)
-    C.ephd_ack_commit(ctx.req, ctx.tenant, #ctx.tenant, scan)
+    C.ephd_ack_commit(ctx.req, ctx.tenant, #ctx.tenant)
     return 0
 end
 

@@ -13,9 +13,6 @@ local config = core.config
 
 local FIELDS = { queue = true, options = true }
 
-local in_force = ffi.new("ephd_options_t")
-local refusals = ffi.new("uint32_t[1]")
-
 local _M = {}
 
 function _M.parse(ctx)
@@ -32,15 +29,15 @@ function _M.parse(ctx)
     opts, err = options.check(obj.options, body.raw(
         ffi.string(req.body.ptr, req.body.len), "options"))
     if not opts then return err end
-    options.in_force(opts, config, in_force)
+    options.in_force(opts, config, ctx.req.op.options)
     ctx.queue = queue
 end
 
 function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
     local rc = C.ephd_configure(ctx.req, tenant, #tenant, queue, #queue,
-                                in_force, ctx.limits.c, refusals)
-    if rc == C.EPHD_E_REFUSED then return refusals[0] end
+                                ctx.limits.c)
+    if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then
         reply.refuse(ctx.req, "ephemeral_unavailable",
                      "no database connection is available for a "

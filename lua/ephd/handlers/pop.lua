@@ -13,8 +13,6 @@ local KNOWN = {
     timeout = true, autoAck = true,
 }
 
-local args = ffi.new("ephd_pop_args_t")
-
 local _M = {}
 
 function _M.parse(ctx)
@@ -46,6 +44,7 @@ function _M.parse(ctx)
     if err then return err end
     -- The strings stay referenced from ctx while C reads them.
     ctx.pop = { queue = queue, partition = partition, group = group }
+    local args = ctx.req.op.pop
     args.queue, args.queue_len = queue, #queue
     args.partition, args.partition_len = partition, partition and #partition
                                                     or 0
@@ -58,11 +57,12 @@ function _M.parse(ctx)
 end
 
 function _M.commit(ctx)
-    local tenant = ctx.tenant
+    local tenant, op = ctx.tenant, ctx.req.op
+    local args = op.pop
     args.tenant, args.tenant_len = tenant, #tenant
     args.limits = ctx.limits.c
-    if C.ephd_pop(ctx.req, args) == C.EPHD_E_REFUSED then
-        return args.refusals
+    if C.ephd_pop(ctx.req) == C.EPHD_E_REFUSED then
+        return op.refusals
     end
     return 0
 end

@@ -9,33 +9,39 @@ local validate = require("ephd.validate")
 local C = core.C
 local ffi_string = ffi.string
 
-local scan = ffi.new("ephd_push_scan_t")
-local refusals = ffi.new("uint32_t[1]")
-
 local _M = {}
 
+-- The scan lands in the request's own operation (req.op), where the commit
+-- finds it.
 function _M.parse(ctx)
-    if C.ephd_push_scan(ctx.req, scan) ~= C.EPHD_OK then
-        return ffi_string(scan.message)
+    local req = ctx.req
+    if C.ephd_push_scan(req) ~= C.EPHD_OK then
+        return ffi_string(req.op.scan.message)
     end
-    local queue, err = validate.name(
-        ffi_string(scan.queue.ptr, scan.queue.len), "queue")
+    -- Read out of the scan at once, in a block of its own: a cdata
+    -- reference still live across the calls below would be allocated per
+    -- request.
+    local queue, partition, messages, bytes, err
+    do
+        local scan = req.op.scan
+        queue = ffi_string(scan.queue.ptr, scan.queue.len)
+        partition = ffi_string(scan.partition.ptr, scan.partition.len)
+        messages, bytes = scan.count, tonumber(scan.bytes)
+    end
+    queue, err = validate.name(queue, "queue")
     if not queue then return err end
-    local partition
-    partition, err = validate.name(
-        ffi_string(scan.partition.ptr, scan.partition.len), "partition")
+    partition, err = validate.name(partition, "partition")
     if not partition then return err end
     -- What the rate rung and the policy's cost hook see.
-    ctx.push = contract.push(ctx.tenant, queue, partition, scan.count,
-                             tonumber(scan.bytes))
+    ctx.push = contract.push(ctx.tenant, queue, partition, messages, bytes)
 end
 
 function _M.commit(ctx)
-    local count = scan.count
-    if count > 0 and C.ephd_push_commit(ctx.tenant, #ctx.tenant, scan,
-                                        ctx.limits.c, refusals)
-            ~= C.EPHD_OK then
-        return refusals[0]
+    local op = ctx.req.op
+    local count = op.scan.count
+    if count > 0 and C.ephd_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                        ctx.limits.c) ~= C.EPHD_OK then
+        return op.refusals
     end
     reply.json(ctx.req, 201, '{"pushed":' .. count .. '}')
     return 0

@@ -7,7 +7,7 @@ describe("ephd.handlers.ack", function()
     before_each(function()
         commits = {}
         helper.core_double({
-            ephd_ack_scan = function(_, scan) return scan_result(scan) end,
+            ephd_ack_scan = function(req) return scan_result(req.op.scan) end,
             ephd_ack_commit = function(_, t, tl)
                 commits[#commits + 1] = ffi.string(t, tl)
                 return 0

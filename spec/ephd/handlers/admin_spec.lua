@@ -23,9 +23,10 @@ describe("ephd.handlers admin verbs", function()
             ephd_delete = function(_, t, tl, q, ql)
                 calls[#calls + 1] = { "delete", ffi.string(t, tl),
                                       ffi.string(q, ql) }
-                return database and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
+                return database and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
-            ephd_configure = function(_, t, tl, q, ql, o, limits, out)
+            ephd_configure = function(req, t, tl, q, ql, limits)
+                local o = req.op.options
                 calls[#calls + 1] = {
                     "configure", ffi.string(t, tl), ffi.string(q, ql),
                     max_length = tonumber(o.max_length),
@@ -34,10 +35,10 @@ describe("ephd.handlers admin verbs", function()
                     max_queues = tonumber(limits.max_queues),
                 }
                 if refusal ~= 0 then
-                    out[0] = refusal
+                    req.op.refusals = refusal
                     return C.EPHD_E_REFUSED
                 end
-                return database and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
+                return database and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
         }, { max_cell_bytes = 1000 })
     end)

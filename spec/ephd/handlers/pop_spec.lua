@@ -9,7 +9,8 @@ describe("ephd.handlers.pop", function()
         refuse_with = nil
         local C
         C = helper.core_double({
-            ephd_pop = function(_, a)
+            ephd_pop = function(req)
+                local a = req.op.pop
                 calls[#calls + 1] = {
                     tenant = ffi.string(a.tenant, a.tenant_len),
                     queue = ffi.string(a.queue, a.queue_len),
@@ -23,7 +24,7 @@ describe("ephd.handlers.pop", function()
                     max_parked = tonumber(a.limits.max_parked),
                 }
                 if refuse_with then
-                    a.refusals = refuse_with
+                    req.op.refusals = refuse_with
                     return C.EPHD_E_REFUSED
                 end
                 return 0

@@ -24,11 +24,11 @@ describe("ephd.handlers.push", function()
         local C
         C = helper.core_double({
             ephd_respond = respond,
-            ephd_push_scan = function(_, scan) return scan_result(scan) end,
-            ephd_push_commit = function(tenant, len, scan, limits, out)
+            ephd_push_scan = function(req) return scan_result(req.op.scan) end,
+            ephd_push_commit = function(req, tenant, len, limits)
                 commits[#commits + 1] = { ffi.string(tenant, len),
                                           tonumber(limits.max_bytes) }
-                out[0] = refusal
+                req.op.refusals = refusal
                 return refusal == 0 and 0 or C.EPHD_E_REFUSED
             end,
         })

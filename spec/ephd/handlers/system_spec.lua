@@ -15,7 +15,7 @@ describe("ephd.handlers.system", function()
             ephd_wall_time = function() return 1000 end,
             ephd_policy_reload = function()
                 reloads = reloads + 1
-                return reloads == 1 and C.EPHD_PARKED or C.EPHD_E_UNAVAILABLE
+                return reloads == 1 and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
             ephd_tenant_next = function(pos, name, stats)
                 if pos[0] > 0 then return 0 end

@@ -1,0 +1,96 @@
+/* push, ack and reset: each commits what its parse left in the request's
+ * operation. */
+#include "commands.h"
+
+#include "clock.h"
+#include "http.h"
+#include "json.h"
+#include "op.h"
+
+ephd_engine_t *ephd_commands_engine;
+
+void ephd_commands_init(ephd_engine_t *engine) {
+  ephd_commands_engine = engine;
+}
+
+int ephd_push_commit(const ephd_request_t *req, const char *tenant,
+                     size_t tenant_len, const ephd_tenant_limits_t *limits) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_op_state_t *op = ephd_op_of(req);
+  const ephd_scan_t *s = &op->pub.scan;
+  op->pub.refusals = 0;
+  const char *body = op->scanned;
+  if (body == NULL) return EPHD_E_BAD_REQUEST;
+  op->scanned = NULL;
+  uint64_t now = ephd_now_ms();
+  ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
+  ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;
+  if (q) ephd_engine_expire(e, q, now);
+  ephd_ring_t *r =
+      q ? ephd_queue_ring(q, s->partition.ptr, s->partition.len) : NULL;
+  /* Planned before anything exists: a refused push leaves no queue or
+   * partition behind. */
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(e, t, tenant_len, q, s->queue.len, r, s->partition.len,
+                        s->count, s->bytes, limits, &plan);
+  op->pub.refusals = plan.refusals;
+  if (plan.refusals) return EPHD_E_REFUSED;
+  if (q == NULL)
+    q = ephd_engine_queue_open(e, tenant, tenant_len, s->queue.ptr,
+                               s->queue.len);
+  if (r == NULL)
+    r = ephd_queue_ring_open(q, s->partition.ptr, s->partition.len);
+  ephd_engine_push(e, q, r, body, (const ephd_span_t *)op->items.base, s->count,
+                   &plan, now);
+  ephd_engine_touch(e, q, now);
+  return EPHD_OK;
+}
+
+static const char *const outcome_names[] = {"acked", "redelivered", "stale",
+                                            "unknown"};
+
+int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
+                    size_t tenant_len) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_op_state_t *op = ephd_op_of(req);
+  const ephd_scan_t *s = &op->pub.scan;
+  if (op->scanned == NULL) return EPHD_E_BAD_REQUEST;
+  op->scanned = NULL;
+  ephd_queue_t *q =
+      ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
+  uint32_t g = UINT32_MAX;
+  uint64_t now = ephd_now_ms();
+  if (q) {
+    ephd_engine_touch(e, q, now);
+    const char *gname = s->has_group ? s->group.ptr : "";
+    size_t glen = s->has_group ? s->group.len : 0;
+    if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
+  }
+  const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
+  const char *ids = op->names.base;
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"results\":[");
+  for (uint32_t i = 0; i < s->count; i++) {
+    const char *id = ids + acks[i].off;
+    ephd_outcome_t o =
+        ephd_engine_ack(e, q, g, id, acks[i].len, acks[i].status, now);
+    if (i) ephd_buf_append(out, ",", 1);
+    ephd_buf_appends(out, "{\"id\":");
+    ephd_json_write_string(out, id, acks[i].len);
+    ephd_buf_appends(out, ",\"outcome\":\"");
+    ephd_buf_appends(out, outcome_names[o]);
+    ephd_buf_appends(out, "\"}");
+  }
+  ephd_buf_appends(out, "]}");
+  /* The answer ends the request, and its operation with it. */
+  ephd_http_end(c);
+  return EPHD_OK;
+}
+
+uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
+                    size_t queue_len) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_queue_t *q = ephd_engine_queue(e, tenant, tenant_len, queue, queue_len);
+  return q ? ephd_engine_reset(e, q) : 0;
+}

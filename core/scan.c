@@ -1,0 +1,315 @@
+/* The hot bodies, push and ack, scanned in C so payload bytes never pass
+ * through Lua: one skeleton walks the body's object (a queue, a second
+ * name, an array of items) and each verb adds how one item is read. What a
+ * scan finds goes into the request's operation, for its commit. */
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "op.h"
+
+typedef struct body_shape body_shape_t;
+
+struct body_shape {
+  const char *verb;   /* "a push", "an ack": for the unknown-field message */
+  const char *second; /* the other name: "partition" or "group" */
+  size_t second_len;
+  int second_is_group; /* a null group is queue mode, as when absent */
+  const char *array;   /* the items: "messages" or "acks" */
+  size_t array_len;
+  const char *bad_array;
+  const char *bad_item; /* an item that is not an object */
+  /* Reads one item's members, p just past its '{'; returns the position
+   * after its '}', or NULL (with the scan's message set, or the array's
+   * message is given). */
+  const char *(*item)(ephd_op_state_t *op, const char *base, const char *p,
+                      const char *end);
+};
+
+static int fail(ephd_scan_t *s, const char *text) {
+  snprintf(s->message, sizeof(s->message), "%s", text);
+  return EPHD_E_BAD_REQUEST;
+}
+
+static int key_eq(const ephd_buf_t *key, const char *name, size_t len) {
+  return key->len == len && memcmp(key->base, name, len) == 0;
+}
+
+/* A literal's length is known once this is inlined. */
+static inline int key_is(const ephd_buf_t *key, const char *name) {
+  return key_eq(key, name, strlen(name));
+}
+
+/* How much of a decoded key a message quotes: at most 64 bytes, cut before
+ * a character rather than inside one, so the answer stays UTF-8. */
+static int shown(const ephd_buf_t *key) {
+  size_t n = key->len > 64 ? 64 : key->len;
+  while (n < key->len && n > 0 && ((unsigned char)key->base[n] & 0xC0) == 0x80)
+    n--;
+  return (int)n;
+}
+
+/* A decoded string appended to the operation's names; its slice is set
+ * once the scan is done, since names may move as it grows. */
+typedef struct {
+  size_t off, len;
+} name_t;
+
+static const char *name_value(ephd_op_state_t *op, const char *p,
+                              const char *end, name_t *name) {
+  if (p >= end || *p != '"') return NULL;
+  name->off = op->names.len;
+  p = ephd_json_string(p, end, &op->names);
+  name->len = op->names.len - name->off;
+  return p;
+}
+
+static ephd_slice_t slice_of(const ephd_op_state_t *op, name_t name) {
+  ephd_slice_t s = {name.len ? op->names.base + name.off : "", name.len};
+  return s;
+}
+
+static const char *scan_items(ephd_op_state_t *op, const body_shape_t *shape,
+                              const char *base, const char *p,
+                              const char *end) {
+  if (p >= end || *p != '[') return NULL;
+  p = ephd_json_ws(p + 1, end);
+  if (p < end && *p == ']') return p + 1;
+  for (;;) {
+    if (p >= end || *p != '{') {
+      fail(&op->pub.scan, shape->bad_item);
+      return NULL;
+    }
+    p = shape->item(op, base, p + 1, end);
+    if (p == NULL) return NULL;
+    p = ephd_json_ws(p, end);
+    if (p < end && *p == ']') return p + 1;
+    if (p >= end || *p != ',') return NULL;
+    p = ephd_json_ws(p + 1, end);
+  }
+}
+
+/* Why a refused body was refused, when the reason is its encoding: the
+ * scanner stops at the first string that is not UTF-8 without knowing it
+ * will be refused, so the whole body is checked again, on this path only. */
+static void explain_encoding(const ephd_request_t *req, ephd_scan_t *s) {
+  if (!ephd_utf8_valid(req->body.ptr, req->body.len))
+    fail(s,
+         "the body is not UTF-8: every string must be strict "
+         "UTF-8 (RFC 3629)");
+}
+
+static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
+                       const char *base, const char *end) {
+  ephd_scan_t *s = &op->pub.scan;
+  ephd_buf_t *key = &op->key;
+  ephd_slice_t *second = shape->second_is_group ? &s->group : &s->partition;
+  int *has_second = shape->second_is_group ? &s->has_group : &s->has_partition;
+  name_t queue = {0, 0}, other = {0, 0};
+  const char *p = ephd_json_ws(base, end);
+  int first = 1, r, has_items = 0;
+  if (p >= end || *p != '{') return fail(s, "the body must be a JSON object");
+  p++;
+  while ((r = ephd_json_member(&p, end, key, &first)) == 1) {
+    if (key_is(key, "queue") && !s->has_queue) {
+      s->has_queue = 1;
+      if (!(p = name_value(op, p, end, &queue)))
+        return fail(s, "queue must be a string");
+    } else if (key_eq(key, shape->second, shape->second_len) && !*has_second) {
+      *has_second = 1;
+      if (shape->second_is_group && end - p >= 4 && memcmp(p, "null", 4) == 0) {
+        *has_second = 0;
+        p += 4;
+        continue;
+      }
+      if (!(p = name_value(op, p, end, &other))) {
+        snprintf(s->message, sizeof(s->message), "%s must be a string",
+                 shape->second);
+        return EPHD_E_BAD_REQUEST;
+      }
+    } else if (key_eq(key, shape->array, shape->array_len) && !has_items) {
+      has_items = 1;
+      if (!(p = scan_items(op, shape, base, p, end))) {
+        if (!s->message[0]) fail(s, shape->bad_array);
+        return EPHD_E_BAD_REQUEST;
+      }
+    } else {
+      snprintf(s->message, sizeof(s->message),
+               "unknown or repeated field \"%.*s\": %s has queue, %s and %s",
+               shown(key), key->base ? key->base : "", shape->verb,
+               shape->second, shape->array);
+      return EPHD_E_BAD_REQUEST;
+    }
+  }
+  if (r < 0 || ephd_json_ws(p, end) != end)
+    return fail(s, "the body is not valid JSON");
+  if (!s->has_queue) return fail(s, "queue is required");
+  if (!has_items) {
+    snprintf(s->message, sizeof(s->message), "%s is required", shape->array);
+    return EPHD_E_BAD_REQUEST;
+  }
+  s->queue = slice_of(op, queue);
+  if (*has_second) *second = slice_of(op, other);
+  return EPHD_OK;
+}
+
+/* The skeleton: the scan's results start empty (the message unset, which
+ * is cheaper than clearing it), and the body is kept for the commit only
+ * when it scanned. */
+static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
+  ephd_op_state_t *op = ephd_op_of(req);
+  ephd_scan_t *s = &op->pub.scan;
+  memset(s, 0, offsetof(ephd_scan_t, message));
+  s->message[0] = 0;
+  op->scanned = NULL;
+  op->names.len = op->items.len = 0;
+  const char *base = req->body.ptr;
+  int rc = scan_object(op, shape, base, base + req->body.len);
+  if (rc == EPHD_OK)
+    op->scanned = base;
+  else
+    explain_encoding(req, s);
+  return rc;
+}
+
+/* --- push: {"queue", "partition", "messages": [{"payload"}...]} -------- */
+
+static const char *scan_message(ephd_op_state_t *op, const char *base,
+                                const char *p, const char *end) {
+  ephd_scan_t *s = &op->pub.scan;
+  uint32_t max = ephd_config()->max_items;
+  int first = 1, seen = 0, r;
+  while ((r = ephd_json_member(&p, end, &op->key, &first)) == 1) {
+    if (!key_is(&op->key, "payload") || seen) {
+      fail(s, "each message is {payload} and nothing else");
+      return NULL;
+    }
+    const char *v = p;
+    p = ephd_json_skip(p, end);
+    if (p == NULL) return NULL;
+    seen = 1;
+    if (s->count == max) {
+      snprintf(s->message, sizeof(s->message), "at most %u messages per push",
+               max);
+      return NULL;
+    }
+    ephd_buf_t *items = &op->items;
+    if (items->cap - items->len < sizeof(ephd_span_t))
+      ephd_buf_reserve(items, sizeof(ephd_span_t));
+    ephd_span_t *span = (ephd_span_t *)(items->base + items->len);
+    items->len += sizeof(*span);
+    span->off = (uint32_t)(v - base);
+    span->len = (uint32_t)(p - v);
+    s->count++;
+    s->bytes += span->len;
+  }
+  if (r < 0) return NULL;
+  if (!seen) {
+    fail(s, "a message needs a payload");
+    return NULL;
+  }
+  return p;
+}
+
+static const body_shape_t PUSH = {
+    .verb = "a push",
+    .second = "partition",
+    .second_len = sizeof("partition") - 1,
+    .array = "messages",
+    .array_len = sizeof("messages") - 1,
+    .bad_array = "messages must be an array of {payload}",
+    .bad_item = "each message must be an object {payload}",
+    .item = scan_message,
+};
+
+int ephd_push_scan(const ephd_request_t *req) {
+  int rc = scan_body(req, &PUSH);
+  ephd_scan_t *s = &req->op->scan;
+  if (!s->has_partition) {
+    s->partition.ptr = "Default";
+    s->partition.len = 7;
+  }
+  return rc;
+}
+
+/* --- ack: {"queue", "group", "acks": [{"id", "status", "error"}...]} ---- */
+
+/* A string member's value, decoded into the operation's value buffer. */
+static const char *string_value(ephd_op_state_t *op, const char *p,
+                                const char *end) {
+  op->value.len = 0;
+  if (p >= end || *p != '"') return NULL;
+  return ephd_json_string(p, end, &op->value);
+}
+
+static const char *scan_ack(ephd_op_state_t *op, const char *base,
+                            const char *p, const char *end) {
+  (void)base;
+  ephd_scan_t *s = &op->pub.scan;
+  int first = 1, r, has_id = 0, has_status = 0, has_error = 0;
+  ephd_ack_item_t item = {0, 0, EPHD_ACK_COMPLETED};
+  while ((r = ephd_json_member(&p, end, &op->key, &first)) == 1) {
+    if (key_is(&op->key, "id") && !has_id) {
+      has_id = 1;
+      name_t id;
+      if (!(p = name_value(op, p, end, &id))) {
+        fail(s, "an ack id must be a string");
+        return NULL;
+      }
+      item.off = (uint32_t)id.off;
+      item.len = (uint32_t)id.len;
+    } else if (key_is(&op->key, "status") && !has_status) {
+      has_status = 1;
+      if (!(p = string_value(op, p, end))) {
+        fail(s, "an ack status must be a string");
+        return NULL;
+      }
+      if (key_is(&op->value, "completed"))
+        item.status = EPHD_ACK_COMPLETED;
+      else if (key_is(&op->value, "failed"))
+        item.status = EPHD_ACK_FAILED;
+      else if (key_is(&op->value, "retry"))
+        item.status = EPHD_ACK_RETRY;
+      else {
+        fail(s, "status is completed, failed or retry");
+        return NULL;
+      }
+    } else if (key_is(&op->key, "error") && !has_error) {
+      has_error = 1;
+      if (!(p = string_value(op, p, end))) {
+        fail(s, "an ack error must be a string");
+        return NULL;
+      }
+    } else {
+      fail(s, "an ack is {id, status, error} and nothing else");
+      return NULL;
+    }
+  }
+  if (r < 0) return NULL;
+  if (!has_id) {
+    fail(s, "each ack needs an id");
+    return NULL;
+  }
+  uint32_t max = ephd_config()->max_items;
+  if (s->count == max) {
+    snprintf(s->message, sizeof(s->message), "at most %u acks per call", max);
+    return NULL;
+  }
+  ephd_buf_append(&op->items, &item, sizeof(item));
+  s->count++;
+  return p;
+}
+
+static const body_shape_t ACK = {
+    .verb = "an ack",
+    .second = "group",
+    .second_len = sizeof("group") - 1,
+    .second_is_group = 1,
+    .array = "acks",
+    .array_len = sizeof("acks") - 1,
+    .bad_array = "acks must be an array",
+    .bad_item = "each ack must be an object {id, status}",
+    .item = scan_ack,
+};
+
+int ephd_ack_scan(const ephd_request_t *req) { return scan_body(req, &ACK); }

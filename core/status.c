@@ -1,0 +1,180 @@
+/* The status reads: the queue list and a queue's depth, written by C into
+ * the answer (a tenant's list can be long), and a tenant's counters for
+ * policy and metering. */
+#include <string.h>
+
+#include "clock.h"
+#include "commands.h"
+#include "http.h"
+#include "json.h"
+
+static void write_drops(ephd_buf_t *out, const ephd_queue_info_t *info) {
+  ephd_buf_appends(out, "{\"bounds\":");
+  ephd_buf_append_u64(out, info->dropped_bounds);
+  ephd_buf_appends(out, ",\"ttl\":");
+  ephd_buf_append_u64(out, info->dropped_ttl);
+  ephd_buf_appends(out, ",\"retry\":");
+  ephd_buf_append_u64(out, info->dropped_retry);
+  ephd_buf_append(out, "}", 1);
+}
+
+static void write_options(ephd_buf_t *out, const ephd_options_t *o) {
+  ephd_buf_appends(out, "{\"maxBytes\":");
+  ephd_buf_append_u64(out, o->max_bytes);
+  ephd_buf_appends(out, ",\"maxLength\":");
+  ephd_buf_append_u64(out, o->max_length);
+  ephd_buf_appends(out, o->drop_oldest ? ",\"policy\":\"dropOldest\""
+                                       : ",\"policy\":\"reject\"");
+  ephd_buf_appends(out, ",\"ttlSeconds\":");
+  ephd_buf_append_u64(out, o->ttl_s);
+  ephd_buf_appends(out, ",\"leaseSeconds\":");
+  ephd_buf_append_u64(out, o->lease_s);
+  ephd_buf_appends(out, ",\"retryLimit\":");
+  ephd_buf_append_u64(out, o->retry_limit);
+  if (o->window_count) {
+    ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
+    ephd_buf_append_u64(out, o->window_ms);
+    ephd_buf_appends(out, ",\"count\":");
+    ephd_buf_append_u64(out, o->window_count);
+    ephd_buf_appends(out, "}}");
+  } else {
+    ephd_buf_appends(out, ",\"windowBuffer\":null}");
+  }
+}
+
+static void write_name(ephd_buf_t *out, const ephd_queue_t *q) {
+  size_t len;
+  const char *name = ephd_queue_name(q, &len);
+  ephd_json_write_string(out, name, len);
+}
+
+void ephd_queues(const ephd_request_t *req, const char *tenant,
+                 size_t tenant_len) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"queues\":[");
+  ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
+  uint64_t count = 0;
+  if (t) {
+    size_t pos = 0;
+    ephd_queue_t *q;
+    uint64_t now = ephd_now_ms();
+    while ((q = ephd_tenant_next_queue(t, &pos))) {
+      ephd_engine_expire(e, q, now);
+      ephd_queue_info_t info;
+      ephd_queue_info(q, &info);
+      if (count++) ephd_buf_append(out, ",", 1);
+      ephd_buf_appends(out, "{\"queue\":");
+      write_name(out, q);
+      ephd_buf_appends(out, info.declared
+                                ? ",\"tier\":\"declared\",\"depth\":"
+                                : ",\"tier\":\"implicit\",\"depth\":");
+      ephd_buf_append_u64(out, info.depth);
+      ephd_buf_appends(out, ",\"bytes\":");
+      ephd_buf_append_u64(out, info.bytes);
+      ephd_buf_appends(out, ",\"partitions\":");
+      ephd_buf_append_u64(out, info.partitions);
+      ephd_buf_appends(out, ",\"groups\":");
+      ephd_buf_append_u64(out, info.groups);
+      ephd_buf_appends(out, ",\"drops\":");
+      write_drops(out, &info);
+      ephd_buf_appends(out, ",\"options\":");
+      write_options(out, ephd_queue_options(q));
+      ephd_buf_append(out, "}", 1);
+    }
+  }
+  ephd_buf_appends(out, "],\"count\":");
+  ephd_buf_append_u64(out, count);
+  ephd_buf_appends(out, ",\"cellBytes\":");
+  ephd_buf_append_u64(out, ephd_engine_cell_bytes(e));
+  ephd_buf_append(out, "}", 1);
+  ephd_http_end(c);
+}
+
+int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
+               const char *queue, size_t queue_len, const char *group,
+               size_t group_len) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_queue_t *q = ephd_engine_queue(e, tenant, tenant_len, queue, queue_len);
+  if (q == NULL) return EPHD_E_NOT_FOUND;
+  ephd_engine_expire(e, q, ephd_now_ms());
+  uint32_t g = UINT32_MAX;
+  if (group && !ephd_queue_group_find(q, group, group_len, &g)) g = UINT32_MAX;
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"queue\":");
+  write_name(out, q);
+  ephd_buf_appends(out, ",\"group\":");
+  if (group)
+    ephd_json_write_string(out, group, group_len);
+  else
+    ephd_buf_appends(out, "null");
+  ephd_buf_appends(out, info.declared ? ",\"tier\":\"declared\",\"pending\":"
+                                      : ",\"tier\":\"implicit\",\"pending\":");
+  /* With a group, pending is that group's unsettled messages; a group never
+   * seen yet would start at the heads, so everything in memory is pending. */
+  uint64_t pending = 0, parts_pending = 0;
+  ephd_partition_info_t part;
+  uint32_t pos = 0;
+  while (ephd_queue_next_partition(q, &pos, g, &part)) {
+    pending += part.pending;
+    if (part.pending) parts_pending++;
+  }
+  ephd_buf_append_u64(out, pending);
+  ephd_buf_appends(out, ",\"partitionsPending\":");
+  ephd_buf_append_u64(out, parts_pending);
+  ephd_buf_appends(out, ",\"bytes\":");
+  ephd_buf_append_u64(out, info.bytes);
+  ephd_buf_appends(out, ",\"partitions\":[");
+  pos = 0;
+  while (ephd_queue_next_partition(q, &pos, g, &part)) {
+    if (pos > 1) ephd_buf_append(out, ",", 1);
+    ephd_buf_appends(out, "{\"partition\":");
+    ephd_json_write_string(out, part.name, part.name_len);
+    ephd_buf_appends(out, ",\"pending\":");
+    ephd_buf_append_u64(out, part.pending);
+    ephd_buf_appends(out, ",\"bytes\":");
+    ephd_buf_append_u64(out, part.bytes);
+    ephd_buf_append(out, "}", 1);
+  }
+  ephd_buf_appends(out, "],\"groups\":[");
+  ephd_group_info_t grp;
+  int first = 1;
+  pos = 0;
+  while (ephd_queue_next_group(q, &pos, &grp)) {
+    if (!first) ephd_buf_append(out, ",", 1);
+    first = 0;
+    ephd_buf_appends(out, "{\"group\":");
+    ephd_json_write_string(out, grp.name, grp.name_len);
+    ephd_buf_appends(out, ",\"pending\":");
+    ephd_buf_append_u64(out, grp.pending);
+    ephd_buf_appends(out, ",\"skipped\":");
+    ephd_buf_append_u64(out, grp.skipped);
+    ephd_buf_append(out, "}", 1);
+  }
+  ephd_buf_appends(out, "]}");
+  ephd_http_end(c);
+  return EPHD_OK;
+}
+
+int ephd_tenant_stats(const char *tenant, size_t tenant_len,
+                      ephd_tenant_stats_t *out) {
+  memset(out, 0, sizeof(*out));
+  ephd_tenant_t *t =
+      ephd_engine_tenant(ephd_commands_engine, tenant, tenant_len);
+  if (t == NULL) return EPHD_E_NOT_FOUND;
+  ephd_tenant_stats_of(t, out);
+  return EPHD_OK;
+}
+
+int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
+                     ephd_tenant_stats_t *out) {
+  ephd_tenant_t *t = ephd_engine_next_tenant(ephd_commands_engine, pos);
+  if (t == NULL) return 0;
+  tenant->ptr = ephd_tenant_name(t, &tenant->len);
+  ephd_tenant_stats_of(t, out);
+  return 1;
+}
