@@ -6,9 +6,9 @@ static uv_loop_t *loop;
 
 void ephd_clock_init(uv_loop_t *l) { loop = l; }
 
-uint64_t ephd_now_ms(void) { return uv_now(loop); }
+uint64_t ephd_ffi_now_ms(void) { return uv_now(loop); }
 
-double ephd_wall_time(void) {
+double ephd_ffi_wall_time(void) {
   uv_timeval64_t tv;
   uv_gettimeofday(&tv);
   return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;

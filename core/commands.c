@@ -13,8 +13,9 @@ void ephd_commands_init(ephd_engine_t *engine) {
   ephd_commands_engine = engine;
 }
 
-int ephd_push_commit(const ephd_request_t *req, const char *tenant,
-                     size_t tenant_len, const ephd_tenant_limits_t *limits) {
+int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
+                         size_t tenant_len,
+                         const ephd_tenant_limits_t *limits) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
@@ -22,7 +23,7 @@ int ephd_push_commit(const ephd_request_t *req, const char *tenant,
   const char *body = op->scanned;
   if (body == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
-  uint64_t now = ephd_now_ms();
+  uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;
   if (q) ephd_engine_expire(e, q, now);
@@ -49,8 +50,8 @@ int ephd_push_commit(const ephd_request_t *req, const char *tenant,
 static const char *const outcome_names[] = {"acked", "redelivered", "stale",
                                             "unknown"};
 
-int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
-                    size_t tenant_len) {
+int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
+                        size_t tenant_len) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
@@ -59,7 +60,7 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   ephd_queue_t *q =
       ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
   uint32_t g = UINT32_MAX;
-  uint64_t now = ephd_now_ms();
+  uint64_t now = ephd_ffi_now_ms();
   if (q) {
     ephd_engine_touch(e, q, now);
     const char *gname = s->has_group ? s->group.ptr : "";
@@ -88,8 +89,8 @@ int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
-uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
-                    size_t queue_len) {
+uint64_t ephd_ffi_reset(const char *tenant, size_t tenant_len,
+                        const char *queue, size_t queue_len) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_queue_t *q = ephd_engine_queue(e, tenant, tenant_len, queue, queue_len);
   return q ? ephd_engine_reset(e, q) : 0;

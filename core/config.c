@@ -8,7 +8,7 @@
 
 static ephd_settings_t *current;
 
-const ephd_config_t *ephd_config(void) { return &current->lua; }
+const ephd_config_t *ephd_ffi_config(void) { return &current->lua; }
 
 int ephd_ffi_abi_version(void) { return EPHD_FFI_ABI_VERSION; }
 

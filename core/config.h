@@ -29,7 +29,7 @@ typedef struct {
   uint64_t policy_max_bytes;
   uint64_t max_partitions;
   uint64_t max_groups;
-  ephd_config_t lua; /* the part Lua reads through ephd_config() */
+  ephd_config_t lua; /* the part Lua reads through ephd_ffi_config() */
 } ephd_settings_t;
 
 /* Returns 0, or 1 when --help/--version was answered, or -1 after printing

@@ -2,15 +2,23 @@
  * function Lua may touch, in plain C that LuaJIT's ffi.cdef parses. The build
  * turns this file (minus its preprocessor lines) into the Lua module
  * ephd.abi, so the header and lua/ephd/core.lua cannot drift. Rules: no
- * function-like macros, no callbacks into Lua, errors are negative EPHD_E_*
- * codes with details in caller-provided structs. */
+ * function-like macros, no callbacks into Lua.
+ *
+ * Every function here is named ephd_ffi_* (as OpenResty marks its
+ * ngx_http_lua_ffi_*), so an entry point is known at its definition: C
+ * that calls one calls the ABI. One return convention: a function that can
+ * fail returns an int, EPHD_OK (or, where its comment says so, a count or
+ * a length >= 0) or a negative EPHD_E_* code, with details in the
+ * request's operation or a caller-provided struct; EPHD_PARKED and
+ * EPHD_HELD say the request will be answered later. A function that
+ * cannot fail returns its value, or nothing. */
 #ifndef EPHD_FFI_H
 #define EPHD_FFI_H
 #include <stddef.h>
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 15 };
+enum { EPHD_FFI_ABI_VERSION = 16 };
 
 enum {
   EPHD_OK = 0,
@@ -175,59 +183,63 @@ int ephd_ffi_abi_version(void);
 /* Where the request being dispatched is: Lua reads the slot's address once
  * and the request from it per call, because converting a lightuserdata
  * argument (ffi.cast) is not compiled by LuaJIT. */
-const ephd_request_t *const *ephd_request_slot(void);
-const ephd_config_t *ephd_config(void);
+const ephd_request_t *const *ephd_ffi_request_slot(void);
+const ephd_config_t *ephd_ffi_config(void);
 
 /* Writes a whole response for req; Lua uses it for errors and small bodies.
  * extra_headers is NULL or complete "Name: value\r\n" lines. */
-void ephd_respond(const ephd_request_t *req, int status,
-                  const char *extra_headers, const char *body, size_t len);
+void ephd_ffi_respond(const ephd_request_t *req, int status,
+                      const char *extra_headers, const char *body, size_t len);
 /* The same with another media type than JSON (the dashboard's page). */
-void ephd_respond_as(const ephd_request_t *req, int status,
-                     const char *content_type, const char *body, size_t len);
+void ephd_ffi_respond_as(const ephd_request_t *req, int status,
+                         const char *content_type, const char *body,
+                         size_t len);
 
 /* Percent-decodes once (and '+' as a space in a query); returns the decoded
- * length or -1 on a bad escape. out must hold len bytes. */
-long ephd_url_decode(const char *in, size_t len, char *out, int plus_is_space);
+ * length, or EPHD_E_BAD_REQUEST on a bad escape. out must hold len bytes. */
+long ephd_ffi_url_decode(const char *in, size_t len, char *out,
+                         int plus_is_space);
 
 /* Whether s is strict UTF-8 (RFC 3629: no overlong form, no surrogate,
- * nothing above U+10FFFF, no truncated sequence): 1 or 0. The JSON scanner
+ * nothing above U+10FFFF, no truncated sequence): EPHD_OK, or
+ * EPHD_E_BAD_REQUEST. The JSON scanner
  * checks every string it walks; this is for names that were percent-decoded
  * instead. */
-int ephd_utf8_valid(const char *s, size_t len);
+int ephd_ffi_utf8_valid(const char *s, size_t len);
 
 /* The raw text of a top-level member of a JSON object (the last one when
- * repeated): 1 found, 0 absent, -1 not a JSON object. Lets Lua check a
+ * repeated): EPHD_OK, EPHD_E_NOT_FOUND (absent) or EPHD_E_BAD_REQUEST (not
+ * a JSON object). Lets Lua check a
  * value's JSON type where lua-cjson decodes [] and {} alike. */
-int ephd_json_field(const char *json, size_t len, const char *name,
-                    ephd_slice_t *value);
+int ephd_ffi_json_field(const char *json, size_t len, const char *name,
+                        ephd_slice_t *value);
 /* How many members a JSON object has, repeated keys counted each time, or
- * -1 when it is not one: lua-cjson keeps the last of a repeated key, and
- * a repeated key must be refused, not silently dropped. */
-int ephd_json_members(const char *json, size_t len);
+ * EPHD_E_BAD_REQUEST when it is not one: lua-cjson keeps the last of a repeated
+ * key, and a repeated key must be refused, not silently dropped. */
+int ephd_ffi_json_members(const char *json, size_t len);
 
 /* push: scan the body into req->op (validating every payload without
  * decoding it), let Lua check names and policy, then commit all or nothing
  * (EPHD_E_REFUSED: req->op->refusals). */
-int ephd_push_scan(const ephd_request_t *req);
-int ephd_push_commit(const ephd_request_t *req, const char *tenant,
-                     size_t tenant_len, const ephd_tenant_limits_t *limits);
+int ephd_ffi_push_scan(const ephd_request_t *req);
+int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
+                         size_t tenant_len, const ephd_tenant_limits_t *limits);
 
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
  * slots. */
-int ephd_pop(const ephd_request_t *req);
+int ephd_ffi_pop(const ephd_request_t *req);
 
 /* ack: scan into req->op, then settle every id and answer req with the
  * results. */
-int ephd_ack_scan(const ephd_request_t *req);
-int ephd_ack_commit(const ephd_request_t *req, const char *tenant,
-                    size_t tenant_len);
+int ephd_ffi_ack_scan(const ephd_request_t *req);
+int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
+                        size_t tenant_len);
 
 /* reset drops contents and keeps the queue and its declaration. */
-uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
-                    size_t queue_len);
+uint64_t ephd_ffi_reset(const char *tenant, size_t tenant_len,
+                        const char *queue, size_t queue_len);
 
 /* configure writes the declaration (the raw body's options) to PostgreSQL,
  * then applies req->op->options to memory and answers 201; delete removes
@@ -235,11 +247,11 @@ uint64_t ephd_reset(const char *tenant, size_t tenant_len, const char *queue,
  * write runs, and return EPHD_E_UNAVAILABLE without answering when no
  * database connection is available; a configure past an allowance is
  * EPHD_E_REFUSED (req->op->refusals). */
-int ephd_configure(const ephd_request_t *req, const char *tenant,
-                   size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_tenant_limits_t *limits);
-int ephd_delete(const ephd_request_t *req, const char *tenant,
-                size_t tenant_len, const char *queue, size_t queue_len);
+int ephd_ffi_configure(const ephd_request_t *req, const char *tenant,
+                       size_t tenant_len, const char *queue, size_t queue_len,
+                       const ephd_tenant_limits_t *limits);
+int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
+                    size_t tenant_len, const char *queue, size_t queue_len);
 
 /* The declaration store's state, for readiness: no database configured,
  * connected, or configured and unreachable right now. */
@@ -248,42 +260,44 @@ enum {
   EPHD_DATABASE_CONNECTED = 1,
   EPHD_DATABASE_UNAVAILABLE = 2
 };
-int ephd_database_state(void);
+int ephd_ffi_database_state(void);
 
 /* Loading declarations: while Lua's apply_declarations runs, the rows of
  * the load are readable here, and each valid one is applied with
- * ephd_declare (queues not applied in a load lose their declaration). */
-uint32_t ephd_store_rows(void);
-int ephd_store_row(uint32_t i, ephd_decl_row_t *row);
-int ephd_store_grant(uint32_t i, ephd_grant_row_t *row);
-void ephd_declare(const char *tenant, size_t tenant_len, const char *queue,
-                  size_t queue_len, const ephd_options_t *opts);
+ * ephd_ffi_declare (queues not applied in a load lose their declaration). */
+uint32_t ephd_ffi_store_rows(void);
+int ephd_ffi_store_row(uint32_t i, ephd_decl_row_t *row);
+int ephd_ffi_store_grant(uint32_t i, ephd_grant_row_t *row);
+void ephd_ffi_declare(const char *tenant, size_t tenant_len, const char *queue,
+                      size_t queue_len, const ephd_options_t *opts);
 
 /* Tenants' holdings and counters: one tenant, or every tenant in turn
- * (*pos starts at 0; returns 0 when done). */
-int ephd_tenant_stats(const char *tenant, size_t tenant_len,
-                      ephd_tenant_stats_t *out);
-int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
-                     ephd_tenant_stats_t *out);
+ * (*pos starts at 0); EPHD_E_NOT_FOUND for an unknown tenant, or when every
+ * tenant was given. */
+int ephd_ffi_tenant_stats(const char *tenant, size_t tenant_len,
+                          ephd_tenant_stats_t *out);
+int ephd_ffi_tenant_next(size_t *pos, ephd_slice_t *tenant,
+                         ephd_tenant_stats_t *out);
 
 /* Clocks: the loop's monotonic milliseconds (rate buckets) and wall-clock
  * seconds (policies such as quiet hours). */
-uint64_t ephd_now_ms(void);
-double ephd_wall_time(void);
+uint64_t ephd_ffi_now_ms(void);
+double ephd_ffi_wall_time(void);
 
 /* Brackets every call into policy code: a hook still running when its time
  * budget is spent is interrupted (policy code runs interpreted, so the
  * interrupt, a debug hook, is seen) and fails like a raising hook. */
-void ephd_policy_enter(void);
-void ephd_policy_leave(void);
+void ephd_ffi_policy_enter(void);
+void ephd_ffi_policy_leave(void);
 
 /* One logfmt line: Lua formats its fields (ephd.log), C adds ts, level
  * and event, so every line of the log has one shape. */
-void ephd_log_fields(const char *level, const char *event, const char *fields);
+void ephd_ffi_log_fields(const char *level, const char *event,
+                         const char *fields);
 
 /* Re-reads the policy directories off the loop and swaps the policy in if
  * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
-int ephd_policy_reload(const ephd_request_t *req);
+int ephd_ffi_policy_reload(const ephd_request_t *req);
 
 /* Routes: lua/ephd/routes.lua is the table; its rows are given to the
  * matcher once, route i + 1 being rows[i]. path is exact, or holds one
@@ -311,16 +325,16 @@ int ephd_ffi_route(const ephd_request_t *req, ephd_route_match_t *match);
 /* Metrics: Lua names the routes once (1..EPHD_ROUTES_MAX) and tags each
  * request with its route; C counts every answer, and writes GET /metrics with
  * the text Lua adds for what only it knows (policy hooks and reloads). */
-void ephd_metrics_route(int idx, const char *name);
-void ephd_request_route(const ephd_request_t *req, int idx);
-void ephd_metrics(const ephd_request_t *req, const char *extra, size_t len);
+void ephd_ffi_metrics_route(int idx, const char *name);
+void ephd_ffi_request_route(const ephd_request_t *req, int idx);
+void ephd_ffi_metrics(const ephd_request_t *req, const char *extra, size_t len);
 
 /* The two status reads: C writes the body (the queue list can be long). */
-void ephd_queues(const ephd_request_t *req, const char *tenant,
-                 size_t tenant_len);
-int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
-               const char *queue, size_t queue_len, const char *group,
-               size_t group_len);
+void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
+                     size_t tenant_len);
+int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
+                   size_t tenant_len, const char *queue, size_t queue_len,
+                   const char *group, size_t group_len);
 
 #pragma GCC visibility pop
 #endif

@@ -279,15 +279,16 @@ void ephd_http_end(ephd_conn_t *c) {
   finish(c);
 }
 
-void ephd_respond_as(const ephd_request_t *req, int status,
-                     const char *content_type, const char *body, size_t len) {
+void ephd_ffi_respond_as(const ephd_request_t *req, int status,
+                         const char *content_type, const char *body,
+                         size_t len) {
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_append(ephd_http_begin_as(c, status, NULL, content_type), body, len);
   ephd_http_end(c);
 }
 
-void ephd_respond(const ephd_request_t *req, int status,
-                  const char *extra_headers, const char *body, size_t len) {
+void ephd_ffi_respond(const ephd_request_t *req, int status,
+                      const char *extra_headers, const char *body, size_t len) {
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_append(ephd_http_begin(c, status, extra_headers), body, len);
   ephd_http_end(c);
@@ -307,7 +308,7 @@ static void respond_error(ephd_conn_t *c, int status, const char *error) {
   ephd_http_end(c);
 }
 
-void ephd_request_route(const ephd_request_t *req, int idx) {
+void ephd_ffi_request_route(const ephd_request_t *req, int idx) {
   ephd_http_conn(req)->route = idx;
 }
 

@@ -88,7 +88,7 @@ typedef struct {
 ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
                                  const ephd_deferred_ops_t *ops, void *data);
 /* When ops->deadline answers the request, in the loop's milliseconds
- * (ephd_now_ms); may be moved earlier or later. */
+ * (ephd_ffi_now_ms); may be moved earlier or later. */
 void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms);
 /* Where the answer goes (ephd_http_begin ... ephd_http_end). The answer
  * ends the hold, and the handle with it. */

@@ -224,15 +224,17 @@ static int walk_object(const char *json, size_t len, const char *name,
   return r < 0 ? -1 : members;
 }
 
-int ephd_json_field(const char *json, size_t len, const char *name,
-                    ephd_slice_t *value) {
+int ephd_ffi_json_field(const char *json, size_t len, const char *name,
+                        ephd_slice_t *value) {
   int found = 0;
-  if (walk_object(json, len, name, value, &found) < 0) return -1;
-  return found;
+  if (walk_object(json, len, name, value, &found) < 0)
+    return EPHD_E_BAD_REQUEST;
+  return found ? EPHD_OK : EPHD_E_NOT_FOUND;
 }
 
-int ephd_json_members(const char *json, size_t len) {
-  return walk_object(json, len, NULL, NULL, NULL);
+int ephd_ffi_json_members(const char *json, size_t len) {
+  int members = walk_object(json, len, NULL, NULL, NULL);
+  return members < 0 ? EPHD_E_BAD_REQUEST : members;
 }
 
 static const char *number(const char *p, const char *end) {

@@ -76,7 +76,8 @@ void ephd_log(const char *level, const char *event, ...) {
   emit(&b);
 }
 
-void ephd_log_fields(const char *level, const char *event, const char *fields) {
+void ephd_ffi_log_fields(const char *level, const char *event,
+                         const char *fields) {
   ephd_buf_t b;
   ephd_buf_init(&b);
   stamp(&b, level, event);

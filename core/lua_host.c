@@ -28,7 +28,7 @@ static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
 static const ephd_request_t *current;
 
-const ephd_request_t *const *ephd_request_slot(void) { return &current; }
+const ephd_request_t *const *ephd_ffi_request_slot(void) { return &current; }
 static uv_timer_t meter_timer;
 
 /* --- policy files -------------------------------------------------------
@@ -373,7 +373,7 @@ static int start_reload(const ephd_request_t *req) {
   return 0;
 }
 
-int ephd_policy_reload(const ephd_request_t *req) {
+int ephd_ffi_policy_reload(const ephd_request_t *req) {
   if (start_reload(req) != 0) return EPHD_E_UNAVAILABLE;
   return EPHD_HELD;
 }

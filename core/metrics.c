@@ -24,7 +24,7 @@ static double seconds_sum[EPHD_METRICS_ROUTES];
 
 void ephd_metrics_init(const ephd_engine_t *e) { engine = e; }
 
-void ephd_metrics_route(int idx, const char *name) {
+void ephd_ffi_metrics_route(int idx, const char *name) {
   if (idx <= 0 || idx >= EPHD_METRICS_ROUTES) return;
   snprintf(route_names[idx], sizeof(route_names[idx]), "%s", name);
 }
@@ -142,7 +142,8 @@ static void write_http(ephd_buf_t *o) {
   }
 }
 
-void ephd_metrics(const ephd_request_t *req, const char *extra, size_t len) {
+void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
+                      size_t len) {
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *o = ephd_http_begin_as(c, 200, NULL, "text/plain; version=0.0.4");
   write_engine(o, ephd_http_connections());

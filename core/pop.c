@@ -41,7 +41,7 @@ static void answer_parked(ephd_op_state_t *op, int take) {
   op->items.len = 0;
   if (take) {
     ephd_engine_t *e = ephd_commands_engine;
-    uint64_t now = ephd_now_ms();
+    uint64_t now = ephd_ffi_now_ms();
     ephd_engine_touch(e, q, now);
     ephd_engine_pop(e, q, op->parked.waiter.ring, op->parked.group,
                     op->parked.batch, op->parked.auto_ack, now, &op->items);
@@ -61,7 +61,7 @@ static int on_wake(ephd_waiter_t *w) {
   uint64_t want = o->window_count < batch ? o->window_count : batch;
   if (want > 1 && ephd_engine_available(q, w->ring, g, want) < want) {
     if (!op->parked.windowed) {
-      uint64_t until = ephd_now_ms() + o->window_ms;
+      uint64_t until = ephd_ffi_now_ms() + o->window_ms;
       if (until > op->parked.deadline_ms) until = op->parked.deadline_ms;
       op->parked.windowed = 1;
       ephd_deferred_deadline(op->parked.deferred, until);
@@ -113,7 +113,7 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   ephd_gate_park(ephd_queue_gate(q, g), &op->parked.waiter);
 }
 
-int ephd_pop(const ephd_request_t *req) {
+int ephd_ffi_pop(const ephd_request_t *req) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_pop_args_t *a = &op->pub.pop;
@@ -145,7 +145,7 @@ int ephd_pop(const ephd_request_t *req) {
                              a->partition_len, named_group, glen, limits);
   /* Whether it would park is known before anything exists too, so a pop
    * refused for the tenant's parked slots leaves nothing behind either. */
-  uint64_t now = ephd_now_ms();
+  uint64_t now = ephd_ffi_now_ms();
   if (a->wait && a->timeout_ms && limits && limits->max_parked && t &&
       ephd_tenant_parked(t) >= limits->max_parked &&
       !ephd_engine_would_deliver(e, q, r, new_ring, new_group, g, now))

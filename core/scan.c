@@ -93,7 +93,7 @@ static const char *scan_items(ephd_op_state_t *op, const body_shape_t *shape,
  * scanner stops at the first string that is not UTF-8 without knowing it
  * will be refused, so the whole body is checked again, on this path only. */
 static void explain_encoding(const ephd_request_t *req, ephd_scan_t *s) {
-  if (!ephd_utf8_valid(req->body.ptr, req->body.len))
+  if (ephd_ffi_utf8_valid(req->body.ptr, req->body.len) != EPHD_OK)
     fail(s,
          "the body is not UTF-8: every string must be strict "
          "UTF-8 (RFC 3629)");
@@ -177,7 +177,7 @@ static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
 static const char *scan_message(ephd_op_state_t *op, const char *base,
                                 const char *p, const char *end) {
   ephd_scan_t *s = &op->pub.scan;
-  uint32_t max = ephd_config()->max_items;
+  uint32_t max = ephd_ffi_config()->max_items;
   int first = 1, seen = 0, r;
   while ((r = ephd_json_member(&p, end, &op->key, &first)) == 1) {
     if (!key_is(&op->key, "payload") || seen) {
@@ -222,7 +222,7 @@ static const body_shape_t PUSH = {
     .item = scan_message,
 };
 
-int ephd_push_scan(const ephd_request_t *req) {
+int ephd_ffi_push_scan(const ephd_request_t *req) {
   int rc = scan_body(req, &PUSH);
   ephd_scan_t *s = &req->op->scan;
   if (!s->has_partition) {
@@ -290,7 +290,7 @@ static const char *scan_ack(ephd_op_state_t *op, const char *base,
     fail(s, "each ack needs an id");
     return NULL;
   }
-  uint32_t max = ephd_config()->max_items;
+  uint32_t max = ephd_ffi_config()->max_items;
   if (s->count == max) {
     snprintf(s->message, sizeof(s->message), "at most %u acks per call", max);
     return NULL;
@@ -312,4 +312,6 @@ static const body_shape_t ACK = {
     .item = scan_ack,
 };
 
-int ephd_ack_scan(const ephd_request_t *req) { return scan_body(req, &ACK); }
+int ephd_ffi_ack_scan(const ephd_request_t *req) {
+  return scan_body(req, &ACK);
+}

@@ -48,8 +48,8 @@ static void write_name(ephd_buf_t *out, const ephd_queue_t *q) {
   ephd_json_write_string(out, name, len);
 }
 
-void ephd_queues(const ephd_request_t *req, const char *tenant,
-                 size_t tenant_len) {
+void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
+                     size_t tenant_len) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
@@ -59,7 +59,7 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
   if (t) {
     size_t pos = 0;
     ephd_queue_t *q;
-    uint64_t now = ephd_now_ms();
+    uint64_t now = ephd_ffi_now_ms();
     while ((q = ephd_tenant_next_queue(t, &pos))) {
       ephd_engine_expire(e, q, now);
       ephd_queue_info_t info;
@@ -92,13 +92,13 @@ void ephd_queues(const ephd_request_t *req, const char *tenant,
   ephd_http_end(c);
 }
 
-int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
-               const char *queue, size_t queue_len, const char *group,
-               size_t group_len) {
+int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
+                   size_t tenant_len, const char *queue, size_t queue_len,
+                   const char *group, size_t group_len) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_queue_t *q = ephd_engine_queue(e, tenant, tenant_len, queue, queue_len);
   if (q == NULL) return EPHD_E_NOT_FOUND;
-  ephd_engine_expire(e, q, ephd_now_ms());
+  ephd_engine_expire(e, q, ephd_ffi_now_ms());
   uint32_t g = UINT32_MAX;
   if (group && !ephd_queue_group_find(q, group, group_len, &g)) g = UINT32_MAX;
   ephd_queue_info_t info;
@@ -160,8 +160,8 @@ int ephd_depth(const ephd_request_t *req, const char *tenant, size_t tenant_len,
   return EPHD_OK;
 }
 
-int ephd_tenant_stats(const char *tenant, size_t tenant_len,
-                      ephd_tenant_stats_t *out) {
+int ephd_ffi_tenant_stats(const char *tenant, size_t tenant_len,
+                          ephd_tenant_stats_t *out) {
   memset(out, 0, sizeof(*out));
   ephd_tenant_t *t =
       ephd_engine_tenant(ephd_commands_engine, tenant, tenant_len);
@@ -170,11 +170,11 @@ int ephd_tenant_stats(const char *tenant, size_t tenant_len,
   return EPHD_OK;
 }
 
-int ephd_tenant_next(size_t *pos, ephd_slice_t *tenant,
-                     ephd_tenant_stats_t *out) {
+int ephd_ffi_tenant_next(size_t *pos, ephd_slice_t *tenant,
+                         ephd_tenant_stats_t *out) {
   ephd_tenant_t *t = ephd_engine_next_tenant(ephd_commands_engine, pos);
-  if (t == NULL) return 0;
+  if (t == NULL) return EPHD_E_NOT_FOUND;
   tenant->ptr = ephd_tenant_name(t, &tenant->len);
   ephd_tenant_stats_of(t, out);
-  return 1;
+  return EPHD_OK;
 }

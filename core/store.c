@@ -61,9 +61,11 @@ static const char DELETE_SQL[] =
 
 /* --- loading ---------------------------------------------------------- */
 
-uint32_t ephd_store_rows(void) { return rows ? (uint32_t)PQntuples(rows) : 0; }
+uint32_t ephd_ffi_store_rows(void) {
+  return rows ? (uint32_t)PQntuples(rows) : 0;
+}
 
-int ephd_store_row(uint32_t i, ephd_decl_row_t *row) {
+int ephd_ffi_store_row(uint32_t i, ephd_decl_row_t *row) {
   if (rows == NULL || (int)i >= PQntuples(rows) || PQnfields(rows) != 3)
     return EPHD_E_NOT_FOUND;
   ephd_slice_t *out[3] = {&row->tenant, &row->queue, &row->options};
@@ -78,7 +80,7 @@ static int64_t column_i64(int i, int c) {
   return strtoll(PQgetvalue(rows, i, c), NULL, 10);
 }
 
-int ephd_store_grant(uint32_t i, ephd_grant_row_t *row) {
+int ephd_ffi_store_grant(uint32_t i, ephd_grant_row_t *row) {
   if (rows == NULL || (int)i >= PQntuples(rows) || PQnfields(rows) != 5)
     return EPHD_E_NOT_FOUND;
   row->tenant.ptr = PQgetvalue(rows, (int)i, 0);
@@ -90,8 +92,8 @@ int ephd_store_grant(uint32_t i, ephd_grant_row_t *row) {
   return EPHD_OK;
 }
 
-void ephd_declare(const char *tenant, size_t tenant_len, const char *queue,
-                  size_t queue_len, const ephd_options_t *opts) {
+void ephd_ffi_declare(const char *tenant, size_t tenant_len, const char *queue,
+                      size_t queue_len, const ephd_options_t *opts) {
   ephd_engine_declare(engine, tenant, tenant_len, queue, queue_len, opts,
                       generation);
 }
@@ -207,7 +209,7 @@ int ephd_store_boot(uint64_t timeout_ms) {
   return boot_loaded;
 }
 
-int ephd_database_state(void) {
+int ephd_ffi_database_state(void) {
   if (db_url == NULL) return EPHD_DATABASE_NONE;
   return ephd_pg_connected() ? EPHD_DATABASE_CONNECTED
                              : EPHD_DATABASE_UNAVAILABLE;
@@ -310,9 +312,9 @@ static void on_configured(void *data, PGresult *res, const char *err) {
   write_free(w);
 }
 
-int ephd_configure(const ephd_request_t *req, const char *tenant,
-                   size_t tenant_len, const char *queue, size_t queue_len,
-                   const ephd_tenant_limits_t *limits) {
+int ephd_ffi_configure(const ephd_request_t *req, const char *tenant,
+                       size_t tenant_len, const char *queue, size_t queue_len,
+                       const ephd_tenant_limits_t *limits) {
   uint32_t *refusals = &req->op->refusals;
   *refusals = 0;
   ephd_tenant_t *t = ephd_engine_tenant(engine, tenant, tenant_len);
@@ -377,8 +379,8 @@ static void on_deleted(void *data, PGresult *res, const char *err) {
   write_free(w);
 }
 
-int ephd_delete(const ephd_request_t *req, const char *tenant,
-                size_t tenant_len, const char *queue, size_t queue_len) {
+int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
+                    size_t tenant_len, const char *queue, size_t queue_len) {
   /* Without a database there is no declaration anywhere to remove. */
   if (db_url == NULL) {
     int existed = forget(tenant, tenant_len, queue, queue_len);

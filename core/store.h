@@ -11,7 +11,7 @@
 #include "engine.h"
 
 /* Loaded rows are handed to Lua through these callbacks, which read them
- * back with ephd_store_rows/_row/_grant and apply them (ffi.h). */
+ * back with ephd_ffi_store_rows/_row/_grant and apply them (ffi.h). */
 typedef void (*ephd_store_apply_cb)(void);
 
 /* url NULL: no database; declarations cannot be made and no grant exists. */

@@ -9,7 +9,7 @@
 
 #include "ffi.h"
 
-int ephd_utf8_valid(const char *s, size_t len) {
+int ephd_ffi_utf8_valid(const char *s, size_t len) {
   const char *p = s, *end = s + len;
   while (p < end) {
 #if defined(__SSE2__)
@@ -21,8 +21,8 @@ int ephd_utf8_valid(const char *s, size_t len) {
     while (p < end && (unsigned char)*p < 0x80) p++;
     if (p == end) break;
     size_t n = ephd_utf8_sequence(p, end);
-    if (n == 0) return 0;
+    if (n == 0) return EPHD_E_BAD_REQUEST;
     p += n;
   }
-  return 1;
+  return EPHD_OK;
 }

@@ -76,7 +76,7 @@ static void cap_on(void) {
 
 static void cap_off(void) { lua_setallocf(state, lj_alloc, lj_alloc_ud); }
 
-void ephd_policy_enter(void) {
+void ephd_ffi_policy_enter(void) {
   atomic_store(&deadline, uv_hrtime() + budget_ns);
   if (atomic_load(&dozing)) rouse();
   if (max_bytes) cap_on();
@@ -84,7 +84,7 @@ void ephd_policy_enter(void) {
 
 /* The debug hook goes only here, once the policy code it stopped has
  * been left: until then it must keep raising. */
-void ephd_policy_leave(void) {
+void ephd_ffi_policy_leave(void) {
   if (max_bytes) cap_off();
   atomic_store_explicit(&deadline, 0, memory_order_relaxed);
   atomic_signal_fence(memory_order_seq_cst);
@@ -106,7 +106,7 @@ int ephd_policy_running(void) {
 uint64_t ephd_watchdog_interrupts(void) { return atomic_load(&interrupts); }
 
 /* Runs at every instruction, call and return once the budget is spent,
- * until ephd_policy_leave: each instruction of the operator's code raises
+ * until ephd_ffi_policy_leave: each instruction of the operator's code raises
  * again, so a hook that catches the error with pcall and carries on meets
  * it at its next instruction, and only leaving gets it out. The broker's
  * own code on the way out (the guarded call in ephd.hooks) is let run. */

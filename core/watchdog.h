@@ -1,6 +1,6 @@
 /* The policy watchdog: a hook that never returns, or that allocates
  * without end, must not take the broker with it. Lua brackets each hook
- * call with ephd_policy_enter/leave. Between the two, the state's
+ * call with ephd_ffi_policy_enter/leave. Between the two, the state's
  * allocator refuses to grow it past a cap, and a deadline sits in an
  * atomic: a thread checks it every few milliseconds and, past it, signals
  * the loop thread, whose handler sets a Lua debug hook that raises inside

@@ -146,7 +146,7 @@ static void pop(uint8_t qi, int wait) {
   uint32_t g = 0;
   int new_ring = part && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
-  /* As ephd_pop: everything planned before anything is created. */
+  /* As ephd_ffi_pop: everything planned before anything is created. */
   if (q == NULL && ephd_tenant_full_of_queues(tenant, &limits)) return;
   if (q && ((new_ring && ephd_queue_full_of_partitions(&e, q)) ||
             (glen && new_group && ephd_queue_full_of_groups(&e, q))))
@@ -154,7 +154,7 @@ static void pop(uint8_t qi, int wait) {
   if (ephd_engine_plan_names(&e, tenant, 1, q, 2, new_ring,
                              part ? strlen(part) : 0, new_group, glen, &limits))
     return;
-  /* What ephd_pop decides a refusal for parked slots on, before creating:
+  /* What ephd_ffi_pop decides a refusal for parked slots on, before creating:
    * it must be exactly whether the pop delivers. */
   int ready = ephd_engine_would_deliver(&e, q, r, new_ring, new_group, g, now);
   if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
@@ -251,7 +251,7 @@ static void check_fit(uint64_t used, uint64_t cap, uint64_t smallest) {
 }
 
 /* A configure of a new queue passes its checks and reserves what it will
- * create, as ephd_configure does before its database write. */
+ * create, as ephd_ffi_configure does before its database write. */
 static void configure(uint8_t qi) {
   const char *t = tenant_of(qi);
   if (find_queue(qi) || nwrites == NWRITES) return;

@@ -29,11 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * whose strings the walk checked: all of it is strict UTF-8. */
   ephd_op_attach(&req);
 #if defined(EPHD_SCAN_PUSH)
-  int ok = ephd_push_scan(&req) == EPHD_OK;
+  int ok = ephd_ffi_push_scan(&req) == EPHD_OK;
 #else
-  int ok = ephd_ack_scan(&req) == EPHD_OK;
+  int ok = ephd_ffi_ack_scan(&req) == EPHD_OK;
 #endif
-  if (ok && (req.op->scan.count > 10000 || !ephd_utf8_valid(body, size)))
+  if (ok && (req.op->scan.count > 10000 ||
+             ephd_ffi_utf8_valid(body, size) != EPHD_OK))
     abort();
   ephd_op_release(&req);
   free(body);

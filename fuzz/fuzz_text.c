@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 #elif defined(EPHD_TEXT_URL)
   char *out = malloc(size ? size : 1);
-  long n = ephd_url_decode(s, size, out, size % 2);
+  long n = ephd_ffi_url_decode(s, size, out, size % 2);
   if (n > (long)size) abort();
   free(out);
 #elif defined(EPHD_TEXT_UTF8)
@@ -80,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     quoted[i + 1] = c < 0x20 || c == '"' || c == '\\' ? 'x' : s[i];
   }
   int want = reference_valid((const unsigned char *)quoted + 1, size);
-  if (ephd_utf8_valid(quoted + 1, size) != want) abort();
+  if ((ephd_ffi_utf8_valid(quoted + 1, size) == EPHD_OK) != want) abort();
   const char *end = ephd_json_skip(quoted, quoted + size + 2);
   if ((end == quoted + size + 2) != want) abort();
   free(quoted);
@@ -92,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ephd_buf_init(&b);
     const char *q = ephd_json_string(s, s + size, &b);
     if ((q == NULL) != (end == NULL)) abort();
-    if (q && !ephd_utf8_valid(b.base ? b.base : "", b.len)) abort();
+    if (q && ephd_ffi_utf8_valid(b.base ? b.base : "", b.len) != EPHD_OK)
+      abort();
     ephd_buf_free(&b);
   }
 #endif

@@ -42,16 +42,16 @@ local function engine()
     return engine_lib
 end
 
-local PURE = { ephd_url_decode = true, ephd_json_field = true,
-               ephd_json_members = true, ephd_ffi_routes_define = true,
+local PURE = { ephd_ffi_url_decode = true, ephd_ffi_json_field = true,
+               ephd_ffi_json_members = true, ephd_ffi_routes_define = true,
                ephd_ffi_route = true,
-               ephd_log_fields = true, ephd_utf8_valid = true }
+               ephd_ffi_log_fields = true, ephd_ffi_utf8_valid = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
-local NOOP = { ephd_policy_enter = function() end,
-               ephd_policy_leave = function() end,
-               ephd_metrics_route = function() end,
-               ephd_request_route = function() end }
+local NOOP = { ephd_ffi_policy_enter = function() end,
+               ephd_ffi_policy_leave = function() end,
+               ephd_ffi_metrics_route = function() end,
+               ephd_ffi_request_route = function() end }
 
 -- Installs a fresh ephd.core whose C resolves enum constants and the pure
 -- helpers for real and other functions from `fns`; a function the spec did
@@ -125,7 +125,7 @@ function helper.ctx(t, tenant, limits)
     }
 end
 
--- A spy for ephd_respond: records every answer written.
+-- A spy for ephd_ffi_respond: records every answer written.
 function helper.responder()
     local answers = {}
     local function respond(_, status, headers, body, len)

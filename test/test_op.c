@@ -40,9 +40,9 @@ TEST_IMPL(op_requests_do_not_share_scans) {
   ephd_request_t a = request(a_body), b = request(b_body), c = request(c_body);
   ASSERT(a.op != b.op && b.op != c.op && a.op != c.op);
   /* Scanned in turn, each before the one before it is committed. */
-  ASSERT_EQ(ephd_push_scan(&a), EPHD_OK);
-  ASSERT_EQ(ephd_ack_scan(&b), EPHD_OK);
-  ASSERT_EQ(ephd_push_scan(&c), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_push_scan(&a), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_ack_scan(&b), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_push_scan(&c), EPHD_OK);
   /* The first push still has its own names, items and body. */
   const ephd_scan_t *s = &a.op->scan;
   ASSERT_MEM_EQ(s->queue.ptr, s->queue.len, "alpha");
@@ -56,7 +56,7 @@ TEST_IMPL(op_requests_do_not_share_scans) {
   ephd_op_release(&a);
   ASSERT(a.op == NULL);
   ephd_request_t d = request("{\"queue\":\"delta\",\"messages\":[]}");
-  ASSERT_EQ(ephd_push_scan(&d), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_push_scan(&d), EPHD_OK);
   s = &b.op->scan;
   ASSERT_MEM_EQ(s->queue.ptr, s->queue.len, "beta");
   ASSERT(s->has_group);
@@ -82,7 +82,7 @@ TEST_IMPL(op_refused_scan_commits_nothing) {
   configure();
   ephd_request_t r =
       request("{\"queue\":\"q\",\"messages\":[{\"payload\":1}],\"x\":1}");
-  ASSERT_EQ(ephd_push_scan(&r), EPHD_E_BAD_REQUEST);
+  ASSERT_EQ(ephd_ffi_push_scan(&r), EPHD_E_BAD_REQUEST);
   ASSERT(ephd_op_of(&r)->scanned == NULL);
   ASSERT(strstr(r.op->scan.message, "unknown or repeated field \"x\"") != NULL);
   ephd_op_release(&r);
@@ -102,7 +102,7 @@ TEST_IMPL(op_release_gives_back_large_buffers) {
   ephd_buf_appends(&body, "]}");
   ephd_buf_append(&body, "", 1); /* for strlen */
   ephd_request_t r = request(body.base);
-  ASSERT_EQ(ephd_push_scan(&r), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_push_scan(&r), EPHD_OK);
   ephd_op_state_t *op = ephd_op_of(&r);
   ASSERT(op->items.cap > 4096);
   ephd_op_release(&r);

@@ -49,11 +49,13 @@ static const char *const valid[] = {
 
 TEST_IMPL(utf8_valid_classes) {
   for (size_t i = 0; i < COUNT(invalid); i++)
-    ASSERT_EQ(ephd_utf8_valid(invalid[i], strlen(invalid[i])), 0);
+    ASSERT_EQ(ephd_ffi_utf8_valid(invalid[i], strlen(invalid[i])),
+              EPHD_E_BAD_REQUEST);
   for (size_t i = 0; i < COUNT(valid); i++)
-    ASSERT_EQ(ephd_utf8_valid(valid[i], strlen(valid[i])), 1);
-  ASSERT_EQ(ephd_utf8_valid("", 0), 1);
-  ASSERT_EQ(ephd_utf8_valid("plain ascii, with a \x01 control", 29), 1);
+    ASSERT_EQ(ephd_ffi_utf8_valid(valid[i], strlen(valid[i])), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_utf8_valid("", 0), EPHD_OK);
+  ASSERT_EQ(ephd_ffi_utf8_valid("plain ascii, with a \x01 control", 29),
+            EPHD_OK);
   return 0;
 }
 
@@ -85,14 +87,14 @@ TEST_IMPL(utf8_json_strings_at_every_offset) {
         ASSERT(ephd_json_string(text, text + n, &b) == text + n);
         ASSERT_EQ(b.len, n - 2); /* decoded byte for byte */
         ASSERT(memcmp(b.base, text + 1, n - 2) == 0);
-        ASSERT_EQ(ephd_utf8_valid(text + 1, n - 2), 1);
+        ASSERT_EQ(ephd_ffi_utf8_valid(text + 1, n - 2), EPHD_OK);
       }
       for (size_t i = 0; i < COUNT(invalid); i++) {
         size_t n = quoted(text, at, invalid[i], tail);
         ASSERT(ephd_json_skip(text, text + n) == NULL);
         b.len = 0;
         ASSERT(ephd_json_string(text, text + n, &b) == NULL);
-        ASSERT_EQ(ephd_utf8_valid(text + 1, n - 2), 0);
+        ASSERT_EQ(ephd_ffi_utf8_valid(text + 1, n - 2), EPHD_E_BAD_REQUEST);
       }
     }
   }
@@ -109,7 +111,7 @@ TEST_IMPL(utf8_truncated_at_end_of_input) {
     char *copy = malloc(n);
     memcpy(copy, cut[i], n);
     ASSERT(ephd_json_skip(copy, copy + n) == NULL);
-    ASSERT_EQ(ephd_utf8_valid(copy + 1, n - 1), 0);
+    ASSERT_EQ(ephd_ffi_utf8_valid(copy + 1, n - 1), EPHD_E_BAD_REQUEST);
     free(copy);
   }
   return 0;

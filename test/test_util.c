@@ -137,7 +137,7 @@ TEST_IMPL(json_string_stops_at_every_offset) {
         text[1 + at] = stops[s];
         text[1 + len] = '"';
         const char *end = text + len + 2, *p = ephd_json_skip(text, end);
-        if (stops[s] == '"' && ephd_utf8_valid(text + 1, at)) {
+        if (stops[s] == '"' && ephd_ffi_utf8_valid(text + 1, at) == EPHD_OK) {
           ASSERT(p == text + at + 2); /* the string ends at the early quote */
         } else {
           /* a raw control byte; \a, \<UTF-8 byte> or \" then no closing
@@ -179,23 +179,23 @@ TEST_IMPL(json_write_escapes) {
 TEST_IMPL(json_field_finds_members) {
   ephd_slice_t v;
   const char *j = "{\"\":1, \"a\" : [1,2] ,\"b\":{}}";
-  ASSERT_EQ(ephd_json_field(j, strlen(j), "a", &v), 1);
+  ASSERT_EQ(ephd_ffi_json_field(j, strlen(j), "a", &v), EPHD_OK);
   ASSERT_MEM_EQ(v.ptr, v.len, "[1,2]");
   /* An empty key (found by fuzzing: memcmp saw its NULL buffer). */
-  ASSERT_EQ(ephd_json_field(j, strlen(j), "", &v), 1);
+  ASSERT_EQ(ephd_ffi_json_field(j, strlen(j), "", &v), EPHD_OK);
   ASSERT_MEM_EQ(v.ptr, v.len, "1");
-  ASSERT_EQ(ephd_json_field(j, strlen(j), "c", &v), 0);
-  ASSERT_EQ(ephd_json_field("[1]", 3, "a", &v), -1);
-  ASSERT_EQ(ephd_json_field("{\"a\":", 5, "a", &v), -1);
+  ASSERT_EQ(ephd_ffi_json_field(j, strlen(j), "c", &v), EPHD_E_NOT_FOUND);
+  ASSERT_EQ(ephd_ffi_json_field("[1]", 3, "a", &v), EPHD_E_BAD_REQUEST);
+  ASSERT_EQ(ephd_ffi_json_field("{\"a\":", 5, "a", &v), EPHD_E_BAD_REQUEST);
   /* Repeated, the last one is the value, as lua-cjson takes it... */
   const char *twice = "{\"a\":1,\"b\":2,\"a\":3}";
-  ASSERT_EQ(ephd_json_field(twice, strlen(twice), "a", &v), 1);
+  ASSERT_EQ(ephd_ffi_json_field(twice, strlen(twice), "a", &v), EPHD_OK);
   ASSERT_MEM_EQ(v.ptr, v.len, "3");
   /* ...and the members are counted each time, so Lua can tell. */
-  ASSERT_EQ(ephd_json_members(twice, strlen(twice)), 3);
-  ASSERT_EQ(ephd_json_members(j, strlen(j)), 3);
-  ASSERT_EQ(ephd_json_members(" {} ", 4), 0);
-  ASSERT_EQ(ephd_json_members("[1]", 3), -1);
+  ASSERT_EQ(ephd_ffi_json_members(twice, strlen(twice)), 3);
+  ASSERT_EQ(ephd_ffi_json_members(j, strlen(j)), 3);
+  ASSERT_EQ(ephd_ffi_json_members(" {} ", 4), 0);
+  ASSERT_EQ(ephd_ffi_json_members("[1]", 3), EPHD_E_BAD_REQUEST);
   return 0;
 }
 
@@ -241,17 +241,17 @@ TEST_IMPL(id_refuses_malformed) {
 
 TEST_IMPL(url_decode) {
   char out[32];
-  ASSERT_EQ(ephd_url_decode("a%20b%2Fc", 9, out, 0), 5);
+  ASSERT_EQ(ephd_ffi_url_decode("a%20b%2Fc", 9, out, 0), 5);
   ASSERT_MEM_EQ(out, 5, "a b/c");
-  ASSERT_EQ(ephd_url_decode("a+b", 3, out, 1), 3);
+  ASSERT_EQ(ephd_ffi_url_decode("a+b", 3, out, 1), 3);
   ASSERT_MEM_EQ(out, 3, "a b");
-  ASSERT_EQ(ephd_url_decode("a+b", 3, out, 0), 3);
+  ASSERT_EQ(ephd_ffi_url_decode("a+b", 3, out, 0), 3);
   ASSERT_MEM_EQ(out, 3, "a+b");
-  ASSERT_EQ(ephd_url_decode("%2541", 5, out, 0), 3); /* once, not twice */
+  ASSERT_EQ(ephd_ffi_url_decode("%2541", 5, out, 0), 3); /* once, not twice */
   ASSERT_MEM_EQ(out, 3, "%41");
-  ASSERT_EQ(ephd_url_decode("%", 1, out, 0), -1);
-  ASSERT_EQ(ephd_url_decode("%4", 2, out, 0), -1);
-  ASSERT_EQ(ephd_url_decode("%zz", 3, out, 0), -1);
+  ASSERT_EQ(ephd_ffi_url_decode("%", 1, out, 0), EPHD_E_BAD_REQUEST);
+  ASSERT_EQ(ephd_ffi_url_decode("%4", 2, out, 0), EPHD_E_BAD_REQUEST);
+  ASSERT_EQ(ephd_ffi_url_decode("%zz", 3, out, 0), EPHD_E_BAD_REQUEST);
   return 0;
 }
 

@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
   uint64_t bytes = 0;
   for (long r = 0; r < requests; r++) {
     ephd_op_attach(&req);
-    if (ephd_push_scan(&req) != EPHD_OK) {
+    if (ephd_ffi_push_scan(&req) != EPHD_OK) {
       fprintf(stderr, "ephd-scan: refused: %s\n", req.op->scan.message);
       return 1;
     }

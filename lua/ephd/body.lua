@@ -15,14 +15,17 @@ local value = ffi.new("ephd_slice_t")
 -- The raw JSON text of a member of the JSON object text `json`, or nil
 -- when it is absent.
 function _M.raw(json, name)
-    if C.ephd_json_field(json, #json, name, value) ~= 1 then return nil end
+    if C.ephd_ffi_json_field(json, #json, name, value) ~= C.EPHD_OK then
+        return nil
+    end
     return ffi.string(value.ptr, value.len)
 end
 
 -- The first byte of a top-level member's raw JSON ("{", "[", '"', ...), or
 -- nil when it is absent.
 function _M.kind(req, name)
-    if C.ephd_json_field(req.body.ptr, req.body.len, name, value) ~= 1 then
+    if C.ephd_ffi_json_field(req.body.ptr, req.body.len, name, value)
+            ~= C.EPHD_OK then
         return nil
     end
     return ffi.string(value.ptr, 1)
@@ -34,7 +37,7 @@ end
 function _M.repeats(json, decoded)
     local n = 0
     for _ in pairs(decoded) do n = n + 1 end
-    local members = C.ephd_json_members(json, #json)
+    local members = C.ephd_ffi_json_members(json, #json)
     return members >= 0 and members ~= n
 end
 
@@ -44,9 +47,9 @@ end
 function _M.object(req, allowed)
     -- The walk checks every string as strict UTF-8, which lua-cjson does
     -- not: a body it refuses may be refused for its encoding.
-    local members = C.ephd_json_members(req.body.ptr, req.body.len)
+    local members = C.ephd_ffi_json_members(req.body.ptr, req.body.len)
     if members < 0 then
-        if C.ephd_utf8_valid(req.body.ptr, req.body.len) == 0 then
+        if C.ephd_ffi_utf8_valid(req.body.ptr, req.body.len) ~= C.EPHD_OK then
             return nil, "the body is not UTF-8: every string must be "
                         .. "strict UTF-8 (RFC 3629)"
         end

@@ -6,7 +6,7 @@ local abi = require("ephd.abi")
 
 -- The ABI these Lua modules were written against; the binary reports its
 -- own, so a Lua tree newer or older than the daemon refuses to load.
-local ABI_VERSION = 15
+local ABI_VERSION = 16
 
 local _M = {}
 
@@ -39,7 +39,7 @@ end
 _M.C = C
 _M.ABI_VERSION = ABI_VERSION
 _M.request_t = ffi.typeof("const ephd_request_t *")
-_M.request_slot = C.ephd_request_slot()
-_M.config = C.ephd_config()
+_M.request_slot = C.ephd_ffi_request_slot()
+_M.config = C.ephd_ffi_config()
 
 return _M

@@ -20,8 +20,8 @@ local in_force = ffi.new("ephd_options_t")
 -- Returns how many rows were applied and a list of complaints.
 function _M.apply()
     local applied, bad = 0, {}
-    for i = 0, C.ephd_store_rows() - 1 do
-        C.ephd_store_row(i, row)
+    for i = 0, C.ephd_ffi_store_rows() - 1 do
+        C.ephd_ffi_store_row(i, row)
         local tenant = ffi_string(row.tenant.ptr, row.tenant.len)
         local queue = ffi_string(row.queue.ptr, row.queue.len)
         local text = ffi_string(row.options.ptr, row.options.len)
@@ -29,7 +29,7 @@ function _M.apply()
         if opts ~= nil then opts, err = options.check(opts, text) end
         if opts then
             options.in_force(opts, config, in_force)
-            C.ephd_declare(tenant, #tenant, queue, #queue, in_force)
+            C.ephd_ffi_declare(tenant, #tenant, queue, #queue, in_force)
             applied = applied + 1
         else
             bad[#bad + 1] = queue .. ": " .. tostring(err)

@@ -36,7 +36,7 @@ local _M = {}
 
 -- What policy code may read: clocks and a tenant's counters.
 local API = {
-    now = function() return C.ephd_wall_time() end,
+    now = function() return C.ephd_ffi_wall_time() end,
     counters = metering.of,
 }
 
@@ -49,10 +49,10 @@ local CHECK_API = {
 
 -- Loading runs the policy's top level, which is policy code too.
 local function load(dir, files, default_dir, default_files, api)
-    C.ephd_policy_enter()
+    C.ephd_ffi_policy_enter()
     local ok, p, err = pcall(policy.load, dir, files, default_dir,
                              default_files, api or API)
-    C.ephd_policy_leave()
+    C.ephd_ffi_policy_leave()
     if not ok then return nil, p end
     if not p then return nil, err end
     return p
@@ -60,7 +60,7 @@ end
 
 -- Returns true, name, version or nil, why.
 function _M.init(dir, files, default_dir, default_files)
-    for i, r in ipairs(router.ROUTES) do C.ephd_metrics_route(i, r.name) end
+    for i, r in ipairs(router.ROUTES) do C.ephd_ffi_metrics_route(i, r.name) end
     local p, err = load(dir, files, default_dir, default_files)
     if not p then return nil, err end
     hooks.active = p
@@ -98,8 +98,8 @@ end
 
 function _M.apply_grants()
     local rows = {}
-    for i = 0, C.ephd_store_rows() - 1 do
-        C.ephd_store_grant(i, grant_row)
+    for i = 0, C.ephd_ffi_store_rows() - 1 do
+        C.ephd_ffi_store_grant(i, grant_row)
         rows[ffi_string(grant_row.tenant.ptr, grant_row.tenant.len)] =
             contract.grant(grant_row.enabled ~= 0,
                            column(grant_row.max_bytes),
@@ -178,7 +178,7 @@ function _M.dispatch()
                             allow)
     end
     local id = route.id
-    C.ephd_request_route(req, id)
+    C.ephd_ffi_request_route(req, id)
     if route.class == "open" then return HANDLERS[id](req) end
     local c = ctx
     c.req, c.route = req, route

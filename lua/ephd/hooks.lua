@@ -16,7 +16,7 @@ local last_logged = {}
 
 local function failed(name, err)
     _M.failures[name] = (_M.failures[name] or 0) + 1
-    local now = tonumber(C.ephd_now_ms())
+    local now = tonumber(C.ephd_ffi_now_ms())
     if not last_logged[name] or now - last_logged[name] >= 1000 then
         last_logged[name] = now
         require("ephd.log").warn("policy_hook_failed", {
@@ -33,9 +33,9 @@ function _M.call(name, ...)
     if not hook then return true end
     local ok, a, b, c
     if active.guarded[name] then
-        C.ephd_policy_enter()
+        C.ephd_ffi_policy_enter()
         ok, a, b, c = pcall(hook, ...)
-        C.ephd_policy_leave()
+        C.ephd_ffi_policy_leave()
     else
         ok, a, b, c = pcall(hook, ...)
     end

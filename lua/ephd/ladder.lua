@@ -145,7 +145,7 @@ local function within_rate(ctx)
         return HOOK_FAILED, nil, "ephemeral_unavailable"
     end
     local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
-                                           l.burst, tonumber(C.ephd_now_ms()))
+                                           l.burst, tonumber(C.ephd_ffi_now_ms()))
     if too_big then
         return "the push costs " .. cost .. ", more than the tenant's burst "
                .. "of " .. l.burst .. ": split it", retry_after(wait)

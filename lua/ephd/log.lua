@@ -31,7 +31,7 @@ end
 
 for _, level in ipairs({ "info", "warn", "error" }) do
     _M[level] = function(event, t)
-        C.ephd_log_fields(level, event, _M.fields(t))
+        C.ephd_ffi_log_fields(level, event, _M.fields(t))
     end
 end
 

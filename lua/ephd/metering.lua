@@ -30,7 +30,7 @@ end
 -- One tenant's counters, or nil for a tenant never seen.
 function _M.of(tenant)
     if type(tenant) ~= "string"
-            or C.ephd_tenant_stats(tenant, #tenant, stats) ~= 0 then
+            or C.ephd_ffi_tenant_stats(tenant, #tenant, stats) ~= C.EPHD_OK then
         return nil
     end
     return table_of(stats)
@@ -39,7 +39,7 @@ end
 -- Calls fn(tenant, counters) for every tenant C knows, in no order.
 function _M.each(fn)
     pos[0] = 0
-    while C.ephd_tenant_next(pos, name, stats) ~= 0 do
+    while C.ephd_ffi_tenant_next(pos, name, stats) == C.EPHD_OK do
         fn(ffi.string(name.ptr, name.len), table_of(stats))
     end
 end
@@ -83,7 +83,7 @@ end
 function _M.top(limit)
     local heap, n, total = {}, 0, 0
     pos[0] = 0
-    while C.ephd_tenant_next(pos, name, stats) ~= 0 do
+    while C.ephd_ffi_tenant_next(pos, name, stats) == C.EPHD_OK do
         total = total + 1
         if n < limit then
             n = n + 1

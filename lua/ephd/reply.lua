@@ -8,11 +8,11 @@ local C = core.C
 local _M = {}
 
 local function respond(req, status, headers, body, len)
-    C.ephd_respond(req, status, headers, body, len)
+    C.ephd_ffi_respond(req, status, headers, body, len)
 end
 
 function _M.json(req, status, body)
-    C.ephd_respond(req, status, nil, body, #body)
+    C.ephd_ffi_respond(req, status, nil, body, #body)
 end
 
 -- A message may quote what the client sent (a path, a parameter's name);
@@ -20,7 +20,9 @@ end
 -- '?' (rarely: names and bodies were checked before any message quotes
 -- them).
 local function utf8(message)
-    if C.ephd_utf8_valid(message, #message) ~= 0 then return message end
+    if C.ephd_ffi_utf8_valid(message, #message) == C.EPHD_OK then
+        return message
+    end
     return (message:gsub("[\128-\255]", "?"))
 end
 

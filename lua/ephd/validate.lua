@@ -24,7 +24,7 @@ function _M.unescape(s, plus_is_space)
         decode_cap = #s
         decode_buf = ffi.new("char[?]", decode_cap)
     end
-    local n = C.ephd_url_decode(s, #s, decode_buf, plus_is_space and 1 or 0)
+    local n = C.ephd_ffi_url_decode(s, #s, decode_buf, plus_is_space and 1 or 0)
     if n < 0 then return nil, "malformed percent-encoding" end
     return ffi.string(decode_buf, n)
 end
@@ -58,7 +58,7 @@ function _M.name(s, what)
     -- Every answer that lists the name must stay parseable: strict UTF-8.
     -- Names from the JSON scanners were checked as they were walked; a
     -- percent-decoded one is checked here, and only if it is not ASCII.
-    if high and C.ephd_utf8_valid(s, #s) == 0 then
+    if high and C.ephd_ffi_utf8_valid(s, #s) ~= C.EPHD_OK then
         return nil, what .. " is not UTF-8 (RFC 3629)"
     end
     return s

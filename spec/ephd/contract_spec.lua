@@ -36,28 +36,28 @@ local function broker(dir, hook)
     local logged, answer = {}, nil
     local keep = { "q", "Default", "t" }
     helper.core_double({
-        ephd_respond = function(_, status, _, body, len)
+        ephd_ffi_respond = function(_, status, _, body, len)
             answer = { status = status, body = ffi.string(body, len) }
         end,
-        ephd_now_ms = function() return 0ULL end,
-        ephd_log_fields = function(_, event, fields)
+        ephd_ffi_now_ms = function() return 0ULL end,
+        ephd_ffi_log_fields = function(_, event, fields)
             logged[ffi.string(event)] = ffi.string(fields)
         end,
-        ephd_queues = function() answer = { status = 200 } end,
-        ephd_push_scan = function(req)
+        ephd_ffi_queues = function() answer = { status = 200 } end,
+        ephd_ffi_push_scan = function(req)
             local scan = req.op.scan
             scan.queue.ptr, scan.queue.len = keep[1], 1
             scan.partition.ptr, scan.partition.len = keep[2], 7
             scan.count, scan.bytes = 1, 1
             return 0
         end,
-        ephd_push_commit = function() return 0 end,
-        ephd_tenant_next = function(pos, name, stats)
-            if pos[0] > 0 then return 0 end
+        ephd_ffi_push_commit = function() return 0 end,
+        ephd_ffi_tenant_next = function(pos, name, stats)
+            if pos[0] > 0 then return -3 end
             pos[0] = 1
             name.ptr, name.len = keep[3], 1
             stats.pushed = 1
-            return 1
+            return 0
         end,
     }, { rate = 0 })
     local dispatch = require("ephd.dispatch")

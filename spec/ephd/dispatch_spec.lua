@@ -13,9 +13,9 @@ describe("ephd.dispatch", function()
         respond, answers = helper.responder()
         queues_calls = {}
         helper.core_double({
-            ephd_respond = respond,
-            ephd_now_ms = function() return 0ULL end,
-            ephd_queues = function(_, t, tl)
+            ephd_ffi_respond = respond,
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_queues = function(_, t, tl)
                 queues_calls[#queues_calls + 1] = ffi.string(t, tl)
             end,
         }, config)
@@ -116,7 +116,7 @@ describe("ephd.dispatch", function()
        function()
         local served = 0
         helper.core_double({
-            ephd_queues = function() served = served + 1 end,
+            ephd_ffi_queues = function() served = served + 1 end,
         })
         dispatch = require("ephd.dispatch")
         assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,

@@ -14,8 +14,8 @@ describe("numbers from hooks", function()
         local respond
         respond, answers = helper.responder()
         helper.core_double({
-            ephd_respond = respond,
-            ephd_now_ms = function() return 1000ULL end,
+            ephd_ffi_respond = respond,
+            ephd_ffi_now_ms = function() return 1000ULL end,
         }, { rate = 10, burst = 10 })
         hooks = require("ephd.hooks")
         hooks.active = { hooks = {

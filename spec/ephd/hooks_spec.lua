@@ -5,9 +5,9 @@ describe("ephd.hooks", function()
     before_each(function()
         brackets = {}
         helper.core_double({
-            ephd_now_ms = function() return 0ULL end,
-            ephd_policy_enter = function() brackets[#brackets + 1] = "in" end,
-            ephd_policy_leave = function() brackets[#brackets + 1] = "out" end,
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_policy_enter = function() brackets[#brackets + 1] = "in" end,
+            ephd_ffi_policy_leave = function() brackets[#brackets + 1] = "out" end,
         })
         hooks = require("ephd.hooks")
         hooks.active = { hooks = {

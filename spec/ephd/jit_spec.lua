@@ -26,24 +26,24 @@ describe("the hot path", function()
     it("runs push, pop and ack without a trace abort in lua/ephd", function()
         local answered = 0
         helper.core_double({
-            ephd_respond = function() answered = answered + 1 end,
-            ephd_now_ms = function() return 0ULL end,
-            ephd_push_scan = function(req)
+            ephd_ffi_respond = function() answered = answered + 1 end,
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_push_scan = function(req)
                 local scan = req.op.scan
                 scan.queue.ptr, scan.queue.len = "q", 1
                 scan.partition.ptr, scan.partition.len = "Default", 7
                 scan.count, scan.bytes = 1, 8
                 return 0
             end,
-            ephd_push_commit = function() return 0 end,
-            ephd_pop = function() answered = answered + 1 return 0 end,
-            ephd_ack_scan = function(req)
+            ephd_ffi_push_commit = function() return 0 end,
+            ephd_ffi_pop = function() answered = answered + 1 return 0 end,
+            ephd_ffi_ack_scan = function(req)
                 local scan = req.op.scan
                 scan.queue.ptr, scan.queue.len = "q", 1
                 scan.has_group = 0
                 return 0
             end,
-            ephd_ack_commit = function() answered = answered + 1 return 0 end,
+            ephd_ffi_ack_commit = function() answered = answered + 1 return 0 end,
         }, { rate = 0 })
         local dispatch = require("ephd.dispatch")
         assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,

@@ -19,8 +19,8 @@ describe("ephd.ladder", function()
         local respond
         respond, answers = helper.responder()
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_now_ms = function() return 1000ULL end,
+            ephd_ffi_respond = respond,
+            ephd_ffi_now_ms = function() return 1000ULL end,
         }, { rate = 10, burst = 10 })
         local policy = require("ephd.policy")
         require("ephd.hooks").active = assert(policy.load("/t",

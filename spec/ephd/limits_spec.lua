@@ -3,7 +3,7 @@ local helper = require("helper")
 describe("ephd.limits", function()
     local limits, hooks, grants, asked
     before_each(function()
-        helper.core_double({ ephd_now_ms = function() return 0ULL end },
+        helper.core_double({ ephd_ffi_now_ms = function() return 0ULL end },
                            { rate = 10, burst = 20, max_parked = 30,
                              tenant_max_queues = 40 })
         limits = require("ephd.limits")

@@ -5,7 +5,7 @@ describe("ephd.log", function()
     before_each(function()
         lines = {}
         helper.core_double({
-            ephd_log_fields = function(level, event, fields)
+            ephd_ffi_log_fields = function(level, event, fields)
                 lines[#lines + 1] = { level, event, fields }
             end,
         })

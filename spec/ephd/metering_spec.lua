@@ -4,19 +4,19 @@ describe("ephd.metering", function()
     local metering
     before_each(function()
         helper.core_double({
-            ephd_tenant_stats = function(t, _, out)
+            ephd_ffi_tenant_stats = function(t, _, out)
                 if t ~= "t1" then return -3 end
                 out.pushed, out.delivered, out.dropped_retry = 4, 6, 1
                 return 0
             end,
-            ephd_tenant_next = function(pos, name, out)
+            ephd_ffi_tenant_next = function(pos, name, out)
                 local names = { "zz", "aa" }
                 local n = names[tonumber(pos[0]) + 1]
-                if not n then return 0 end
+                if not n then return -3 end
                 pos[0] = pos[0] + 1
                 name.ptr, name.len = n, #n
                 out.pushed = #n
-                return 1
+                return 0
             end,
         })
         metering = require("ephd.metering")
@@ -44,13 +44,13 @@ describe("ephd.metering.top", function()
     before_each(function()
         tenants = {}
         helper.core_double({
-            ephd_tenant_next = function(pos, name, out)
+            ephd_ffi_tenant_next = function(pos, name, out)
                 local t = tenants[tonumber(pos[0]) + 1]
-                if not t then return 0 end
+                if not t then return -3 end
                 pos[0] = pos[0] + 1
                 name.ptr, name.len = t[1], #t[1]
                 out.bytes = t[2]
-                return 1
+                return 0
             end,
         })
         metering = require("ephd.metering")

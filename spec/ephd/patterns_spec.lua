@@ -94,14 +94,14 @@ describe("policy patterns", function()
 
     it("stops a pathological pattern once the budget is spent", function()
         local lib = ffi.load(helper.build .. "/ephd_patterns.so")
-        ffi.cdef("void ephd_policy_enter(void); void ephd_policy_leave(void);")
+        ffi.cdef("void ephd_ffi_policy_enter(void); void ephd_ffi_policy_leave(void);")
         local subject = ("a"):rep(40)
         local pattern = ("a*"):rep(12) .. "b"
         -- No watchdog started: the budget is 0 and spent at once.
-        lib.ephd_policy_enter()
+        lib.ephd_ffi_policy_enter()
         local t0 = os.clock()
         local ok, err = pcall(ours.find, subject, pattern)
-        lib.ephd_policy_leave()
+        lib.ephd_ffi_policy_leave()
         assert.is_false(ok)
         assert.truthy(err:find("time budget", 1, true))
         assert.is_true(os.clock() - t0 < 0.1, os.clock() - t0 .. " s")

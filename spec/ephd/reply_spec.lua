@@ -6,7 +6,7 @@ describe("ephd.reply", function()
     before_each(function()
         local respond
         respond, answers = helper.responder()
-        helper.core_double({ ephd_respond = respond })
+        helper.core_double({ ephd_ffi_respond = respond })
         reply = require("ephd.reply")
     end)
 

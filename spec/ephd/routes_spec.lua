@@ -74,8 +74,8 @@ describe("ephd.routes", function()
         local respond, answers = helper.responder()
         local named = {}
         helper.core_double({
-            ephd_respond = respond,
-            ephd_metrics_route = function(i, name)
+            ephd_ffi_respond = respond,
+            ephd_ffi_metrics_route = function(i, name)
                 named[i] = ffi.string(name)
             end,
         })

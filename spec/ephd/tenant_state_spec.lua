@@ -35,7 +35,7 @@ describe("per-tenant state", function()
     end)
 
     it("limits: two bounded generations, a busy tenant kept", function()
-        helper.core_double({ ephd_now_ms = function() return 0ULL end })
+        helper.core_double({ ephd_ffi_now_ms = function() return 0ULL end })
         local limits = require("ephd.limits")
         local hooks = require("ephd.hooks")
         local asked = 0
@@ -56,15 +56,15 @@ describe("per-tenant state", function()
     it("the meter's last counts: only tenants C still reports", function()
         local known, pushed, born = {}, 5, {}
         helper.core_double({
-            ephd_now_ms = function() return 0ULL end,
-            ephd_tenant_next = function(pos, name, out)
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_tenant_next = function(pos, name, out)
                 local t = known[tonumber(pos[0]) + 1]
-                if not t then return 0 end
+                if not t then return -3 end
                 pos[0] = pos[0] + 1
                 name.ptr, name.len = t, #t
                 out.pushed, out.delivered = pushed, 0
                 out.born = born[t] or 1
-                return 1
+                return 0
             end,
         })
         local dispatch = require("ephd.dispatch")
@@ -92,8 +92,8 @@ describe("per-tenant state", function()
     it("a request refused before the rate rung keeps nothing", function()
         local respond, answers = helper.responder()
         helper.core_double({
-            ephd_respond = respond,
-            ephd_now_ms = function() return 0ULL end,
+            ephd_ffi_respond = respond,
+            ephd_ffi_now_ms = function() return 0ULL end,
         }, { tenancy_header = 1, require_grant = 1 })
         local dispatch = require("ephd.dispatch")
         assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,

@@ -112,7 +112,7 @@ describe("ephd.validate", function()
     it("hands percent-escapes to C and plain names to nobody", function()
         local calls = {}
         helper.core_double({
-            ephd_url_decode = function(s, n, out, plus)
+            ephd_ffi_url_decode = function(s, n, out, plus)
                 calls[#calls + 1] = { s, n, plus }
                 return -1
             end,

@@ -13,7 +13,7 @@ local _M = {}
 -- finds it; its names are read out at once (see push.lua).
 function _M.parse(ctx)
     local req = ctx.req
-    if C.ephd_ack_scan(req) ~= C.EPHD_OK then
+    if C.ephd_ffi_ack_scan(req) ~= C.EPHD_OK then
         return ffi_string(req.op.scan.message)
     end
     local queue, group
@@ -29,7 +29,7 @@ function _M.parse(ctx)
 end
 
 function _M.commit(ctx)
-    C.ephd_ack_commit(ctx.req, ctx.tenant, #ctx.tenant)
+    C.ephd_ffi_ack_commit(ctx.req, ctx.tenant, #ctx.tenant)
     return 0
 end
 

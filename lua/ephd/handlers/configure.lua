@@ -35,7 +35,7 @@ end
 
 function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
-    local rc = C.ephd_configure(ctx.req, tenant, #tenant, queue, #queue,
+    local rc = C.ephd_ffi_configure(ctx.req, tenant, #tenant, queue, #queue,
                                 ctx.limits.c)
     if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then

@@ -18,5 +18,5 @@ end
 local PAGE = read_page()
 
 return function(req)
-    C.ephd_respond_as(req, 200, "text/html; charset=utf-8", PAGE, #PAGE)
+    C.ephd_ffi_respond_as(req, 200, "text/html; charset=utf-8", PAGE, #PAGE)
 end

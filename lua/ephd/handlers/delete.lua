@@ -16,7 +16,7 @@ end
 
 function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
-    if C.ephd_delete(ctx.req, tenant, #tenant, queue, #queue)
+    if C.ephd_ffi_delete(ctx.req, tenant, #tenant, queue, #queue)
             == C.EPHD_E_UNAVAILABLE then
         reply.refuse(ctx.req, "ephemeral_unavailable",
                      "no database connection is available to remove the "

@@ -28,7 +28,7 @@ end
 
 function _M.commit(ctx)
     local tenant, queue, group = ctx.tenant, ctx.queue, ctx.group
-    if C.ephd_depth(ctx.req, tenant, #tenant, queue, #queue, group,
+    if C.ephd_ffi_depth(ctx.req, tenant, #tenant, queue, #queue, group,
                     group and #group or 0) == C.EPHD_E_NOT_FOUND then
         reply.refuse(ctx.req, "ephemeral_queue_not_found",
                      "no queue " .. queue)

@@ -61,7 +61,7 @@ function _M.commit(ctx)
     local args = op.pop
     args.tenant, args.tenant_len = tenant, #tenant
     args.limits = ctx.limits.c
-    if C.ephd_pop(ctx.req) == C.EPHD_E_REFUSED then
+    if C.ephd_ffi_pop(ctx.req) == C.EPHD_E_REFUSED then
         return op.refusals
     end
     return 0

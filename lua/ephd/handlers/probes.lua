@@ -26,7 +26,7 @@ function _M.ready(req)
     local body = encode({
         ready = p ~= nil,
         policy = p and { name = p.name, version = p.version } or nil,
-        database = DATABASE[C.ephd_database_state()],
+        database = DATABASE[C.ephd_ffi_database_state()],
     })
     reply.json(req, p and 200 or 503, body)
 end

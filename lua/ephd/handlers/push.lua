@@ -15,7 +15,7 @@ local _M = {}
 -- finds it.
 function _M.parse(ctx)
     local req = ctx.req
-    if C.ephd_push_scan(req) ~= C.EPHD_OK then
+    if C.ephd_ffi_push_scan(req) ~= C.EPHD_OK then
         return ffi_string(req.op.scan.message)
     end
     -- Read out of the scan at once, in a block of its own: a cdata
@@ -39,7 +39,7 @@ end
 function _M.commit(ctx)
     local op = ctx.req.op
     local count = op.scan.count
-    if count > 0 and C.ephd_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+    if count > 0 and C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
                                         ctx.limits.c) ~= C.EPHD_OK then
         return op.refusals
     end

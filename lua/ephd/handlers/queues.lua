@@ -16,7 +16,7 @@ function _M.parse(ctx)
 end
 
 function _M.commit(ctx)
-    C.ephd_queues(ctx.req, ctx.tenant, #ctx.tenant)
+    C.ephd_ffi_queues(ctx.req, ctx.tenant, #ctx.tenant)
     return 0
 end
 

@@ -23,7 +23,7 @@ end
 
 function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
-    local dropped = C.ephd_reset(tenant, #tenant, queue, #queue)
+    local dropped = C.ephd_ffi_reset(tenant, #tenant, queue, #queue)
     reply.json(ctx.req, 200, '{"queue":' .. encode(queue) .. ',"dropped":'
                              .. tostring(tonumber(dropped)) .. '}')
     return 0

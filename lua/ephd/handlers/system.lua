@@ -72,7 +72,7 @@ _M.switch = {
     commit = function(ctx)
         local s = ctx.switch
         killswitch.set(not s.enabled, s.retryAfter, s.reason,
-                       C.ephd_wall_time())
+                       C.ephd_ffi_wall_time())
         log.info("surface_switched", { enabled = s.enabled,
                                        reason = s.reason })
         reply.json(ctx.req, 200, state_body())
@@ -85,7 +85,7 @@ _M.switch = {
 _M.reload = {
     parse = no_query,
     commit = function(ctx)
-        if C.ephd_policy_reload(ctx.req) == C.EPHD_E_UNAVAILABLE then
+        if C.ephd_ffi_policy_reload(ctx.req) == C.EPHD_E_UNAVAILABLE then
             reply.refuse(ctx.req, "ephemeral_unavailable",
                          "a policy reload is already running")
         end
@@ -121,7 +121,7 @@ _M.metrics = {
     parse = no_query,
     commit = function(ctx)
         local extra = policy_families()
-        C.ephd_metrics(ctx.req, extra, #extra)
+        C.ephd_ffi_metrics(ctx.req, extra, #extra)
         return 0
     end,
 }

@@ -7,8 +7,8 @@ describe("ephd.handlers.ack", function()
     before_each(function()
         commits = {}
         helper.core_double({
-            ephd_ack_scan = function(req) return scan_result(req.op.scan) end,
-            ephd_ack_commit = function(_, t, tl)
+            ephd_ffi_ack_scan = function(req) return scan_result(req.op.scan) end,
+            ephd_ffi_ack_commit = function(_, t, tl)
                 commits[#commits + 1] = ffi.string(t, tl)
                 return 0
             end,

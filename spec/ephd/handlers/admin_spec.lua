@@ -14,18 +14,18 @@ describe("ephd.handlers admin verbs", function()
         database = true
         refusal = 0
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_reset = function(t, tl, q, ql)
+            ephd_ffi_respond = respond,
+            ephd_ffi_reset = function(t, tl, q, ql)
                 calls[#calls + 1] = { "reset", ffi.string(t, tl),
                                       ffi.string(q, ql) }
                 return 412ULL
             end,
-            ephd_delete = function(_, t, tl, q, ql)
+            ephd_ffi_delete = function(_, t, tl, q, ql)
                 calls[#calls + 1] = { "delete", ffi.string(t, tl),
                                       ffi.string(q, ql) }
                 return database and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
-            ephd_configure = function(req, t, tl, q, ql, limits)
+            ephd_ffi_configure = function(req, t, tl, q, ql, limits)
                 local o = req.op.options
                 calls[#calls + 1] = {
                     "configure", ffi.string(t, tl), ffi.string(q, ql),

@@ -9,7 +9,7 @@ describe("ephd.handlers.pop", function()
         refuse_with = nil
         local C
         C = helper.core_double({
-            ephd_pop = function(req)
+            ephd_ffi_pop = function(req)
                 local a = req.op.pop
                 calls[#calls + 1] = {
                     tenant = ffi.string(a.tenant, a.tenant_len),

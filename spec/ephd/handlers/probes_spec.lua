@@ -8,8 +8,8 @@ describe("ephd.handlers.probes", function()
         respond, answers = helper.responder()
         local C
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_database_state = function() return state end,
+            ephd_ffi_respond = respond,
+            ephd_ffi_database_state = function() return state end,
         })
         state = C.EPHD_DATABASE_UNAVAILABLE
         require("ephd.hooks").active = { name = "p", version = 2, hooks = {} }

@@ -23,9 +23,9 @@ describe("ephd.handlers.push", function()
         refusal = 0
         local C
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_push_scan = function(req) return scan_result(req.op.scan) end,
-            ephd_push_commit = function(req, tenant, len, limits)
+            ephd_ffi_respond = respond,
+            ephd_ffi_push_scan = function(req) return scan_result(req.op.scan) end,
+            ephd_ffi_push_commit = function(req, tenant, len, limits)
                 commits[#commits + 1] = { ffi.string(tenant, len),
                                           tonumber(limits.max_bytes) }
                 req.op.refusals = refusal

@@ -13,11 +13,11 @@ describe("ephd.handlers status reads", function()
         found = true
         local C
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_queues = function(_, t, tl)
+            ephd_ffi_respond = respond,
+            ephd_ffi_queues = function(_, t, tl)
                 calls[#calls + 1] = { "queues", ffi.string(t, tl) }
             end,
-            ephd_depth = function(_, t, tl, q, ql, g, gl)
+            ephd_ffi_depth = function(_, t, tl, q, ql, g, gl)
                 calls[#calls + 1] = { "depth", ffi.string(t, tl),
                                       ffi.string(q, ql),
                                       g ~= nil and ffi.string(g, gl) or nil }

@@ -11,18 +11,18 @@ describe("ephd.handlers.system", function()
         reloads = 0
         local C
         C = helper.core_double({
-            ephd_respond = respond,
-            ephd_wall_time = function() return 1000 end,
-            ephd_policy_reload = function()
+            ephd_ffi_respond = respond,
+            ephd_ffi_wall_time = function() return 1000 end,
+            ephd_ffi_policy_reload = function()
                 reloads = reloads + 1
                 return reloads == 1 and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
-            ephd_tenant_next = function(pos, name, stats)
-                if pos[0] > 0 then return 0 end
+            ephd_ffi_tenant_next = function(pos, name, stats)
+                if pos[0] > 0 then return -3 end
                 pos[0] = 1
                 name.ptr, name.len = "t1", 2
                 stats.pushed, stats.delivered = 5, 7
-                return 1
+                return 0
             end,
         })
         require("ephd.hooks").active = { name = "p", version = 3, hooks = {} }
