@@ -1,7 +1,8 @@
--- scripts/run as the README starts it, with its private PostgreSQL in a
--- scratch directory: the broker's pid is known (listening line, pidfile),
--- and signals sent to the script reach the broker, PostgreSQL stopping
--- after it.
+-- The scripts that start brokers. scripts/run as the README starts it,
+-- with its private PostgreSQL in a scratch directory: the broker's pid is
+-- known (listening line, pidfile), and signals sent to the script reach
+-- the broker, PostgreSQL stopping after it. scripts/free-port, which keeps
+-- the suite's brokers within EPHD_TEST_PORTS.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
 
@@ -124,5 +125,42 @@ describe("scripts/run", function()
         assert.equals(2, rc)
         assert.truthy(log:find("--listen nowhere", 1, true))
         assert.is_false(pg_running())
+    end)
+end)
+
+describe("scripts/free-port", function()
+    local function free_port(range)
+        local p = io.popen("EPHD_TEST_PORTS='" .. range .. "' "
+                           .. helper.root .. "/scripts/free-port 2>&1; "
+                           .. "echo \"rc=$?\"")
+        local out = p:read("*a")
+        p:close()
+        return out, tonumber(out:match("rc=(%d+)%s*$"))
+    end
+
+    it("gives a free port of EPHD_TEST_PORTS, a range or a base", function()
+        local taken = daemon.start()
+        finally(function() taken:stop() end)
+        local out, rc = free_port(taken.port .. "-" .. taken.port)
+        assert.equals(1, rc, out)
+        assert.matches("no free port in EPHD_TEST_PORTS", out)
+        -- A port the kernel handed out and let go a moment ago is free.
+        local free = daemon.free_port()
+        out, rc = free_port(free .. "-" .. free)
+        assert.equals(0, rc, out)
+        assert.equals(free .. "\n", out:match("^%d+\n"))
+        out, rc = free_port(tostring(free))
+        local got = tonumber(out:match("^(%d+)\n"))
+        assert.equals(0, rc, out)
+        assert.is_true(got >= free and got <= free + 999)
+    end)
+
+    it("refuses what is no range", function()
+        for _, bad in ipairs({ "x", "10-5", "1-70000", "20000-" }) do
+            local out, rc = free_port(bad)
+            assert.equals(2, rc, bad)
+            assert.matches("EPHD_TEST_PORTS must be LOW%-HIGH or a base port",
+                           out)
+        end
     end)
 end)
