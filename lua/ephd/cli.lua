@@ -5,6 +5,7 @@
 -- ephd.testing on the path). `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
+local socket = require("socket")
 local client = require("ephd.client")
 
 local concat, format, rep = table.concat, string.format, string.rep
@@ -145,9 +146,13 @@ local function with_connection(spec)
     return spec
 end
 
-local function connect(opts)
-    return client.new({ url = opts.url, tenant = opts.tenant,
-                        token = opts.token })
+-- The client, or nil after saying why (a URL it cannot use).
+local function connect(command, opts)
+    local ok, c = pcall(client.new, { url = opts.url, tenant = opts.tenant,
+                                      token = opts.token })
+    if ok then return c end
+    io.stderr:write("ephd ", command, ": ",
+                    (tostring(c):gsub("^[^:]*:%d+: ", "")), "\n")
 end
 
 -- One line for an error: what the broker said, where, and when to retry.
@@ -262,8 +267,8 @@ function _M.render(frame, shown, previous)
     local lines = { concat(head, "  ") }
     local t = frame.counters
     if t then
-        local function count(field, what)
-            local n = format("%s %d", what, t[field])
+        local function count(field)
+            local n = format("%s %d", field, t[field])
             local p = previous and previous.counters
             if p and frame.at > previous.at then
                 n = n .. format(" (%.1f/s)", math.max(0, t[field] - p[field])
@@ -272,8 +277,8 @@ function _M.render(frame, shown, previous)
             return n
         end
         lines[#lines + 1] = format("tenant %s  %s  %s  parked %d",
-                                   frame.tenant, count("pushed", "pushed"),
-                                   count("delivered", "delivered"), t.parked)
+                                   frame.tenant, count("pushed"),
+                                   count("delivered"), t.parked)
     end
     lines[#lines + 1] = ""
     if listing then
@@ -291,7 +296,7 @@ function _M.render(frame, shown, previous)
 end
 
 local function snapshot(c, tenant)
-    local frame = { tenant = tenant, at = require("socket").gettime() }
+    local frame = { tenant = tenant, at = socket.gettime() }
     frame.listing, frame.err = c:queues()
     if frame.listing then frame.listing.at = frame.at end
     frame.system = c:system()
@@ -325,16 +330,16 @@ function _M.status(args, out)
     if #rest > 0 then return usage("status") end
     local interval = tonumber(opts.interval or 1)
     if not interval or interval <= 0 then return usage("status") end
-    local c = connect(opts)
+    local c = connect("status", opts)
+    if not c then return 2 end
     local tenant = opts.tenant or (not opts.token and DEFAULT_TENANT) or nil
     if not opts.watch then return (status_frame(c, out, tenant)) end
-    local socket = require("socket")
     local shown, previous
     while true do
         -- Home and clear, then the frame: a terminal redraws in place.
         out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
-        local _
-        _, shown, previous = status_frame(c, out, tenant, shown, previous)
+        local _, kept, frame = status_frame(c, out, tenant, shown, previous)
+        shown, previous = kept, frame
         out:flush()
         socket.sleep(interval)
     end
@@ -349,7 +354,8 @@ local MAX_ITEMS = 10000
 local json = cjson.new()
 json.decode_invalid_numbers(false)
 
--- The command's queue and items (arguments, else stdin lines), or nil.
+-- The options, the queue and the other arguments; or nil and the exit
+-- status after saying what is wrong (or the help).
 local function verb_args(command, args, spec, out)
     local opts, rest = parse(args, 2, with_connection(spec))
     if not opts then
@@ -362,13 +368,14 @@ local function verb_args(command, args, spec, out)
     return opts, queue, rest
 end
 
--- Sends items in requests of at most MAX_ITEMS: the list given, or the
--- lines of stdin (each read as it comes, so a pipe may be endless).
+-- Sends items in requests of at most MAX_ITEMS: the list given, else
+-- stdin's lines made items by each_line, so input of any length goes
+-- through without being held whole.
 local function in_requests(items, send, each_line)
     if #items > 0 then
         for first = 1, #items, MAX_ITEMS do
-            local ok, err = send({ unpack(items, first,
-                                          math.min(#items, first + MAX_ITEMS - 1)) })
+            local last = math.min(#items, first + MAX_ITEMS - 1)
+            local ok, err = send({ unpack(items, first, last) })
             if not ok then return nil, err end
         end
         return true
@@ -391,7 +398,8 @@ function _M.push(args, out)
         ["--partition"] = "value", ["--string"] = "flag", ["--json"] = "flag",
     }, out)
     if not opts then return queue end
-    local c = connect(opts)
+    local c = connect("push", opts)
+    if not c then return 2 end
     local function payload(text)
         if not opts.string and json.decode(text) ~= nil then
             return client.raw(text)
@@ -439,7 +447,8 @@ function _M.pop(args, out)
                         .. "--wait seconds up to 300\n")
         return usage("pop")
     end
-    local c = connect(opts)
+    local c = connect("pop", opts)
+    if not c then return 2 end
     local msgs, err = c:pop(queue, {
         group = opts.group, partition = opts.partition, batch = batch,
         wait = opts.wait ~= nil, timeout = wait and floor(wait * 1000 + 0.5),
@@ -477,7 +486,8 @@ function _M.ack(args, out)
         io.stderr:write("ephd ack: --status is completed, failed or retry\n")
         return usage("ack")
     end
-    local c = connect(opts)
+    local c = connect("ack", opts)
+    if not c then return 2 end
     local results = {}
     local ok, err = in_requests(ids, function(list)
         if opts.status then

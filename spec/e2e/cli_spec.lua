@@ -136,8 +136,8 @@ describe("ephd push, pop and ack", function()
         assert.equals("pushed 1\n", out)
         out = ephd("pop v-1 --json")
         assert.matches('^{"queue":"v%-1","messages":%[{"id":"e:%x+:Default:6",'
-                       .. '"partition":"Default","attempts":0,"payload":"7"}%]}\n$',
-                       out)
+                       .. '"partition":"Default","attempts":0,'
+                       .. '"payload":"7"}%]}\n$', out)
     end)
 
     it("pushes stdin's lines, to a partition", function()
@@ -154,8 +154,8 @@ describe("ephd push, pop and ack", function()
         local out, code = run(EPHD .. " pop v-3 --group g --batch 2" .. url
                               .. " | " .. EPHD .. " ack v-3 --group g" .. url)
         assert.equals(0, code, out)
-        assert.matches("^e:%x+:Default:%d+\tacked\ne:%x+:Default:%d+\tacked\n$",
-                       out)
+        assert.matches("^e:%x+:Default:%d+\tacked\n"
+                       .. "e:%x+:Default:%d+\tacked\n$", out)
         ephd("push v-3 3")
         local id = ephd("pop v-3 --group g"):match("^[^\t]+")
         out = ephd("ack v-3 --group g --status retry --json " .. id)
@@ -182,7 +182,8 @@ describe("ephd push, pop and ack", function()
         local out, code = ephd("push v-5 6")
         assert.equals(1, code)
         assert.truthy(out:find("ephd push: http://127.0.0.1:" .. d.port
-                               .. " answered queue_full (429): ", 1, true), out)
+                               .. " answered queue_full (429): ", 1, true),
+                      out)
         assert.matches("; retry in 1 s\n$", out)
         out, code = ephd("pop ''")
         assert.equals(1, code)
@@ -200,6 +201,9 @@ describe("ephd push, pop and ack", function()
         local out, code = run(EPHD .. " pop --help")
         assert.equals(0, code)
         assert.matches("%-%-wait %[SECONDS%]", out)
+        out, code = run(EPHD .. " push q x --url localhost:6632")
+        assert.equals(2, code)
+        assert.matches("ephd push: url must be http://host%[:port%]", out)
         out, code = run(EPHD .. " frobnicate")
         assert.equals(2, code)
         assert.matches("unknown command frobnicate", out)

@@ -80,7 +80,9 @@ local DOC_EPOCH = "9f3a1c42"
 -- output alike.
 local function canonical(text, epoch, home)
     text = text:gsub("\r", "")
-    if epoch then text = text:gsub("e:" .. epoch .. ":", "e:" .. DOC_EPOCH .. ":") end
+    if epoch then
+        text = text:gsub("e:" .. epoch .. ":", "e:" .. DOC_EPOCH .. ":")
+    end
     if home then
         text = text:gsub(home:gsub("%p", "%%%0"), "~")
     end
