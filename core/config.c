@@ -141,6 +141,9 @@ static void usage(FILE *out) {
           "  --version            the version and FFI ABI\n\n"
           "commands (each takes --help):\n"
           "  status [--url URL] [--watch]  the tenant's queues as a table\n"
+          "  push QUEUE MESSAGE...  push messages (redis-cli style)\n"
+          "  pop QUEUE [--wait [S]]  pop, print, optionally wait\n"
+          "  ack QUEUE ID...      settle popped messages\n"
           "  policy check DIR     load a policy directory, report, exit\n"
           "  policy test DIR      run DIR's busted specs with ephd.testing\n\n"
           "environment (default):\n");

@@ -103,9 +103,11 @@ int main(int argc, char **argv) {
                                                  "/lua/?.lua"
                                : EPHD_DATA_DIR "/lua/?.lua";
   ephd_settings_t s;
-  if ((argc >= 2 && strcmp(argv[1], "status") == 0) ||
-      (argc >= 3 && strcmp(argv[1], "policy") == 0 &&
-       strcmp(argv[2], "test") == 0))
+  /* A first word that is not a flag is a command, and every command but
+   * `policy check` is ephd.cli's, which knows them and refuses the rest. */
+  if (argc >= 2 && argv[1][0] != '-' &&
+      (strcmp(argv[1], "policy") != 0 ||
+       (argc >= 3 && strcmp(argv[2], "test") == 0)))
     return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
@@ -178,10 +180,12 @@ int main(int argc, char **argv) {
   uv_timer_start(&quiet_timer, on_quiet_check, 1000, 1000);
   uv_unref((uv_handle_t *)&quiet_timer);
   ephd_config_log(&s);
-  char addr[300], epoch[16];
+  char addr[300], epoch[16], pid[24];
   snprintf(addr, sizeof(addr), "%s:%d", s.listen_host, s.listen_port);
   snprintf(epoch, sizeof(epoch), "%08x", ephd_engine_epoch(&engine));
-  ephd_log("info", "listening", "addr", addr, "epoch", epoch, NULL);
+  /* The process to signal, whatever started it (scripts/run is a parent). */
+  snprintf(pid, sizeof(pid), "%d", (int)uv_os_getpid());
+  ephd_log("info", "listening", "addr", addr, "epoch", epoch, "pid", pid, NULL);
 
   uv_signal_init(loop, &sigterm);
   uv_signal_init(loop, &sigint);

@@ -1,13 +1,22 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
--- tenant's queues as a table, once or like top) and `ephd policy test`
--- (a policy directory's busted specs with ephd.testing on the path).
--- `ephd policy check` stays in C: it loads policy code the way the broker
--- does, in the broker's sandbox.
+-- tenant's queues as a table, once or like top), `ephd push`, `pop` and
+-- `ack` (the verbs from a shell, for people used to redis-cli or nats),
+-- and `ephd policy test` (a policy directory's busted specs with
+-- ephd.testing on the path). `ephd policy check` stays in C: it loads
+-- policy code the way the broker does, in the broker's sandbox.
+local cjson = require("cjson.safe")
+local socket = require("socket")
 local client = require("ephd.client")
 
 local concat, format, rep = table.concat, string.format, string.rep
+local floor = math.floor
 
 local _M = {}
+
+local CONNECTION_USAGE = [[
+--url URL defaults to $EPHD_URL, then http://127.0.0.1:6632; --tenant
+sends x-queen-tenant, --token an Authorization: Bearer token.
+]]
 
 local USAGE = {
     status = [[
@@ -15,11 +24,50 @@ usage: ephd status [--url URL] [--tenant UUID] [--token TOKEN]
                    [--watch] [--interval SECONDS]
 
 Prints every queue of the tenant (GET /api/v1/ephemeral/queues) as a
-table: tier, depth, bytes, partitions, groups and drops by cause, with the
-cell's bytes and the kill switch. --watch redraws it every --interval
-seconds (1 by default) until interrupted. URL defaults to $EPHD_URL, then
-http://127.0.0.1:6632.
-]],
+table: tier, depth, bytes, partitions, groups and drops by cause. Above
+it: the cell's bytes against its ceiling, the kill switch and the policy
+in force (GET /api/v1/system/ephemeral), and the tenant's pushed,
+delivered and parked counts (GET /api/v1/system/metering; the tenant is
+--tenant, or the single tenant without --token). Those two need admin.
+While the surface is paused the listing is refused like every ephemeral
+route: the kill switch is shown, and --watch keeps the last table.
+--watch redraws every --interval seconds (1 by default), with push and
+pop rates, until interrupted. Exits 1 when the broker does not answer.
+]] .. CONNECTION_USAGE,
+    push = [[
+usage: ephd push QUEUE [--partition P] [--string] [--json] [MESSAGE...]
+
+Pushes each MESSAGE to QUEUE, all in one request. A MESSAGE that is JSON
+is sent as that JSON, byte for byte; anything else is sent as a JSON
+string (--string sends every MESSAGE as a string, '123' included).
+Without MESSAGE, each line of stdin is one (10,000 to a request).
+Prints "pushed N", or with --json the broker's {"pushed": N}.
+]] .. CONNECTION_USAGE,
+    pop = [=[
+usage: ephd pop QUEUE [--group G] [--partition P] [--batch N]
+                      [--wait [SECONDS]] [--ack] [--json]
+
+Pops up to N messages (1 by default) and prints one line per message:
+id, partition, attempts and the payload's JSON as pushed, separated by
+tabs (names hold no control characters, so `cut -f1` is the id). Nothing
+there prints "(no messages)" on stderr. --wait parks until a message
+arrives, for SECONDS or the broker's default; --ack settles at delivery
+(autoAck: no lease, no ack to send); without it a group's messages are
+leased until `ephd ack`. --json prints the broker's answer
+{"queue", "messages": [...]} instead.
+]=] .. CONNECTION_USAGE,
+    ack = [[
+usage: ephd ack QUEUE [--group G] [--status completed|failed|retry]
+                      [--json] [ID...]
+
+Settles popped messages by id, in the group they were popped in.
+--status is what the wire calls an ack's status: completed (the
+default), or failed and retry to have the message redelivered. Without
+ID, each line of stdin is one, up to its first tab, so `ephd pop` pipes
+into it. Prints one line per id: the id and its outcome, one of acked,
+redelivered, stale (minted before a restart) or unknown (already acked
+or redelivered). None is an error. --json prints {"results": [...]}.
+]] .. CONNECTION_USAGE,
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
 
@@ -31,27 +79,58 @@ Exits with busted's status.
 ]],
 }
 
+-- The whole text for --help (exit 0); on a mistake, the synopsis alone
+-- (exit 2), after the line that says what was wrong.
 local function usage(which, out)
-    (out or io.stderr):write(USAGE[which])
-    return out and 0 or 2
+    if out then
+        out:write(USAGE[which])
+        return 0
+    end
+    io.stderr:write(USAGE[which]:match("^(.-\n)\n"), "see ephd ",
+                    (which:gsub("_", " ")), " --help\n")
+    return 2
 end
 
 -- Options -----------------------------------------------------------------
 
-local function parse(args, first, known, flags)
+-- spec: option -> "value" (--x V or --x=V), "flag", or "seconds?" (an
+-- optional number: --wait, --wait 5, --wait=5). A negative number is an
+-- argument (a payload), not an option; "--" ends the options.
+local function parse(args, first, spec)
     local opts, rest = {}, {}
     local i = first
     while i <= #args do
         local a = args[i]
+        local name, inline = a:match("^(%-%-[^=]+)=(.*)$")
+        name = name or a
+        local kind = spec[name]
+        local key = name:sub(3):gsub("%-", "_")
         if a == "--help" or a == "-h" then
             opts.help = true
-        elseif flags[a] then
-            opts[flags[a]] = true
-        elseif known[a] then
-            if args[i + 1] == nil then return nil, a .. " needs a value" end
-            opts[known[a]] = args[i + 1]
-            i = i + 1
-        elseif a:sub(1, 2) == "--" then
+        elseif a == "--" then
+            for j = i + 1, #args do rest[#rest + 1] = args[j] end
+            break
+        elseif kind == "flag" then
+            if inline then return nil, name .. " takes no value" end
+            opts[key] = true
+        elseif kind == "value" then
+            local v = inline
+            if not v then
+                i = i + 1
+                v = args[i]
+                -- The next option, not a value: --x=--y gives that one.
+                if v and v:sub(1, 2) == "--" then v = nil end
+            end
+            if v == nil then return nil, name .. " needs a value" end
+            opts[key] = v
+        elseif kind == "seconds?" then
+            local v = inline
+            if not v and tonumber(args[i + 1]) then
+                i = i + 1
+                v = args[i]
+            end
+            opts[key] = v or true
+        elseif a:sub(1, 1) == "-" and #a > 1 and not tonumber(a) then
             return nil, "unknown option " .. a
         else
             rest[#rest + 1] = a
@@ -61,7 +140,41 @@ local function parse(args, first, known, flags)
     return opts, rest
 end
 
+local function with_connection(spec)
+    spec["--url"], spec["--tenant"], spec["--token"] = "value", "value",
+                                                       "value"
+    return spec
+end
+
+-- The client, or nil after saying why (a URL it cannot use).
+local function connect(command, opts)
+    local ok, c = pcall(client.new, { url = opts.url, tenant = opts.tenant,
+                                      token = opts.token })
+    if ok then return c end
+    io.stderr:write("ephd ", command, ": ",
+                    (tostring(c):gsub("^[^:]*:%d+: ", "")), "\n")
+end
+
+-- One line for an error: what the broker said, where, and when to retry.
+local function failure(command, c, err)
+    -- A connection failure's message names the URL already.
+    local text = err.message .. " (" .. err.code .. ")"
+    if err.status then
+        text = format("%s answered %s (%d): %s", c.url, err.code, err.status,
+                      tostring(err.message))
+        if client.retryable(err) then
+            text = text .. "; retry in " .. err.retry_after .. " s"
+        end
+    end
+    io.stderr:write("ephd ", command, ": ", text, "\n")
+    return 1
+end
+
 -- ephd status -------------------------------------------------------------
+
+-- The broker's tenant when tenancy headers are off (ephd.tenancy.DEFAULT;
+-- that module needs the broker's FFI, which this plain state has not).
+local DEFAULT_TENANT = "00000000-0000-0000-0000-000000000001"
 
 local function human_bytes(n)
     if n < 1024 then return format("%d B", n) end
@@ -77,8 +190,9 @@ end
 local COLUMNS = { "QUEUE", "TIER", "DEPTH", "BYTES", "PARTS", "GROUPS",
                   "DROPS b/t/r" }
 
--- The table as lines, widest cell per column, numbers right-aligned.
-function _M.render(listing, switch)
+-- The queue table as lines, widest cell per column, numbers
+-- right-aligned.
+local function table_lines(listing)
     local rows = {}
     for _, q in ipairs(listing.queues) do
         local d = q.drops
@@ -104,39 +218,110 @@ function _M.render(listing, switch)
         end
         return (concat(out, "  "):gsub("%s+$", ""))
     end
-    local state = "unknown (needs admin)"
-    if switch then
-        state = switch.enabled and "enabled" or
-            ("PAUSED" .. (switch.reason and (": " .. switch.reason) or ""))
-    end
-    local lines = {
-        format("%d queue%s  cell %s  surface %s", listing.count,
-               listing.count == 1 and "" or "s",
-               human_bytes(listing.cellBytes), state),
-        "",
-        line(COLUMNS),
-    }
+    local lines = { line(COLUMNS) }
     for _, r in ipairs(rows) do lines[#lines + 1] = line(r) end
     if #rows == 0 then lines[#lines + 1] = "(no queues)" end
     return lines
 end
 
-local function status_once(c, out)
-    local listing, err = c:queues()
-    if not listing then
-        io.stderr:write("ephd status: ", tostring(err), "\n")
-        return 1
+local function clock(t)
+    return os.date("%H:%M:%S", floor(t))
+end
+
+-- The kill switch in words: from the system route (admin), else from the
+-- listing's own refusal, which says paused without saying since when.
+local function surface(frame)
+    local s, err = frame.system, frame.err
+    if s then
+        if s.enabled then return "enabled" end
+        return format("PAUSED%s (since %s, retry after %d s)",
+                      s.reason and (": " .. s.reason) or "",
+                      s.since and clock(s.since) or "?", s.retryAfter)
     end
-    local switch = c:system()
-    out:write(concat(_M.render(listing, switch), "\n"), "\n")
-    return 0
+    if err and err.code == "ephemeral_disabled" then
+        return format("PAUSED: %s (retry after %d s)", err.message,
+                      err.retry_after)
+    end
+    return "unknown (needs admin)"
+end
+
+-- A frame: {listing, err, system, counters, at}; shown, the listing of
+-- an earlier frame when this one was refused for the pause (watch mode),
+-- and the previous frame's counters for rates.
+function _M.render(frame, shown, previous)
+    local listing = frame.listing or shown
+    local head = {}
+    if listing then
+        head[1] = format("%d queue%s", listing.count,
+                         listing.count == 1 and "" or "s")
+        head[2] = "cell " .. human_bytes(listing.cellBytes)
+            .. (frame.system and (" of " .. human_bytes(
+                    frame.system.cellMaxBytes)) or "")
+    end
+    head[#head + 1] = "surface " .. surface(frame)
+    local policy = frame.system and frame.system.policy
+    if policy then
+        head[#head + 1] = format("policy %s v%s", policy.name,
+                                 tostring(policy.version))
+    end
+    local lines = { concat(head, "  ") }
+    local t = frame.counters
+    if t then
+        local function count(field)
+            local n = format("%s %d", field, t[field])
+            local p = previous and previous.counters
+            if p and frame.at > previous.at then
+                n = n .. format(" (%.1f/s)", math.max(0, t[field] - p[field])
+                                / (frame.at - previous.at))
+            end
+            return n
+        end
+        lines[#lines + 1] = format("tenant %s  %s  %s  parked %d",
+                                   frame.tenant, count("pushed"),
+                                   count("delivered"), t.parked)
+    end
+    lines[#lines + 1] = ""
+    if listing then
+        for _, l in ipairs(table_lines(listing)) do lines[#lines + 1] = l end
+        if not frame.listing then
+            lines[#lines + 1] = format("(as of %s: the listing is refused "
+                                       .. "while the surface is paused)",
+                                       clock(shown.at))
+        end
+    else
+        lines[#lines + 1] = "(no listing: while the surface is paused "
+                            .. "every ephemeral route refuses, this one too)"
+    end
+    return lines
+end
+
+local function snapshot(c, tenant)
+    local frame = { tenant = tenant, at = socket.gettime() }
+    frame.listing, frame.err = c:queues()
+    if frame.listing then frame.listing.at = frame.at end
+    frame.system = c:system()
+    local m = tenant and c:metering("tenant=" .. tenant)
+    -- A tenant the broker has not seen yet has no counters.
+    frame.counters = m and (m.tenants[1] or { pushed = 0, delivered = 0,
+                                              parked = 0 })
+    return frame
+end
+
+-- Draws one frame; returns the exit status and the listing to keep.
+local function status_frame(c, out, tenant, shown, previous)
+    local frame = snapshot(c, tenant)
+    local paused = frame.err and frame.err.code == "ephemeral_disabled"
+    if not frame.listing and not paused then
+        return failure("status", c, frame.err), shown, frame
+    end
+    out:write(concat(_M.render(frame, shown, previous), "\n"), "\n")
+    return 0, frame.listing or shown, frame
 end
 
 function _M.status(args, out)
-    local opts, rest = parse(args, 2, {
-        ["--url"] = "url", ["--tenant"] = "tenant", ["--token"] = "token",
-        ["--interval"] = "interval",
-    }, { ["--watch"] = "watch" })
+    local opts, rest = parse(args, 2, with_connection({
+        ["--interval"] = "value", ["--watch"] = "flag",
+    }))
     if not opts then
         io.stderr:write("ephd status: ", rest, "\n")
         return usage("status")
@@ -145,17 +330,190 @@ function _M.status(args, out)
     if #rest > 0 then return usage("status") end
     local interval = tonumber(opts.interval or 1)
     if not interval or interval <= 0 then return usage("status") end
-    local c = client.new({ url = opts.url, tenant = opts.tenant,
-                           token = opts.token })
-    if not opts.watch then return status_once(c, out) end
-    local socket = require("socket")
+    local c = connect("status", opts)
+    if not c then return 2 end
+    local tenant = opts.tenant or (not opts.token and DEFAULT_TENANT) or nil
+    if not opts.watch then return (status_frame(c, out, tenant)) end
+    local shown, previous
     while true do
         -- Home and clear, then the frame: a terminal redraws in place.
         out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
-        status_once(c, out)
+        local _, kept, frame = status_frame(c, out, tenant, shown, previous)
+        shown, previous = kept, frame
         out:flush()
         socket.sleep(interval)
     end
+end
+
+-- ephd push / pop / ack ----------------------------------------------------
+
+-- The contract's most items in one push or ack.
+local MAX_ITEMS = 10000
+
+-- Strict JSON, as the broker takes it: no NaN, Infinity or hex numbers.
+local json = cjson.new()
+json.decode_invalid_numbers(false)
+
+-- The options, the queue and the other arguments; or nil and the exit
+-- status after saying what is wrong (or the help).
+local function verb_args(command, args, spec, out)
+    local opts, rest = parse(args, 2, with_connection(spec))
+    if not opts then
+        io.stderr:write("ephd ", command, ": ", rest, "\n")
+        return nil, usage(command)
+    end
+    if opts.help then return nil, usage(command, out) end
+    local queue = table.remove(rest, 1)
+    if not queue then return nil, usage(command) end
+    return opts, queue, rest
+end
+
+-- Sends items in requests of at most MAX_ITEMS: the list given, else
+-- stdin's lines made items by each_line, so input of any length goes
+-- through without being held whole.
+local function in_requests(items, send, each_line)
+    if #items > 0 then
+        for first = 1, #items, MAX_ITEMS do
+            local last = math.min(#items, first + MAX_ITEMS - 1)
+            local ok, err = send({ unpack(items, first, last) })
+            if not ok then return nil, err end
+        end
+        return true
+    end
+    local chunk = {}
+    for line in io.stdin:lines() do
+        chunk[#chunk + 1] = each_line(line)
+        if #chunk == MAX_ITEMS then
+            local ok, err = send(chunk)
+            if not ok then return nil, err end
+            chunk = {}
+        end
+    end
+    if #chunk > 0 then return send(chunk) end
+    return true
+end
+
+function _M.push(args, out)
+    local opts, queue, messages = verb_args("push", args, {
+        ["--partition"] = "value", ["--string"] = "flag", ["--json"] = "flag",
+    }, out)
+    if not opts then return queue end
+    local c = connect("push", opts)
+    if not c then return 2 end
+    local function payload(text)
+        if not opts.string and json.decode(text) ~= nil then
+            return client.raw(text)
+        end
+        return text
+    end
+    for i, m in ipairs(messages) do messages[i] = payload(m) end
+    local pushed = 0
+    local ok, err = in_requests(messages, function(list)
+        local n, e = c:push(queue, list, { partition = opts.partition })
+        if not n then return nil, e end
+        pushed = pushed + n
+        return true
+    end, payload)
+    if not ok then
+        if pushed > 0 then
+            io.stderr:write("ephd push: ", pushed, " pushed before\n")
+        end
+        return failure("push", c, err)
+    end
+    out:write(opts.json and format('{"pushed":%d}', pushed)
+              or ("pushed " .. pushed), "\n")
+    return 0
+end
+
+local function positive_integer(v)
+    local n = tonumber(v)
+    return n and n >= 1 and n == floor(n) and n or nil
+end
+
+function _M.pop(args, out)
+    local opts, queue, rest = verb_args("pop", args, {
+        ["--group"] = "value", ["--partition"] = "value",
+        ["--batch"] = "value", ["--wait"] = "seconds?", ["--ack"] = "flag",
+        ["--json"] = "flag",
+    }, out)
+    if not opts then return queue end
+    if #rest > 0 then return usage("pop") end
+    local batch = opts.batch and positive_integer(opts.batch)
+    local wait = opts.wait and opts.wait ~= true and tonumber(opts.wait)
+    if (opts.batch and not batch)
+            or (opts.wait and opts.wait ~= true
+                and not (wait and wait > 0 and wait <= 300)) then
+        io.stderr:write("ephd pop: --batch is a whole number from 1, "
+                        .. "--wait seconds up to 300\n")
+        return usage("pop")
+    end
+    local c = connect("pop", opts)
+    if not c then return 2 end
+    local msgs, err = c:pop(queue, {
+        group = opts.group, partition = opts.partition, batch = batch,
+        wait = opts.wait ~= nil, timeout = wait and floor(wait * 1000 + 0.5),
+        autoAck = opts.ack, raw = true,
+    })
+    if not msgs then return failure("pop", c, err) end
+    if opts.json then
+        local items = {}
+        for i, m in ipairs(msgs) do
+            items[i] = format('{"id":%s,"partition":%s,"attempts":%d,'
+                              .. '"payload":%s}', cjson.encode(m.id),
+                              cjson.encode(m.partition), m.attempts,
+                              m.payload)
+        end
+        out:write('{"queue":', cjson.encode(queue), ',"messages":[',
+                  concat(items, ","), "]}\n")
+        return 0
+    end
+    for _, m in ipairs(msgs) do
+        out:write(m.id, "\t", m.partition, "\t", m.attempts, "\t", m.payload,
+                  "\n")
+    end
+    if #msgs == 0 then io.stderr:write("(no messages)\n") end
+    return 0
+end
+
+local STATUSES = { completed = true, failed = true, retry = true }
+
+function _M.ack(args, out)
+    local opts, queue, ids = verb_args("ack", args, {
+        ["--group"] = "value", ["--status"] = "value", ["--json"] = "flag",
+    }, out)
+    if not opts then return queue end
+    if opts.status and not STATUSES[opts.status] then
+        io.stderr:write("ephd ack: --status is completed, failed or retry\n")
+        return usage("ack")
+    end
+    local c = connect("ack", opts)
+    if not c then return 2 end
+    local results = {}
+    local ok, err = in_requests(ids, function(list)
+        if opts.status then
+            for i, id in ipairs(list) do
+                list[i] = { id = id, status = opts.status }
+            end
+        end
+        local r, e = c:ack(queue, list, { group = opts.group })
+        if not r then return nil, e end
+        for _, x in ipairs(r) do results[#results + 1] = x end
+        return true
+    end, function(line) return (line:match("^[^\t]*")) end)
+    if not ok then return failure("ack", c, err) end
+    if opts.json then
+        local items = {}
+        for i, r in ipairs(results) do
+            items[i] = format('{"id":%s,"outcome":%s}', cjson.encode(r.id),
+                              cjson.encode(r.outcome))
+        end
+        out:write('{"results":[', concat(items, ","), "]}\n")
+        return 0
+    end
+    for _, r in ipairs(results) do
+        out:write(r.id, "\t", r.outcome, "\n")
+    end
+    return 0
 end
 
 -- ephd policy test --------------------------------------------------------
@@ -186,14 +544,20 @@ function _M.policy_test(args, out, lua_path)
     return 1
 end
 
+local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
+                   ack = _M.ack }
+
 -- Returns the process's exit status.
 function _M.main(args, lua_path)
     local out = io.stdout
-    if args[1] == "status" then return _M.status(args, out) end
+    local command = COMMANDS[args[1]]
+    if command then return command(args, out) end
     if args[1] == "policy" and args[2] == "test" then
         return _M.policy_test(args, out, lua_path)
     end
-    io.stderr:write("ephd: unknown command ", tostring(args[1]), "\n")
+    io.stderr:write("ephd: unknown command ", tostring(args[1]),
+                    " (status, push, pop, ack, policy check, policy test; "
+                    .. "see ephd --help)\n")
     return 2
 end
 

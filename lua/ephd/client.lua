@@ -1,7 +1,8 @@
 -- A Lua client of the ephemeral routes, over one keep-alive HTTP/1.1
--- connection (luasocket). Every call returns its result, or nil and an
--- error whose `code` is the contract's: branch on err.code, never on
--- err.message.
+-- connection (luasocket). Every call returns its result and nothing else,
+-- or nil and an error whose `code` is the contract's: branch on err.code,
+-- never on err.message. A JSON null the broker sends is nil in a result;
+-- only payloads keep theirs (client.null), since a nil would cut a list.
 --
 --   local client = require("ephd.client")
 --   local c = client.new({ url = "http://127.0.0.1:6632" })
@@ -49,7 +50,19 @@ for _, c in ipairs(codes.CODES) do
     if c.status == 429 or c.status == 503 then RETRYABLE[c.code] = true end
 end
 
+-- The wait a retryable error carries when the broker sent no Retry-After:
+-- queue_full never has one (backpressure: a draining consumer frees room
+-- at its own pace), nor do connection failures. 1 s is the least
+-- Retry-After can say.
+_M.RETRY_AFTER_S = 1
+
+-- retry_after: the broker's Retry-After in seconds; a retryable error
+-- without one gets RETRY_AFTER_S, so every retryable error says how long
+-- to wait.
 local function new_error(code, message, status, retry_after)
+    if not retry_after and RETRYABLE[code] then
+        retry_after = _M.RETRY_AFTER_S
+    end
     return setmetatable({ code = code, message = message, status = status,
                           retry_after = retry_after }, Error)
 end
@@ -63,6 +76,9 @@ function _M.retryable(err)
 end
 
 -- Payloads ----------------------------------------------------------------
+
+-- A JSON null inside a payload, as lua-cjson decodes it.
+_M.null = cjson.null
 
 -- A payload given as client.raw(text) is sent as that JSON text, byte for
 -- byte; anything else is encoded with cjson.
@@ -158,12 +174,30 @@ local function read_response(s)
     return status, headers, body
 end
 
--- One request and its answer: the status, headers and decoded body, or
--- nil and an error.
-function Client:request(method, path, body, wait_s)
+-- The broker's own nulls become nil; payloads are the client's data and
+-- keep theirs (a nil inside a list would cut it).
+local null = cjson.null
+
+local function drop_nulls(t)
+    for k, v in pairs(t) do
+        if k ~= "payload" then -- a payload is the client's data, as pushed
+            if v == null then
+                t[k] = nil
+            elseif type(v) == "table" then
+                drop_nulls(v)
+            end
+        end
+    end
+    return t
+end
+
+-- One request and its answer: the decoded body and its text, or nil and
+-- an error.
+local function exchange(self, method, path, body, wait_s)
     local s, err = self:connection()
     if not s then
-        return nil, new_error("connection_failed", tostring(err))
+        return nil, new_error("connection_failed",
+                              self.url .. ": " .. tostring(err))
     end
     local head = {
         method, " ", path, " HTTP/1.1\r\nHost: ", self.authority, "\r\n",
@@ -188,7 +222,7 @@ function Client:request(method, path, body, wait_s)
     if not status then
         self:close()
         return nil, new_error("connection_failed",
-                              tostring(err or headers))
+                              self.url .. ": " .. tostring(err or headers))
     end
     if headers.connection and headers.connection:lower() == "close" then
         self:close()
@@ -208,7 +242,14 @@ function Client:request(method, path, body, wait_s)
     if type(decoded) ~= "table" then
         return nil, new_error("bad_response", text, status)
     end
-    return decoded, status
+    return drop_nulls(decoded), text
+end
+
+-- Any route: the decoded answer, or nil and an error.
+function Client:request(method, path, body, wait_s)
+    local r, err = exchange(self, method, path, body, wait_s)
+    if not r then return nil, err end
+    return r
 end
 
 local function escape(s)
@@ -249,7 +290,59 @@ end
 local POP_PARAMS = { "queue", "partition", "group", "batch", "wait",
                      "timeout", "autoAck" }
 
--- opts: partition, group, batch, wait, timeout (ms), autoAck. Returns the
+-- The JSON text of each message's payload in a pop answer, in order: the
+-- value of "payload" in each element of "messages". The answer is valid
+-- JSON (cjson just decoded it), so skipping a value is counting brackets
+-- outside strings.
+local function skip_string(text, i) -- i at the opening quote
+    while true do
+        i = text:find('["\\]', i + 1)
+        if text:byte(i) == 34 then return i + 1 end
+        i = i + 1 -- a backslash: its escaped character is no quote
+    end
+end
+
+local function skip_value(text, i)
+    local c = text:byte(i)
+    if c == 34 then return skip_string(text, i) end
+    if c ~= 123 and c ~= 91 then return (text:find("[,}%]%s]", i)) end
+    local depth = 0
+    repeat
+        c = text:byte(i)
+        if c == 34 then
+            i = skip_string(text, i)
+        else
+            if c == 123 or c == 91 then
+                depth = depth + 1
+            elseif c == 125 or c == 93 then
+                depth = depth - 1
+            end
+            i = i + 1
+        end
+    until depth == 0
+    return i
+end
+
+local function payload_texts(text)
+    local out = {}
+    local list = text:find('"messages"%s*:%s*%[')
+    -- Each message is one object of the list; its keys are the broker's.
+    local i = list and text:find("[{%]]", (text:find("%[", list)))
+    while i and text:byte(i) == 123 do
+        local stop = skip_value(text, i)
+        -- The object's first "payload" key is its own: the fields before
+        -- it are the broker's strings and numbers, and a quote in a
+        -- string is escaped.
+        local from = i + select(2, text:sub(i, stop)
+                                     :find('^{.-"payload"%s*:%s*'))
+        out[#out + 1] = text:sub(from, skip_value(text, from) - 1)
+        i = text:find("[{%]]", stop)
+    end
+    return out
+end
+
+-- opts: partition, group, batch, wait, timeout (ms), autoAck, raw (each
+-- payload as the JSON text the broker sent, byte for byte). Returns the
 -- list of {id, partition, attempts, payload}, empty when there is nothing.
 function Client:pop(queue, opts)
     opts = opts or {}
@@ -263,9 +356,14 @@ function Client:pop(queue, opts)
     -- must outlast it. Without one the broker's default applies, which an
     -- operator may raise up to the wire's ceiling of 300 s.
     local wait_s = opts.wait and ((opts.timeout or 300000) / 1000) or 0
-    local r, err = self:request("GET", "/api/v1/ephemeral/pop"
-                                .. query(params, POP_PARAMS), nil, wait_s)
-    if not r then return nil, err end
+    local r, text = exchange(self, "GET", "/api/v1/ephemeral/pop"
+                             .. query(params, POP_PARAMS), nil, wait_s)
+    if not r then return nil, text end
+    if opts.raw then
+        for i, json in ipairs(payload_texts(text)) do
+            r.messages[i].payload = json
+        end
+    end
     return r.messages
 end
 

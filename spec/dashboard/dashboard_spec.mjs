@@ -2,10 +2,9 @@
 // driven by playwright-core. Pushes messages, waits for the table to show
 // them, keeps a screenshot ($EPHD_ARTIFACTS/dashboard.png) and resets a
 // queue through the page's confirmation. Exits non-zero on any failure.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import { mkdirSync, openSync } from "node:fs";
-import { createServer } from "node:net";
 import { chromium } from "playwright-core";
 
 const root = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -13,17 +12,12 @@ const build = process.env.EPHD_BUILD_DIR || `${root}/build`;
 const artifacts = process.env.EPHD_ARTIFACTS || build;
 const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+// Within $EPHD_TEST_PORTS when it is set, as every broker of the suite.
+const freePort = () =>
+  Number(execFileSync(`${root}/scripts/free-port`, { encoding: "utf8" }));
 
 async function startBroker() {
-  const port = await freePort();
+  const port = freePort();
   // The broker's log goes beside the screenshot, not into the test output.
   mkdirSync(artifacts, { recursive: true });
   const log = openSync(`${artifacts}/dashboard-ephd.log`, "w");

@@ -1,5 +1,5 @@
--- The commands of the ephd binary that are not the broker: status and
--- policy test, as an operator types them.
+-- The commands of the ephd binary that are not the broker: status, the
+-- verbs (push, pop, ack) and policy test, as an operator types them.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
 
@@ -53,10 +53,160 @@ describe("ephd status", function()
         assert.matches("unknown option %-%-bogus", out)
     end)
 
-    it("fails with the reason when no broker answers", function()
+    it("fails with the reason and the URL when no broker answers",
+       function()
         local out, code = run(EPHD .. " status --url http://127.0.0.1:1")
         assert.equals(1, code)
         assert.matches("connection_failed", out)
+        assert.truthy(out:find("http://127.0.0.1:1", 1, true))
+    end)
+
+    it("shows the cell's ceiling, the policy and the tenant's counters",
+       function()
+        local out, code = run(EPHD .. " status --url http://127.0.0.1:"
+                              .. d.port)
+        assert.equals(0, code)
+        assert.matches("of 256%.0 MiB  surface enabled  policy default v1",
+                       out)
+        assert.matches("tenant 00000000%-0000%-0000%-0000%-000000000001  "
+                       .. "pushed %d+  delivered %d+  parked 0", out)
+    end)
+
+    it("shows the kill switch while paused, and keeps the table watching",
+       function()
+        local url = " --url http://127.0.0.1:" .. d.port
+        local file = os.tmpname()
+        -- The watch draws a table, then the pause comes.
+        os.execute("timeout 1.6 " .. EPHD .. " status --watch --interval "
+                   .. "0.2" .. url .. " >" .. file .. " 2>&1 &")
+        daemon.sleep(0.7)
+        assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
+            '{"enabled":false,"retryAfter":9,"reason":"maintenance"}').status)
+        finally(function()
+            d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
+        end)
+        local out, code = run(EPHD .. " status" .. url)
+        assert.equals(0, code)
+        assert.matches("surface PAUSED: maintenance %(since %d%d:%d%d:%d%d, "
+                       .. "retry after 9 s%)  policy default v1", out)
+        assert.matches("no listing: while the surface is paused", out)
+        daemon.sleep(1.2)
+        local f = assert(io.open(file))
+        local watched = f:read("*a")
+        f:close()
+        os.remove(file)
+        local last = watched:match(".*\27%[H\27%[2J(.*)$")
+        assert.matches("surface PAUSED: maintenance", last)
+        assert.matches("\ncli%-a%s+implicit", last)
+        assert.matches("%(as of %d%d:%d%d:%d%d: the listing is refused "
+                       .. "while the surface is paused%)", last)
+    end)
+end)
+
+describe("ephd push, pop and ack", function()
+    local d, url
+    lazy_setup(function()
+        d = daemon.start({ env = { QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "5" } })
+        url = " --url http://127.0.0.1:" .. d.port
+    end)
+    lazy_teardown(function() d:stop() end)
+
+    local function ephd(args, stdin)
+        return run((stdin and ("printf '" .. stdin .. "' | ") or "") .. EPHD
+                   .. " " .. args .. url)
+    end
+
+    it("pushes JSON as JSON and the rest as strings, pops them as pushed",
+       function()
+        local out, code = ephd([[push v-1 '{"a": [1.50]}' 2 -3 hello '']])
+        assert.equals(0, code, out)
+        assert.equals("pushed 5\n", out)
+        out, code = ephd("pop v-1 --batch 10 --ack")
+        assert.equals(0, code)
+        local lines = {}
+        for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+        assert.equals(5, #lines)
+        assert.matches("^e:%x+:Default:1\tDefault\t0\t{\"a\": %[1%.50%]}$",
+                       lines[1])
+        assert.matches("\t2$", lines[2])
+        assert.matches("\t%-3$", lines[3])
+        assert.matches('\t"hello"$', lines[4])
+        assert.matches('\t""$', lines[5])
+        out = ephd("push v-1 --string 7")
+        assert.equals("pushed 1\n", out)
+        out = ephd("pop v-1 --json")
+        assert.matches('^{"queue":"v%-1","messages":%[{"id":"e:%x+:Default:6",'
+                       .. '"partition":"Default","attempts":0,'
+                       .. '"payload":"7"}%]}\n$', out)
+    end)
+
+    it("pushes stdin's lines, to a partition", function()
+        local out, code = ephd("push v-2 --partition p --json", "1\\nx\\n")
+        assert.equals(0, code, out)
+        assert.equals('{"pushed":2}\n', out)
+        out = ephd("pop v-2 --batch 5 --ack")
+        assert.matches("^e:%x+:p:%d+\tp\t0\t1\ne:%x+:p:%d+\tp\t0\t\"x\"\n$",
+                       out)
+    end)
+
+    it("pipes a group's pop into ack, and retries by status", function()
+        ephd("push v-3 1 2")
+        local out, code = run(EPHD .. " pop v-3 --group g --batch 2" .. url
+                              .. " | " .. EPHD .. " ack v-3 --group g" .. url)
+        assert.equals(0, code, out)
+        assert.matches("^e:%x+:Default:%d+\tacked\n"
+                       .. "e:%x+:Default:%d+\tacked\n$", out)
+        ephd("push v-3 3")
+        local id = ephd("pop v-3 --group g"):match("^[^\t]+")
+        out = ephd("ack v-3 --group g --status retry --json " .. id)
+        assert.equals('{"results":[{"id":"' .. id
+                      .. '","outcome":"redelivered"}]}\n', out)
+        out = ephd("pop v-3 --group g")
+        assert.matches("\t1\t3\n$", out) -- the second attempt
+        out = ephd("ack v-3 --group g e:00000000:Default:1 " .. id)
+        assert.matches("e:00000000:Default:1\tstale\n", out)
+    end)
+
+    it("waits with --wait, and says when nothing came", function()
+        local t0 = daemon.now()
+        local out, code = ephd("pop v-4 --wait 0.3")
+        assert.equals(0, code)
+        assert.equals("(no messages)\n", out)
+        assert.is_true(daemon.now() - t0 >= 0.25)
+        out = ephd("pop v-4 --wait=0.3 --json")
+        assert.equals('{"queue":"v-4","messages":[]}\n', out)
+    end)
+
+    it("names the URL, the code and the wait in a refusal", function()
+        ephd("push v-5 1 2 3 4 5")
+        local out, code = ephd("push v-5 6")
+        assert.equals(1, code)
+        assert.truthy(out:find("ephd push: http://127.0.0.1:" .. d.port
+                               .. " answered queue_full (429): ", 1, true),
+                      out)
+        assert.matches("; retry in 1 s\n$", out)
+        out, code = ephd("pop ''")
+        assert.equals(1, code)
+        assert.matches("ephemeral_bad_request %(400%)", out)
+    end)
+
+    it("refuses a command line it cannot use, with its synopsis", function()
+        for _, args in ipairs({ "pop", "pop q --batch 0", "pop q --wait 301",
+                                "pop q --bogus", "ack q --status done x",
+                                "push q --partition" }) do
+            local out, code = ephd(args)
+            assert.equals(2, code, args)
+            assert.matches("usage: ephd %a+ QUEUE", out)
+        end
+        local out, code = run(EPHD .. " pop --help")
+        assert.equals(0, code)
+        assert.matches("%-%-wait %[SECONDS%]", out)
+        out, code = run(EPHD .. " push q x --url localhost:6632")
+        assert.equals(2, code)
+        assert.matches("ephd push: url must be http://host%[:port%]", out)
+        out, code = run(EPHD .. " frobnicate")
+        assert.equals(2, code)
+        assert.matches("unknown command frobnicate", out)
     end)
 end)
 

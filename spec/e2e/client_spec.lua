@@ -30,6 +30,46 @@ describe("ephd.client", function()
         assert.same({}, c:pop("cl-1"))
     end)
 
+    it("hands back each payload's JSON text as sent with raw", function()
+        local texts = { '{"a":"}\\"{[","payload":12345678901234567890}',
+                        "1.50", '"\\\\"' }
+        local raws = {}
+        for i, t in ipairs(texts) do raws[i] = client.raw(t) end
+        assert.equals(3, c:push("cl-raw", raws,
+                                { partition = 'payload":' }))
+        local msgs = assert(c:pop("cl-raw", { batch = 10, raw = true }))
+        local got = {}
+        for i, m in ipairs(msgs) do got[i] = m.payload end
+        assert.same(texts, got)
+        assert.equals('payload":', msgs[1].partition)
+    end)
+
+    it("returns one value on success, and no null but a payload's",
+       function()
+        local function one(...)
+            assert.equals(1, select("#", ...))
+            return (...)
+        end
+        one(c:push("cl-one", { client.raw('{"n":null}'), client.raw("null") }))
+        local msgs = one(c:pop("cl-one", { group = "g", batch = 2 }))
+        assert.equals(client.null, msgs[1].payload.n)
+        assert.equals(client.null, msgs[2].payload)
+        one(c:ack("cl-one", { msgs[1].id }, { group = "g" }))
+        -- The depth read's group and the listing's windowBuffer are
+        -- JSON nulls on the wire.
+        assert.is_nil(one(c:depth("cl-one")).group)
+        local listing = one(c:queues())
+        for _, q in ipairs(listing.queues) do
+            assert.is_nil(q.options.windowBuffer)
+        end
+        one(c:system())
+        one(c:metering())
+        assert.equals(1, one(c:reset("cl-one")))
+        one(c:configure("cl-one", { maxLength = 5 }))
+        one(c:delete("cl-one"))
+        one(c:request("GET", "/health"))
+    end)
+
     it("acks what a group popped, each id with its outcome", function()
         c:push("cl-2", { 1, 2 }, { partition = "p" })
         local msgs = c:pop("cl-2", { group = "g", batch = 2 })
@@ -91,11 +131,14 @@ describe("ephd.client", function()
         assert.equals("queue_full", err.code)
         assert.equals(429, err.status)
         assert.is_true(client.retryable(err))
+        -- The broker sends no Retry-After with it: the client's hint.
+        assert.equals(client.RETRY_AFTER_S, err.retry_after)
 
         ok, err = c:depth("cl-never")
         assert.is_nil(ok)
         assert.equals("ephemeral_queue_not_found", err.code)
         assert.is_false(client.retryable(err))
+        assert.is_nil(err.retry_after)
         assert.matches("ephemeral_queue_not_found %(404%)", tostring(err))
     end)
 
@@ -156,6 +199,8 @@ c:close()
         local ok, err = nobody:queues()
         assert.is_nil(ok)
         assert.equals("connection_failed", err.code)
+        assert.truthy(err.message:find("http://127.0.0.1:1", 1, true))
+        assert.equals(client.RETRY_AFTER_S, err.retry_after)
     end)
 
     it("reconnects when the broker closed the kept connection", function()

@@ -1,8 +1,16 @@
 -- The manual's commands stay true: every fenced `sh` block of README.md,
--- docs/*.md and the examples' READMEs runs, in order, against a broker of its own (with the
--- private PostgreSQL), with localhost:6632 pointing at it, HOME in a
--- scratch directory and build/ at this build. The `text` block right
--- after one lists lines its output must contain (spaces collapsed).
+-- docs/*.md and the examples' READMEs runs, in order, against a broker of
+-- its own (with the private PostgreSQL, emptied of earlier files'
+-- declarations as a fresh clone's is), with localhost:6632 pointing at it,
+-- HOME in a scratch directory and build/ at this build. The `text` block
+-- right after one lists lines its output must contain (spaces collapsed);
+-- in a file marked `<!-- docs_spec: exact -->` (the quickstart) it is the
+-- whole output, as a terminal shows it (tabs expanded, no CR).
+-- What differs from one reader to the next is matched by pattern: the
+-- broker's epoch is written 9f3a1c42 in ids (and is the broker's real one
+-- in the commands run, as the reader pastes their own id), and
+-- timestamps, clock times, durations and the home directory (`~`) are
+-- whatever they are.
 -- A `sh norun` block starts a server or runs for minutes; each of its
 -- commands must be one CI runs itself (NORUN below), and a
 -- `<!-- docs_spec: restart ARGS -->` before one restarts the broker with
@@ -65,6 +73,47 @@ local function squeeze(s)
     return (s:gsub("[ \t]+", " "))
 end
 
+-- The epoch the manual writes in message ids.
+local DOC_EPOCH = "9f3a1c42"
+
+-- Text with what differs between runs in one form, the manual's and the
+-- output alike.
+local function canonical(text, epoch, home)
+    text = text:gsub("\r", "")
+    if epoch then
+        text = text:gsub("e:" .. epoch .. ":", "e:" .. DOC_EPOCH .. ":")
+    end
+    if home then
+        text = text:gsub(home:gsub("%p", "%%%0"), "~")
+    end
+    return (text
+        :gsub("%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d+Z", "<timestamp>")
+        :gsub("%d%d:%d%d:%d%d", "<time>")
+        :gsub("%d+%.%d+ seconds", "<n> seconds"))
+end
+
+-- As a terminal shows it: tabs to the next multiple of 8 columns.
+local function expand(text)
+    return (text:gsub("[^\n]*", function(line)
+        local out, col = {}, 0
+        for piece, tab in line:gmatch("([^\t]*)(\t?)") do
+            out[#out + 1] = piece
+            col = col + #piece
+            if tab ~= "" then
+                local n = 8 - col % 8
+                out[#out + 1] = (" "):rep(n)
+                col = col + n
+            end
+        end
+        return table.concat(out)
+    end))
+end
+
+-- The broker's epoch, from its listening line.
+local function epoch_of(d)
+    return d:await_log(" event=listening ", 5):match(" epoch=(%x+)")
+end
+
 local FILES = {}
 for name in io.popen("cd " .. helper.root .. " && ls README.md docs/*.md "
                      .. "examples/README.md examples/*/README.md"):lines() do
@@ -84,10 +133,14 @@ describe("the manual's commands", function()
     end)
 
     for _, file in ipairs(FILES) do
-        local list = blocks(read(helper.root .. "/" .. file))
+        local text = read(helper.root .. "/" .. file)
+        local list = blocks(text)
+        local exact = text:find("<!-- docs_spec: exact -->", 1, true)
         if #list > 0 then
             it(file, function()
+                daemon.forget_declarations()
                 local d = daemon.start({ db = true })
+                local epoch = epoch_of(d)
                 -- Whichever broker is current when the spec ends or fails.
                 finally(function() d:stop() end)
                 local function run(body)
@@ -95,6 +148,7 @@ describe("the manual's commands", function()
                         :gsub("localhost:6632", "localhost:" .. d.port)
                         :gsub("127%.0%.0%.1:6632", "127.0.0.1:" .. d.port)
                         :gsub("build/ephd", helper.build .. "/ephd")
+                        :gsub("e:" .. DOC_EPOCH .. ":", "e:" .. epoch .. ":")
                     local path = os.tmpname()
                     local f = assert(io.open(path, "w"))
                     f:write("set -e\n", script, "\n")
@@ -117,11 +171,18 @@ describe("the manual's commands", function()
                                       .. "\n--- printed:\n" .. out)
                         last = { body = b.body, out = out }
                     elseif b.kind == "text" and last then
-                        for line in b.body:gmatch("[^\n]+") do
+                        local out = canonical(last.out, epoch, home)
+                        local shown = canonical(b.body)
+                        if exact then
+                            assert.equals(shown, expand(out):gsub("\n$", ""),
+                                          file .. ": the output of\n"
+                                          .. last.body)
+                        end
+                        for line in shown:gmatch("[^\n]+") do
                             assert.is_truthy(
-                                squeeze(last.out):find(squeeze(line), 1, true),
+                                squeeze(out):find(squeeze(line), 1, true),
                                 file .. ": expected \"" .. line .. "\" from\n"
-                                .. last.body .. "\n--- printed:\n" .. last.out)
+                                .. last.body .. "\n--- printed:\n" .. out)
                         end
                         last = nil
                     elseif b.kind == "norun" then
@@ -143,6 +204,7 @@ describe("the manual's commands", function()
                                 args[#args + 1] = a
                             end
                             d = daemon.start({ db = true, args = args })
+                            epoch = epoch_of(d)
                         end
                         last = nil
                     end

@@ -3,9 +3,12 @@
 local daemon = require("e2e.daemon")
 local helper = require("helper")
 
+-- url: the broker's, or an EPHD_TEST_PORTS range for one of its own.
 local function run(name, url)
-    local p = io.popen(("cd %s && EPHD_URL=%s examples/run %s 2>&1; "
-                        .. "echo \"exit=$?\""):format(helper.root, url, name))
+    local env = url:find("^http") and ("EPHD_URL=" .. url)
+                or ("EPHD_URL= EPHD_TEST_PORTS=" .. url)
+    local p = io.popen(("cd %s && %s examples/run %s 2>&1; "
+                        .. "echo \"exit=$?\""):format(helper.root, env, name))
     local out = p:read("*a")
     p:close()
     local body, code = out:match("^(.*)exit=(%d+)%s*$")
@@ -35,6 +38,17 @@ describe("examples", function()
         for _, who in ipairs({ "alice", "bob", "carol" }) do
             assert.matches(who .. "%-ui saw all 5 events in order", out)
         end
+    end)
+
+    it("starts a broker of its own within EPHD_TEST_PORTS", function()
+        local port = daemon.free_port()
+        local out, code = run("presence", port .. "-" .. port)
+        assert.equals(0, code, out)
+        local f = assert(io.open(helper.build .. "/example-presence.log"))
+        local log = f:read("*a")
+        f:close()
+        assert.truthy(log:find("event=listening addr=127.0.0.1:" .. port
+                               .. " ", 1, true), log)
     end)
 
     it("progress: dropOldest keeps the latest, ttl expires the rest",
