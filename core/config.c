@@ -61,6 +61,8 @@ static const knob_t knobs[] = {
      AT(implicit_idle_s), "an empty, unpolled implicit queue is collected"},
     {"QUEEN_EPHEMERAL_REFRESH_S", "30", 1, 86400, K_U64, AT(refresh_s),
      "how often declarations are reloaded from PostgreSQL"},
+    {"QUEEN_EPHEMERAL_MEMBER_TTL_MS", "4000", 200, 600000, K_U64,
+     AT(member_ttl_ms), "a cell's member unseen this long is not live"},
     {"QUEEN_EPHEMERAL_RATE", "5000", 0, UINT32_MAX, K_U64, AT(lua.rate),
      "messages per second a tenant may push (0: no limit)"},
     {"QUEEN_EPHEMERAL_BURST", "10000", 1, UINT32_MAX, K_U64, AT(lua.burst),
@@ -130,13 +132,17 @@ static int origins_usable(const char *v) {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: ephd [--listen HOST:PORT] [--policy-dir DIR] "
-          "[--database-url URL]\n\n"
+          "[--database-url URL]\n"
+          "            [--advertise URL]\n\n"
           "flags:\n"
           "  --listen HOST:PORT   address to serve (default 127.0.0.1:6632)\n"
           "  --policy-dir DIR     the operator's Lua policy directory\n"
           "                       (default: policies/default of this tree)\n"
-          "  --database-url URL   PostgreSQL for declarations "
+          "  --database-url URL   PostgreSQL for declarations and the cell "
           "(default: $DATABASE_URL)\n"
+          "  --advertise URL      http://HOST:PORT where a cell's other "
+          "brokers reach\n"
+          "                       this one (default: the --listen address)\n"
           "  --help               this text\n"
           "  --version            the version and FFI ABI\n\n"
           "commands (each takes --help):\n"
@@ -152,6 +158,8 @@ static void usage(FILE *out) {
             knobs[i].help);
   fprintf(out, "  %-34s %-10s %s\n", "EPHD_ALLOWED_ORIGINS", "(none)",
           "foreign browser origins let in: a comma-separated list, or *");
+  fprintf(out, "  %-34s %-10s %s\n", "QUEEN_EPHEMERAL_CELL_TOKEN", "(none)",
+          "the cell's shared secret for relayed requests (16+ characters)");
 }
 
 static int parse_listen(ephd_settings_t *s, const char *v) {
@@ -171,6 +179,64 @@ static int parse_listen(ephd_settings_t *s, const char *v) {
   memcpy(s->listen_host, host, (size_t)(host_end - host));
   s->listen_host[host_end - host] = 0;
   s->listen_port = (int)port;
+  return 0;
+}
+
+/* Every local address: the others of a cell cannot dial it. */
+static int wildcard(const char *host, size_t len) {
+  return len == 0 || (len == 7 && memcmp(host, "0.0.0.0", 7) == 0) ||
+         (len == 2 && memcmp(host, "::", 2) == 0) ||
+         (len == 4 && memcmp(host, "[::]", 4) == 0);
+}
+
+/* http://HOST:PORT, HOST a name, an IPv4 address or [an IPv6 one], and
+ * nothing after the port: what the relay dials, so nothing it would have
+ * to interpret. */
+static int advertise_usable(const char *v) {
+  size_t n = strlen(v);
+  if (strncmp(v, "http://", 7) != 0 || n >= EPHD_MEMBER_ADDRESS_MAX) return 0;
+  const char *host = v + 7, *colon = strrchr(host, ':');
+  if (colon == NULL || colon == host || wildcard(host, (size_t)(colon - host)))
+    return 0;
+  int bracketed = *host == '[';
+  if (bracketed != (colon[-1] == ']') ||
+      (!bracketed && memchr(host, ':', (size_t)(colon - host))))
+    return 0;
+  for (const char *p = host; p < colon; p++)
+    if (*p <= ' ' || *p == 127 || strchr("/?#@\\", *p)) return 0;
+  char *end;
+  errno = 0;
+  long port = strtol(colon + 1, &end, 10);
+  return colon[1] >= '0' && colon[1] <= '9' && !errno && *end == 0 &&
+         port > 0 && port <= 65535;
+}
+
+/* Printable ASCII without spaces (it travels in a header), and long enough
+ * not to be guessed. */
+static int token_usable(const char *v) {
+  size_t n = strlen(v);
+  if (n < 16 || n > 1024) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i] <= ' ' || v[i] >= 127) return 0;
+  return 1;
+}
+
+/* The default --advertise: the listen address, which a cell cannot use
+ * when it is every address at once (without a database there is no cell,
+ * and the address is only shown). */
+static int default_advertise(ephd_settings_t *s) {
+  const char *h = s->listen_host;
+  if (wildcard(h, strlen(h)) && s->database_url) {
+    fprintf(stderr,
+            "ephd: --listen %s:%d is every address, which the other "
+            "brokers of a cell cannot dial: give --advertise "
+            "http://HOST:PORT\n",
+            h, s->listen_port);
+    return -1;
+  }
+  snprintf(s->advertise, sizeof(s->advertise),
+           strchr(h, ':') ? "http://[%s]:%d" : "http://%s:%d", h,
+           s->listen_port);
   return 0;
 }
 
@@ -209,6 +275,15 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
             s->lua.allowed_origins);
     return -1;
   }
+  s->cell_token = getenv("QUEEN_EPHEMERAL_CELL_TOKEN");
+  if (s->cell_token && *s->cell_token == 0) s->cell_token = NULL;
+  if (s->cell_token && !token_usable(s->cell_token)) {
+    /* The value is a secret: it is not echoed. */
+    fprintf(stderr,
+            "ephd: QUEEN_EPHEMERAL_CELL_TOKEN is not usable: expected 16 to "
+            "1024 printable characters without spaces\n");
+    return -1;
+  }
   parse_listen(s, "127.0.0.1:6632");
   s->policy_dir = default_policy_dir;
   s->lua_dir = default_lua_dir;
@@ -226,9 +301,10 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     const char *eq = strchr(a, '=');
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
     const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
-    const char *flags[] = {"--listen", "--policy-dir", "--database-url"};
+    const char *flags[] = {"--listen", "--policy-dir", "--database-url",
+                           "--advertise"};
     int which = -1;
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < 4; f++)
       if (strlen(flags[f]) == name_len && strncmp(a, flags[f], name_len) == 0)
         which = f;
     if (which < 0) {
@@ -246,7 +322,18 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     }
     if (which == 1) s->policy_dir = value;
     if (which == 2) s->database_url = value;
+    if (which == 3) {
+      if (!advertise_usable(value)) {
+        fprintf(stderr,
+                "ephd: --advertise %s is not http://HOST:PORT of one "
+                "address\n",
+                value);
+        return -1;
+      }
+      snprintf(s->advertise, sizeof(s->advertise), "%s", value);
+    }
   }
+  if (s->advertise[0] == 0 && default_advertise(s) < 0) return -1;
   return 0;
 }
 
@@ -262,6 +349,9 @@ void ephd_config_log(const ephd_settings_t *s) {
   /* The URL may carry a password: say only whether there is one. */
   ephd_log("info", "setting", "name", "database", "value",
            s->database_url ? "configured" : "none", NULL);
+  ephd_log("info", "setting", "name", "advertise", "value", s->advertise, NULL);
+  ephd_log("info", "setting", "name", "QUEEN_EPHEMERAL_CELL_TOKEN", "value",
+           s->cell_token ? "configured" : "none", NULL);
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
     const knob_t *k = &knobs[i];
     const char *at = (const char *)s + k->offset;

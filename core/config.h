@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "ffi.h"
+#include "placement.h"
 
 typedef struct {
   char listen_host[256];
@@ -29,6 +30,11 @@ typedef struct {
   uint64_t policy_max_bytes;
   uint64_t max_partitions;
   uint64_t max_groups;
+  uint64_t member_ttl_ms;
+  /* Where the other brokers of a cell reach this one: http://host:port. */
+  char advertise[EPHD_MEMBER_ADDRESS_MAX];
+  /* The cell's shared secret for the relay's forward mark; NULL: none. */
+  const char *cell_token;
   ephd_config_t lua; /* the part Lua reads through ephd_ffi_config() */
 } ephd_settings_t;
 

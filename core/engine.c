@@ -334,6 +334,20 @@ void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen) {
   }
 }
 
+void ephd_engine_each_partition(const ephd_engine_t *e, ephd_partition_fn fn,
+                                void *arg) {
+  size_t tpos = 0;
+  const ephd_tenant_t *t;
+  while ((t = ephd_map_next(&e->tenants, &tpos))) {
+    size_t qpos = 0;
+    const ephd_queue_t *q;
+    while ((q = ephd_map_next(&t->queues, &qpos)))
+      for (uint32_t i = 0; i < q->nrings; i++)
+        fn(arg, t->name, t->len, q->name, q->name_len, q->rings[i]->name,
+           q->rings[i]->name_len);
+  }
+}
+
 /* Most queues have one partition, and 100k inboxes each paying for a hash
  * table of one was a quarter of an idle inbox's memory: a queue with few
  * partitions is searched in its array, and the map is built only past

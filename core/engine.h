@@ -236,6 +236,15 @@ ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
 void ephd_engine_undeclare(ephd_engine_t *e, ephd_queue_t *q);
 /* Undeclares every queue a load of generation gen did not declare. */
 void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen);
+/* Calls fn for every partition ring held, with its tenant's, queue's and
+ * partition's names (valid during the call); fn must not change the
+ * engine. O(partitions): for status reads, never the hot path. */
+typedef void (*ephd_partition_fn)(void *arg, const char *tenant,
+                                  size_t tenant_len, const char *queue,
+                                  size_t queue_len, const char *partition,
+                                  size_t partition_len);
+void ephd_engine_each_partition(const ephd_engine_t *e, ephd_partition_fn fn,
+                                void *arg);
 
 ephd_tenant_t *ephd_engine_tenant(ephd_engine_t *e, const char *name,
                                   size_t len);

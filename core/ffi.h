@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 16 };
+enum { EPHD_FFI_ABI_VERSION = 17 };
 
 enum {
   EPHD_OK = 0,
@@ -335,6 +335,30 @@ void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
 int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
                    const char *group, size_t group_len);
+
+/* The cell as this broker sees it (GET /api/v1/system/cell): its members,
+ * sorted by id, as the last heartbeat's read had them (core/members.h). */
+typedef struct {
+  uint32_t members; /* rows: the live, and the unseen not yet collected */
+  uint32_t live;
+  uint32_t self;   /* this broker's row */
+  int database;    /* 0: none, so a cell of one for good */
+  int fresh;       /* read within the TTL; always, without a database */
+  uint64_t ttl_ms; /* this broker's: its view is stale past it */
+  uint64_t partitions_held;  /* of the queues this broker holds */
+  uint64_t partitions_owned; /* of those, the ones placement gives it */
+} ephd_cell_t;
+typedef struct {
+  char id[17]; /* 16 hex digits */
+  ephd_slice_t address;
+  uint32_t epoch;
+  int live;             /* at the last read, by its own TTL */
+  uint64_t ttl_ms;      /* the TTL it beats for */
+  uint64_t seen_ms_ago; /* by the database's clock, plus the time since */
+} ephd_cell_member_t;
+void ephd_ffi_cell(ephd_cell_t *cell);
+/* Row i; the address lives until the next read is applied. */
+int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member);
 
 #pragma GCC visibility pop
 #endif

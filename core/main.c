@@ -13,6 +13,7 @@
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
+#include "members.h"
 #include "metrics.h"
 #include "op.h"
 #include "store.h"
@@ -36,6 +37,9 @@ static void on_sighup(uv_signal_t *s, int signum) {
   ephd_lua_host_reload();
 }
 
+/* The database connection would keep the loop alive. */
+static void on_left_cell(void) { ephd_store_stop(); }
+
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
   if (stopping) return;
@@ -44,8 +48,10 @@ static void on_signal(uv_signal_t *s, int signum) {
   snprintf(sig, sizeof(sig), "%d", signum);
   ephd_log("info", "stopping", "signal", sig, NULL);
   ephd_http_stop();
-  /* The database connection would keep the loop alive. */
-  ephd_store_stop();
+  /* The membership row goes while the connection is still there: the
+   * others stop counting this broker at their next read, not after the
+   * TTL. */
+  ephd_members_leave(1000, on_left_cell);
   /* Answers to parked polls get a moment to be written; a peer that will not
    * read them does not hold the stop past the deadline. */
   uv_timer_start(&stop_deadline, on_deadline, 500, 0);
@@ -156,6 +162,10 @@ int main(int argc, char **argv) {
                    ephd_lua_host_apply_declarations,
                    ephd_lua_host_apply_grants);
   ephd_store_boot(5000);
+  /* So is the cell, before the first request could need an owner. */
+  ephd_members_start(loop, &engine, engine.epoch, s.advertise,
+                     s.database_url != NULL, s.member_ttl_ms);
+  ephd_members_boot(2000);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,
@@ -202,6 +212,7 @@ int main(int argc, char **argv) {
   uv_run(loop, UV_RUN_DEFAULT);
 
   ephd_engine_close(&engine);
+  ephd_members_close();
   ephd_op_close();
   ephd_lua_host_close();
   uv_walk(loop, close_walk, NULL);

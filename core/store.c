@@ -22,7 +22,9 @@ static int down_logged;
 static uint64_t generation;
 static PGresult *rows; /* valid only while apply runs */
 
-/* One advisory lock keeps two brokers of a cell from racing the DDL. */
+/* One advisory lock keeps two brokers of a cell from racing the DDL. The
+ * members table is core/members.c's, created here with the others so it
+ * exists before the first heartbeat, which is queued after this. */
 static const char SCHEMA_SQL[] =
     "DO $$ BEGIN "
     "PERFORM pg_advisory_xact_lock(7060631502); "
@@ -35,6 +37,9 @@ static const char SCHEMA_SQL[] =
     " tenant_id uuid PRIMARY KEY, enabled bool NOT NULL DEFAULT true,"
     " max_bytes bigint, max_queues int, max_msgs_per_sec int,"
     " updated_at timestamptz NOT NULL DEFAULT now()); "
+    "CREATE TABLE IF NOT EXISTS queen.ephemeral_members ("
+    " id text PRIMARY KEY, address text NOT NULL, epoch bigint NOT NULL,"
+    " ttl_ms int NOT NULL, last_seen timestamptz NOT NULL DEFAULT now()); "
     "END $$";
 
 static const char LOAD_SQL[] =

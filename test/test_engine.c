@@ -341,6 +341,54 @@ TEST_IMPL(engine_finds_partitions_few_and_many) {
   return stop();
 }
 
+/* Appends "tenant/queue/partition;" for each partition walked. */
+static void walked(void *arg, const char *tenant, size_t tenant_len,
+                   const char *queue, size_t queue_len, const char *partition,
+                   size_t partition_len) {
+  ephd_buf_t *b = arg;
+  ephd_buf_append(b, tenant, tenant_len);
+  ephd_buf_append(b, "/", 1);
+  ephd_buf_append(b, queue, queue_len);
+  ephd_buf_append(b, "/", 1);
+  ephd_buf_append(b, partition, partition_len);
+  ephd_buf_append(b, ";", 1);
+}
+
+static int walked_count(const ephd_buf_t *b) {
+  int n = 0;
+  for (size_t i = 0; i < b->len; i++) n += b->base[i] == ';';
+  return n;
+}
+
+static int walked_through(const ephd_buf_t *b, const char *what) {
+  return memmem(b->base, b->len, what, strlen(what)) != NULL;
+}
+
+/* The walk the cell's status counts partitions with: every ring of every
+ * queue of every tenant, past the few that a queue keeps in its array. */
+TEST_IMPL(engine_walks_every_partition) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  ephd_engine_each_partition(&e, walked, &b);
+  ASSERT_EQ(b.len, 0);
+  ephd_queue_t *q = queue();
+  char name[8];
+  for (int n = 0; n < 12; n++) {
+    snprintf(name, sizeof(name), "p%02d", n);
+    ephd_queue_ring_open(q, name, 3);
+  }
+  ephd_queue_t *other = ephd_engine_queue_open(&e, "u", 1, "q2", 2);
+  ephd_queue_ring_open(other, "Default", 7);
+  ephd_engine_each_partition(&e, walked, &b);
+  ASSERT_EQ(walked_count(&b), 13);
+  ASSERT(walked_through(&b, "t/q/p00;"));
+  ASSERT(walked_through(&b, "t/q/p11;"));
+  ASSERT(walked_through(&b, "u/q2/Default;"));
+  ephd_buf_free(&b);
+  return stop();
+}
+
 /* A parked waiter of the engine tests: it re-runs its pop when woken, as the
  * daemon's waiters do, and counts what it got. */
 typedef struct {

@@ -47,6 +47,8 @@ return {
       level = "admin", class = "system", handler = "system.reload" },
     { name = "metering", method = "GET", path = "/api/v1/system/metering",
       level = "admin", class = "system", handler = "system.metering" },
+    { name = "cell", method = "GET", path = "/api/v1/system/cell",
+      level = "admin", class = "system", handler = "system.cell" },
     { name = "metrics", method = "GET", path = "/metrics",
       level = "admin", class = "system", handler = "system.metrics" },
     -- A load balancer probes without credentials, and a paused surface is

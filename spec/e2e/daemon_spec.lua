@@ -13,8 +13,8 @@ describe("the daemon", function()
     it("prints every flag and knob with its default in --help", function()
         local out, rc = run(helper.build .. "/ephd --help")
         assert.equals(0, rc)
-        for _, flag in ipairs({ "--listen", "--policy-dir", "--database-url" })
-        do
+        for _, flag in ipairs({ "--listen", "--policy-dir", "--database-url",
+                                "--advertise" }) do
             assert.truthy(out:find(flag, 1, true), flag)
         end
         for _, knob in ipairs({
@@ -25,6 +25,8 @@ describe("the daemon", function()
             "QUEEN_EPHEMERAL_RETRY_LIMIT%s+5",
             "QUEEN_EPHEMERAL_POP_TIMEOUT_MS%s+30000",
             "QUEEN_EPHEMERAL_MAX_BODY_BYTES%s+67108864",
+            "QUEEN_EPHEMERAL_MEMBER_TTL_MS%s+4000",
+            "QUEEN_EPHEMERAL_CELL_TOKEN",
         }) do
             assert.truthy(out:find(knob), knob)
         end

@@ -95,10 +95,13 @@ describe("the hot path", function()
             c:request("GET", "/metrics")
         end
         c:close()
+        -- The cell's heartbeat runs on its own timer, whatever the
+        -- traffic: not the hot path's.
         local ours = daemon.sql(
             "SELECT coalesce(sum(s.calls), 0) FROM pg_stat_statements s "
             .. "JOIN pg_roles r ON r.oid = s.userid WHERE s.query NOT ILIKE "
-            .. "'%pg_stat%' AND s.query NOT ILIKE '%pg_roles%'")
+            .. "'%pg_stat%' AND s.query NOT ILIKE '%pg_roles%' "
+            .. "AND s.query NOT ILIKE '%ephemeral_members%'")
         assert.equals("0", ours)
         assert.equals(before, backends())
         d:stop()

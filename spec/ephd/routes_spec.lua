@@ -22,7 +22,8 @@ describe("ephd.routes", function()
         assert.equals("read-only", level.queues)
         assert.equals("read-only", level.depth)
         for _, r in ipairs({ "system_status", "system_switch",
-                             "policy_reload", "metering", "metrics" }) do
+                             "policy_reload", "metering", "cell",
+                             "metrics" }) do
             assert.equals("admin", level[r], r)
         end
         for _, r in ipairs({ "health", "ready", "dashboard" }) do

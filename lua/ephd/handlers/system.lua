@@ -1,4 +1,5 @@
--- The system routes (admin): the kill switch, policy reload and metering.
+-- The system routes (admin): the kill switch, policy reload, metering and
+-- the cell's membership.
 -- They stay reachable while the family is paused, or nobody could unpause.
 local cjson = require("cjson.safe")
 local ffi = require("ffi")
@@ -172,6 +173,50 @@ _M.metering = {
         local top, count = metering.top(p.limit)
         reply.json(ctx.req, 200, '{"tenants":' .. tenants_json(top)
                    .. ',"count":' .. count .. '}')
+        return 0
+    end,
+}
+
+-- GET /api/v1/system/cell: this broker's own view of its cell, as its last
+-- heartbeat read it (core/members.c, docs/cell.md).
+local cell = ffi.new("ephd_cell_t")
+local member = ffi.new("ephd_cell_member_t")
+
+local function cell_body()
+    C.ephd_ffi_cell(cell)
+    local members, self = {}, nil
+    for i = 0, cell.members - 1 do
+        if C.ephd_ffi_cell_member(i, member) == C.EPHD_OK then
+            local m = {
+                id = ffi.string(member.id, 16),
+                address = ffi.string(member.address.ptr, member.address.len),
+                epoch = ("%08x"):format(member.epoch),
+                live = member.live ~= 0,
+                ttlMs = tonumber(member.ttl_ms),
+                seenMsAgo = tonumber(member.seen_ms_ago),
+            }
+            members[#members + 1] = m
+            if i == cell.self then
+                self = { id = m.id, address = m.address, epoch = m.epoch }
+            end
+        end
+    end
+    return encode({
+        self = self,
+        members = members,
+        live = cell.live,
+        ttlMs = tonumber(cell.ttl_ms),
+        fresh = cell.fresh ~= 0,
+        database = cell.database ~= 0,
+        partitions = { held = tonumber(cell.partitions_held),
+                       owned = tonumber(cell.partitions_owned) },
+    })
+end
+
+_M.cell = {
+    parse = no_query,
+    commit = function(ctx)
+        reply.json(ctx.req, 200, cell_body())
         return 0
     end,
 }

@@ -17,6 +17,21 @@ describe("ephd.handlers.system", function()
                 reloads = reloads + 1
                 return reloads == 1 and C.EPHD_HELD or C.EPHD_E_UNAVAILABLE
             end,
+            ephd_ffi_cell = function(cell)
+                cell.members, cell.live, cell.self = 2, 1, 1
+                cell.database, cell.fresh, cell.ttl_ms = 1, 0, 300
+                cell.partitions_held, cell.partitions_owned = 9, 4
+            end,
+            ephd_ffi_cell_member = function(i, m)
+                if i >= 2 then return C.EPHD_E_NOT_FOUND end
+                ffi.copy(m.id, i == 0 and "00000000000000aa"
+                               or "00000000000000bb")
+                m.address.ptr = i == 0 and "http://a:1" or "http://b:2"
+                m.address.len = 10
+                m.epoch, m.live = 0xabc + i, i
+                m.ttl_ms, m.seen_ms_ago = 4000, 5000 - 4000 * i
+                return C.EPHD_OK
+            end,
             ephd_ffi_tenant_next = function(pos, name, stats)
                 if pos[0] > 0 then return -3 end
                 pos[0] = 1
@@ -64,6 +79,25 @@ describe("ephd.handlers.system", function()
         assert.equals(2, reloads)
         assert.equals(1, #answers)
         assert.equals(503, answers[1].status)
+    end)
+
+    it("shows the cell as C reads it, this broker named by its row",
+       function()
+        assert.truthy(run(system.cell, {}))
+        local c = cjson.decode(answers[1].body)
+        assert.same({ id = "00000000000000bb", address = "http://b:2",
+                      epoch = "00000abd" }, c.self)
+        assert.same({ id = "00000000000000aa", address = "http://a:1",
+                      epoch = "00000abc", live = false, ttlMs = 4000,
+                      seenMsAgo = 5000 }, c.members[1])
+        assert.is_true(c.members[2].live)
+        assert.equals(2, #c.members)
+        assert.equals(1, c.live)
+        assert.equals(300, c.ttlMs)
+        assert.is_false(c.fresh)
+        assert.is_true(c.database)
+        assert.same({ held = 9, owned = 4 }, c.partitions)
+        assert.is_nil(run(system.cell, { query = "x=1" }))
     end)
 
     it("lists every tenant's counters", function()

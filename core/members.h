@@ -1,0 +1,41 @@
+/* The cell's membership: this broker's row in queen.ephemeral_members,
+ * heartbeated over the declaration store's connection (core/pg.c), and the
+ * view of the live members that placement decides over, rebuilt from each
+ * heartbeat's read. Liveness is judged by the database's clock, so the
+ * brokers' clocks need not agree. Without a database the view is this
+ * broker alone, for good: a cell of one, where nothing is hashed.
+ *
+ * A heartbeat that fails keeps the view it had; past the TTL without one
+ * the view is marked stale and still kept, because the database going away
+ * is far more often the whole cell's outage than one broker's: every
+ * broker keeping the same last view keeps them agreeing, and the hot verbs
+ * serving, as with no database at all (docs/cell.md). */
+#ifndef EPHD_MEMBERS_H
+#define EPHD_MEMBERS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "engine.h"
+#include "placement.h"
+
+/* Draws this incarnation's id and, with a database, starts heartbeating
+ * every min(1 s, ttl / 4). The engine is read for the cell's status. */
+void ephd_members_start(uv_loop_t *loop, ephd_engine_t *engine, uint32_t epoch,
+                        const char *advertise, int database, uint64_t ttl_ms);
+/* With the database connected, beats now and runs the loop until the read
+ * is in (or timeout_ms passed), so the broker starts serving knowing its
+ * cell. */
+void ephd_members_boot(uint64_t timeout_ms);
+/* The live members, sorted by id; this broker is always one of them. Valid
+ * until the next heartbeat's read is applied (a later turn of the loop). */
+const ephd_view_t *ephd_members_view(void);
+/* Stops heartbeating and deletes this broker's row, so the others stop
+ * counting it at their next read rather than after the TTL; calls done once
+ * the row is gone, the delete failed, or timeout_ms passed. done may be
+ * called before this returns (no database). */
+void ephd_members_leave(uint64_t timeout_ms, void (*done)(void));
+/* Frees the view, once the loop has stopped. */
+void ephd_members_close(void);
+
+#endif
