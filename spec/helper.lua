@@ -153,4 +153,14 @@ say:set("assertion.refused_with.positive", "expected refusal %s in %s")
 assert:register("assertion", "refused_with", refused_with,
                 "assertion.refused_with.positive")
 
+-- Runs a shell command; returns what it printed (stdout and stderr) and
+-- its exit status.
+function helper.run(cmd)
+    local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
+    local out = p:read("*a")
+    p:close()
+    local body, code = out:match("^(.*)exit=(%d+)%s*$")
+    return body, tonumber(code)
+end
+
 return helper

@@ -41,12 +41,6 @@ local function push_partitions(d, n)
     end
 end
 
-local function run(cmd)
-    local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-    local out = p:read("*a")
-    p:close()
-    return out, tonumber(out:match("rc=(%d+)%s*$"))
-end
 
 describe("the cell", function()
     it("is this broker alone without a database", function()
@@ -205,7 +199,7 @@ describe("the cell's flags and knobs", function()
 
     it("refuses to advertise every address when a cell is possible",
        function()
-        local out, rc = run(ephd .. " --listen 0.0.0.0:1 --database-url "
+        local out, rc = helper.run(ephd .. " --listen 0.0.0.0:1 --database-url "
                             .. "postgresql:///x")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("--advertise", 1, true), out)
@@ -216,7 +210,7 @@ describe("the cell's flags and knobs", function()
                                "http://a:0", "http://a:1/x",
                                "http://0.0.0.0:1", "http://::1:1",
                                "http://u@a:1" }) do
-            local out, rc = run(ephd .. " --listen 127.0.0.1:1 --advertise "
+            local out, rc = helper.run(ephd .. " --listen 127.0.0.1:1 --advertise "
                                 .. bad)
             assert.is_not.equals(0, rc, bad)
             assert.truthy(out:find("--advertise", 1, true), out)
@@ -225,7 +219,7 @@ describe("the cell's flags and knobs", function()
 
     it("stops at boot on a cell token too short to be a secret, "
        .. "without echoing it", function()
-        local out, rc = run("QUEEN_EPHEMERAL_CELL_TOKEN=short " .. ephd
+        local out, rc = helper.run("QUEEN_EPHEMERAL_CELL_TOKEN=short " .. ephd
                             .. " --listen 127.0.0.1:1")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("QUEEN_EPHEMERAL_CELL_TOKEN", 1, true), out)
@@ -233,7 +227,7 @@ describe("the cell's flags and knobs", function()
     end)
 
     it("stops at boot on a TTL under 200 ms", function()
-        local out, rc = run("QUEEN_EPHEMERAL_MEMBER_TTL_MS=199 " .. ephd
+        local out, rc = helper.run("QUEEN_EPHEMERAL_MEMBER_TTL_MS=199 " .. ephd
                             .. " --listen 127.0.0.1:1")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("QUEEN_EPHEMERAL_MEMBER_TTL_MS", 1, true), out)

@@ -6,13 +6,6 @@ local helper = require("helper")
 local EPHD = helper.build .. "/ephd"
 
 -- Runs a shell command; returns its stdout+stderr and exit status.
-local function run(cmd)
-    local p = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
-    local out = p:read("*a")
-    p:close()
-    local body, code = out:match("^(.*)exit=(%d+)%s*$")
-    return body, tonumber(code)
-end
 
 local function write(path, text)
     local f = assert(io.open(path, "w"))
@@ -28,7 +21,7 @@ describe("ephd status", function()
     it("prints the tenant's queues as a table", function()
         d:push("cli-a", { '"xy"', '"z"' }, "p1")
         d:push("cli-b", { "1" })
-        local out, code = run(EPHD .. " status --url http://127.0.0.1:"
+        local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:"
                               .. d.port)
         assert.equals(0, code)
         assert.matches("surface enabled", out)
@@ -38,24 +31,24 @@ describe("ephd status", function()
     end)
 
     it("redraws the table with --watch", function()
-        local out = run("timeout 1.5 " .. EPHD .. " status --watch "
+        local out = helper.run("timeout 1.5 " .. EPHD .. " status --watch "
                         .. "--interval 0.2 --url http://127.0.0.1:" .. d.port)
         local frames = select(2, out:gsub("\27%[H\27%[2J", ""))
         assert.is_true(frames >= 3)
     end)
 
     it("explains itself and refuses what it does not know", function()
-        local out, code = run(EPHD .. " status --help")
+        local out, code = helper.run(EPHD .. " status --help")
         assert.equals(0, code)
         assert.matches("usage: ephd status", out)
-        out, code = run(EPHD .. " status --bogus")
+        out, code = helper.run(EPHD .. " status --bogus")
         assert.equals(2, code)
         assert.matches("unknown option %-%-bogus", out)
     end)
 
     it("fails with the reason and the URL when no broker answers",
        function()
-        local out, code = run(EPHD .. " status --url http://127.0.0.1:1")
+        local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:1")
         assert.equals(1, code)
         assert.matches("connection_failed", out)
         assert.truthy(out:find("http://127.0.0.1:1", 1, true))
@@ -63,7 +56,7 @@ describe("ephd status", function()
 
     it("shows the cell's ceiling, the policy and the tenant's counters",
        function()
-        local out, code = run(EPHD .. " status --url http://127.0.0.1:"
+        local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:"
                               .. d.port)
         assert.equals(0, code)
         assert.matches("of 256%.0 MiB  surface enabled  policy default v1",
@@ -85,7 +78,7 @@ describe("ephd status", function()
         finally(function()
             d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
         end)
-        local out, code = run(EPHD .. " status" .. url)
+        local out, code = helper.run(EPHD .. " status" .. url)
         assert.equals(0, code)
         assert.matches("surface PAUSED: maintenance %(since %d%d:%d%d:%d%d, "
                        .. "retry after 9 s%)  policy default v1", out)
@@ -112,7 +105,7 @@ describe("ephd push, pop and ack", function()
     lazy_teardown(function() d:stop() end)
 
     local function ephd(args, stdin)
-        return run((stdin and ("printf '" .. stdin .. "' | ") or "") .. EPHD
+        return helper.run((stdin and ("printf '" .. stdin .. "' | ") or "") .. EPHD
                    .. " " .. args .. url)
     end
 
@@ -151,7 +144,7 @@ describe("ephd push, pop and ack", function()
 
     it("pipes a group's pop into ack, and retries by status", function()
         ephd("push v-3 1 2")
-        local out, code = run(EPHD .. " pop v-3 --group g --batch 2" .. url
+        local out, code = helper.run(EPHD .. " pop v-3 --group g --batch 2" .. url
                               .. " | " .. EPHD .. " ack v-3 --group g" .. url)
         assert.equals(0, code, out)
         assert.matches("^e:%x+:Default:%d+\tacked\n"
@@ -198,13 +191,13 @@ describe("ephd push, pop and ack", function()
             assert.equals(2, code, args)
             assert.matches("usage: ephd %a+ QUEUE", out)
         end
-        local out, code = run(EPHD .. " pop --help")
+        local out, code = helper.run(EPHD .. " pop --help")
         assert.equals(0, code)
         assert.matches("%-%-wait %[SECONDS%]", out)
-        out, code = run(EPHD .. " push q x --url localhost:6632")
+        out, code = helper.run(EPHD .. " push q x --url localhost:6632")
         assert.equals(2, code)
         assert.matches("ephd push: url must be http://host%[:port%]", out)
-        out, code = run(EPHD .. " frobnicate")
+        out, code = helper.run(EPHD .. " frobnicate")
         assert.equals(2, code)
         assert.matches("unknown command frobnicate", out)
     end)
@@ -231,7 +224,7 @@ describe("tiny", function()
         assert.equals(6, p:cost({ messages = 3, bytes = 9 }))
     end)
 end)]])
-        local out, code = run(EPHD .. " policy test " .. dir)
+        local out, code = helper.run(EPHD .. " policy test " .. dir)
         assert.equals(0, code)
         assert.matches("1 success / 0 failures", out)
     end)
@@ -244,13 +237,13 @@ describe("tiny", function()
         assert.equals(9, p:cost({ messages = 3, bytes = 9 }))
     end)
 end)]])
-        local out, code = run(EPHD .. " policy test " .. dir)
+        local out, code = helper.run(EPHD .. " policy test " .. dir)
         assert.is_not.equals(0, code)
         assert.matches("1 failure", out)
     end)
 
     it("explains itself", function()
-        local out, code = run(EPHD .. " policy test --help")
+        local out, code = helper.run(EPHD .. " policy test --help")
         assert.equals(0, code)
         assert.matches("ephd.testing", out)
     end)

@@ -2,16 +2,10 @@
 local daemon = require("e2e.daemon")
 local helper = require("helper")
 
-local function run(cmd)
-    local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-    local out = p:read("*a")
-    p:close()
-    return out, tonumber(out:match("rc=(%d+)%s*$"))
-end
 
 describe("the daemon", function()
     it("prints every flag and knob with its default in --help", function()
-        local out, rc = run(helper.build .. "/ephd --help")
+        local out, rc = helper.run(helper.build .. "/ephd --help")
         assert.equals(0, rc)
         for _, flag in ipairs({ "--listen", "--policy-dir", "--database-url",
                                 "--advertise" }) do
@@ -33,17 +27,17 @@ describe("the daemon", function()
     end)
 
     it("stops at boot on a bad flag, naming it", function()
-        local out, rc = run(helper.build .. "/ephd --lisen 1.2.3.4:5")
+        local out, rc = helper.run(helper.build .. "/ephd --lisen 1.2.3.4:5")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("--lisen", 1, true))
-        out, rc = run(helper.build .. "/ephd --listen nowhere")
+        out, rc = helper.run(helper.build .. "/ephd --listen nowhere")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("--listen", 1, true))
     end)
 
     it("stops at boot on a knob value it cannot use, naming it", function()
         for _, bad in ipairs({ "abc", "-1", "1.5", "" }) do
-            local out, rc = run("QUEEN_EPHEMERAL_LEASE_S='" .. bad .. "' "
+            local out, rc = helper.run("QUEEN_EPHEMERAL_LEASE_S='" .. bad .. "' "
                                 .. helper.build .. "/ephd --listen 127.0.0.1:1")
             assert.is_not.equals(0, rc)
             assert.truthy(out:find("QUEEN_EPHEMERAL_LEASE_S", 1, true), bad)
@@ -51,7 +45,7 @@ describe("the daemon", function()
     end)
 
     it("stops at boot on a policy directory that does not load", function()
-        local out, rc = run(helper.build .. "/ephd --listen 127.0.0.1:1 "
+        local out, rc = helper.run(helper.build .. "/ephd --listen 127.0.0.1:1 "
                             .. "--policy-dir /nonexistent")
         assert.is_not.equals(0, rc)
         assert.truthy(out:find("/nonexistent", 1, true))
