@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 17 };
+enum { EPHD_FFI_ABI_VERSION = 18 };
 
 enum {
   EPHD_OK = 0,
@@ -219,8 +219,9 @@ int ephd_ffi_json_field(const char *json, size_t len, const char *name,
 int ephd_ffi_json_members(const char *json, size_t len);
 
 /* push: scan the body into req->op (validating every payload without
- * decoding it), let Lua check names and policy, then commit all or nothing
- * (EPHD_E_REFUSED: req->op->refusals). */
+ * decoding it), let Lua check names and policy, then commit all or nothing:
+ * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
+ * req->op->refusals and req unanswered. */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
                          size_t tenant_len, const ephd_tenant_limits_t *limits);

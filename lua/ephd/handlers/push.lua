@@ -36,14 +36,17 @@ function _M.parse(ctx)
     ctx.push = contract.push(ctx.tenant, queue, partition, messages, bytes)
 end
 
+-- A commit answers its own 201; an empty array commits nothing.
 function _M.commit(ctx)
     local op = ctx.req.op
-    local count = op.scan.count
-    if count > 0 and C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                        ctx.limits.c) ~= C.EPHD_OK then
+    if op.scan.count == 0 then
+        reply.json(ctx.req, 201, '{"pushed":0}')
+        return 0
+    end
+    if C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                              ctx.limits.c) ~= C.EPHD_OK then
         return op.refusals
     end
-    reply.json(ctx.req, 201, '{"pushed":' .. count .. '}')
     return 0
 end
 

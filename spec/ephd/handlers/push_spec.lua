@@ -29,7 +29,11 @@ describe("ephd.handlers.push", function()
                 commits[#commits + 1] = { ffi.string(tenant, len),
                                           tonumber(limits.max_bytes) }
                 req.op.refusals = refusal
-                return refusal == 0 and 0 or C.EPHD_E_REFUSED
+                if refusal ~= 0 then return C.EPHD_E_REFUSED end
+                -- The real commit answers its own 201.
+                local body = '{"pushed":' .. tonumber(req.op.scan.count) .. '}'
+                respond(req, 201, nil, body, #body)
+                return 0
             end,
         })
         push = require("ephd.handlers.push")
