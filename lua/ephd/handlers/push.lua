@@ -1,7 +1,6 @@
 -- POST /api/v1/ephemeral/push: C scans the body (every payload validated,
 -- none decoded), Lua checks the names, C commits all or nothing.
 local ffi = require("ffi")
-local contract = require("ephd.contract")
 local core = require("ephd.core")
 local reply = require("ephd.reply")
 local validate = require("ephd.validate")
@@ -32,8 +31,10 @@ function _M.parse(ctx)
     if not queue then return err end
     partition, err = validate.name(partition, "partition")
     if not partition then return err end
-    -- What the rate rung and the policy's cost hook see.
-    ctx.push = contract.push(ctx.tenant, queue, partition, messages, bytes)
+    -- What the rate rung takes, and what a cost hook sees (its push table
+    -- is built only for an operator's hook: the default's is the count).
+    ctx.queue, ctx.partition, ctx.messages, ctx.bytes = queue, partition,
+                                                        messages, bytes
 end
 
 -- A commit answers its own 201; an empty array commits nothing.

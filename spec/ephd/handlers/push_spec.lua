@@ -43,8 +43,8 @@ describe("ephd.handlers.push", function()
         scanned("q", "room-7", 3, 120)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        assert.same({ tenant = ctx.tenant, queue = "q", partition = "room-7",
-                      messages = 3, bytes = 120 }, ctx.push)
+        assert.same({ "q", "room-7", 3, 120 },
+                    { ctx.queue, ctx.partition, ctx.messages, ctx.bytes })
         assert.truthy(keep)
     end)
 
