@@ -146,6 +146,10 @@ typedef struct {
   int has_queue;
   int has_partition;
   int has_group;
+  /* A push's queue and partition both pass every check Lua's
+   * validate.name makes (present, at most max_name_bytes, no control
+   * character, UTF-8): Lua skips them. 0: Lua checks and says why. */
+  int names_clean;
   uint32_t count;    /* messages or acks */
   uint64_t bytes;    /* a push's payload bytes */
   char message[200]; /* why a body is a 400 */

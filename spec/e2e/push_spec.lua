@@ -85,6 +85,17 @@ describe("push", function()
         refused('{"queue":"ok","partition":"p\\n","messages":[{"payload":1}]}',
                 "ok")
         refused('{"queue":"","messages":[{"payload":1}]}')
+        -- DEL and C1 (U+0080-U+009F), in either name.
+        refused('{"queue":"a\\u007f","messages":[{"payload":1}]}')
+        refused('{"queue":"a\127","messages":[{"payload":1}]}')
+        refused('{"queue":"a\\u0085","messages":[{"payload":1}]}')
+        refused('{"queue":"a\194\133","messages":[{"payload":1}]}')
+        refused('{"queue":"ok","partition":"\\u009f","messages":[{"payload":1}]}',
+                "ok")
+        refused('{"queue":"ok","partition":"","messages":[{"payload":1}]}',
+                "ok")
+        -- Other characters past ASCII are names like any.
+        assert.equals(201, d:push("caf\u{e9}-\u{a0}", { "1" }).status)
         local exact = ("m"):rep(512)
         assert.equals(201, d:push(exact, { "1" }).status)
     end)
