@@ -62,7 +62,10 @@ typedef struct {
   ephd_slice_t origin;
   ephd_slice_t host;
   ephd_slice_t fetch_site; /* Sec-Fetch-Site */
-  ephd_op_t *op;           /* what its parse hands its commit (below) */
+  /* Content-Type is exactly application/json, the usual case, which the
+   * browser check takes without reading the header */
+  int json;
+  ephd_op_t *op; /* what its parse hands its commit (below) */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */

@@ -634,6 +634,8 @@ static int on_message_complete(llhttp_t *p) {
   r->tenant = slice(c, c->headers[HDR_TENANT]);
   r->authorization = slice(c, c->headers[HDR_AUTHORIZATION]);
   r->content_type = slice(c, c->headers[HDR_CONTENT_TYPE]);
+  r->json = r->content_type.len == 16 &&
+            memcmp(r->content_type.ptr, "application/json", 16) == 0;
   r->origin = slice(c, c->headers[HDR_ORIGIN]);
   r->host = slice(c, c->headers[HDR_HOST]);
   r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);
