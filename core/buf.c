@@ -30,16 +30,6 @@ char *ephd_buf_reserve(ephd_buf_t *b, size_t n) {
   return b->base + b->len;
 }
 
-void ephd_buf_append(ephd_buf_t *b, const void *p, size_t n) {
-  if (n == 0) return;
-  memcpy(ephd_buf_reserve(b, n), p, n);
-  b->len += n;
-}
-
-void ephd_buf_appends(ephd_buf_t *b, const char *s) {
-  ephd_buf_append(b, s, strlen(s));
-}
-
 void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v) {
   char tmp[20];
   int n = 0;

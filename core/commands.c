@@ -44,6 +44,14 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   ephd_engine_push(e, q, r, body, (const ephd_span_t *)op->items.base, s->count,
                    &plan, now);
   ephd_engine_touch(e, q, now);
+  /* The commit answers its own 201, as pop and ack do: the count is a
+   * number here, and a Lua string of it would be built per push. */
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_t *out = ephd_http_begin(c, 201, NULL);
+  ephd_buf_appends(out, "{\"pushed\":");
+  ephd_buf_append_u64(out, s->count);
+  ephd_buf_append(out, "}", 1);
+  ephd_http_end(c);
   return EPHD_OK;
 }
 

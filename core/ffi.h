@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 17 };
+enum { EPHD_FFI_ABI_VERSION = 18 };
 
 enum {
   EPHD_OK = 0,
@@ -62,7 +62,10 @@ typedef struct {
   ephd_slice_t origin;
   ephd_slice_t host;
   ephd_slice_t fetch_site; /* Sec-Fetch-Site */
-  ephd_op_t *op;           /* what its parse hands its commit (below) */
+  /* Content-Type is exactly application/json, the usual case, which the
+   * browser check takes without reading the header */
+  int json;
+  ephd_op_t *op; /* what its parse hands its commit (below) */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */
@@ -146,6 +149,10 @@ typedef struct {
   int has_queue;
   int has_partition;
   int has_group;
+  /* A push's queue and partition both pass every check Lua's
+   * validate.name makes (present, at most max_name_bytes, no control
+   * character, UTF-8): Lua skips them. 0: Lua checks and says why. */
+  int names_clean;
   uint32_t count;    /* messages or acks */
   uint64_t bytes;    /* a push's payload bytes */
   char message[200]; /* why a body is a 400 */
@@ -219,8 +226,9 @@ int ephd_ffi_json_field(const char *json, size_t len, const char *name,
 int ephd_ffi_json_members(const char *json, size_t len);
 
 /* push: scan the body into req->op (validating every payload without
- * decoding it), let Lua check names and policy, then commit all or nothing
- * (EPHD_E_REFUSED: req->op->refusals). */
+ * decoding it), let Lua check names and policy, then commit all or nothing:
+ * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
+ * req->op->refusals and req unanswered. */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
                          size_t tenant_len, const ephd_tenant_limits_t *limits);

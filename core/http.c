@@ -212,15 +212,17 @@ static void arm(ephd_conn_t *c, int kind, uint64_t deadline) {
                  0);
 }
 
-ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
-  return ephd_http_begin_as(c, status, extra, "application/json");
-}
+/* The answer's head up to the Content-Length digits, with the digits'
+ * room, kept per status for JSON (every route but metrics and the
+ * dashboard): built the first time a status is answered, then one copy. */
+#define HEAD_MAX 128
+typedef struct {
+  uint8_t len;
+  char text[HEAD_MAX];
+} head_t;
+static head_t json_heads[500];
 
-ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
-                               const char *content_type) {
-  ephd_buf_t *o = &c->out;
-  c->answered = 1;
-  c->status = status;
+static void append_head(ephd_buf_t *o, int status, const char *content_type) {
   ephd_buf_appends(o, "HTTP/1.1 ");
   ephd_buf_append_u64(o, (uint64_t)status);
   ephd_buf_append(o, " ", 1);
@@ -230,18 +232,64 @@ ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
   ephd_buf_appends(o, "\r\nContent-Length: ");
   /* The length is written once the body is: digits padded with leading
    * spaces (optional whitespace in HTTP), so the body is built in place. */
-  c->len_field = o->len;
   memset(ephd_buf_reserve(o, LEN_DIGITS), ' ', LEN_DIGITS);
   o->len += LEN_DIGITS;
-  ephd_buf_appends(o, "\r\n");
+}
+
+static void append_json_head(ephd_buf_t *o, int status) {
+  if (status < 100 || status >= 600) {
+    append_head(o, status, "application/json");
+    return;
+  }
+  head_t *h = &json_heads[status - 100];
+  if (h->len == 0) {
+    size_t start = o->len;
+    append_head(o, status, "application/json");
+    size_t n = o->len - start;
+    if (n <= HEAD_MAX) {
+      memcpy(h->text, o->base + start, n);
+      h->len = (uint8_t)n;
+    }
+    return;
+  }
+  ephd_buf_append(o, h->text, h->len);
+}
+
+/* content_type NULL: application/json. */
+static ephd_buf_t *begin(ephd_conn_t *c, int status, const char *extra,
+                         const char *content_type) {
+  ephd_buf_t *o = &c->out;
+  c->answered = 1;
+  c->status = status;
+  if (content_type == NULL)
+    append_json_head(o, status);
+  else
+    append_head(o, status, content_type);
+  c->len_field = o->len - LEN_DIGITS;
+  /* The usual end: no extra headers, a kept HTTP/1.1 connection. */
+  if (!extra && c->keep_alive && !c->http10) {
+    ephd_buf_append(o, "\r\n\r\n", 4);
+    c->body_start = o->len;
+    return o;
+  }
+  ephd_buf_append(o, "\r\n", 2);
   if (extra) ephd_buf_appends(o, extra);
   if (!c->keep_alive)
     ephd_buf_appends(o, "Connection: close\r\n");
   else if (c->http10)
     ephd_buf_appends(o, "Connection: keep-alive\r\n");
-  ephd_buf_appends(o, "\r\n");
+  ephd_buf_append(o, "\r\n", 2);
   c->body_start = o->len;
   return o;
+}
+
+ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
+  return begin(c, status, extra, NULL);
+}
+
+ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
+                               const char *content_type) {
+  return begin(c, status, extra, content_type);
 }
 
 /* The request is done with: answered, or its client gone. */
@@ -586,6 +634,8 @@ static int on_message_complete(llhttp_t *p) {
   r->tenant = slice(c, c->headers[HDR_TENANT]);
   r->authorization = slice(c, c->headers[HDR_AUTHORIZATION]);
   r->content_type = slice(c, c->headers[HDR_CONTENT_TYPE]);
+  r->json = r->content_type.len == 16 &&
+            memcmp(r->content_type.ptr, "application/json", 16) == 0;
   r->origin = slice(c, c->headers[HDR_ORIGIN]);
   r->host = slice(c, c->headers[HDR_HOST]);
   r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);

@@ -24,6 +24,8 @@ static lua_State *L;
 static uv_loop_t *loop;
 static int traceback_ref = LUA_NOREF;
 static int dispatch_ref = LUA_NOREF;
+/* ephd.dispatch.dispatch itself: fetched once, not by name per request. */
+static int dispatch_fn_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
 static const ephd_request_t *current;
@@ -185,6 +187,8 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
     lua_close(l);
     return NULL;
   }
+  lua_getfield(l, -1, "dispatch");
+  dispatch_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   dispatch_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   /* After the broker's modules took the built-in matcher as locals: what
    * policy code reaches (its sandbox copies and string methods) is the
@@ -261,9 +265,7 @@ void ephd_lua_host_dispatch(ephd_request_t *req) {
   /* Lua's ctx.op: this request's own, until it is answered. */
   ephd_op_attach(req);
   lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
-  lua_getfield(L, -1, "dispatch");
-  lua_remove(L, -2);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_fn_ref);
   current = req;
   int rc = lua_pcall(L, 0, 0, -2);
   current = NULL;

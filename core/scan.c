@@ -222,6 +222,22 @@ static const body_shape_t PUSH = {
     .item = scan_message,
 };
 
+/* Whether a decoded name is one validate.name takes: present, within the
+ * bound, and free of control characters (C0, DEL, and C1, which UTF-8
+ * spells C2 80-9F). Its UTF-8 was checked as it was decoded, so a C2 is
+ * followed by a continuation byte (80-BF). */
+static int name_clean(ephd_slice_t name, size_t max) {
+  if (name.len == 0 || name.len > max) return 0;
+  const unsigned char *p = (const unsigned char *)name.ptr;
+  for (size_t i = 0; i < name.len; i++) {
+    unsigned b = p[i];
+    if (b - 32u < 95u) continue; /* printable ASCII */
+    if (b < 128) return 0;       /* C0 or DEL */
+    if (b == 0xC2 && p[i + 1] < 0xA0) return 0;
+  }
+  return 1;
+}
+
 int ephd_ffi_push_scan(const ephd_request_t *req) {
   int rc = scan_body(req, &PUSH);
   ephd_scan_t *s = &req->op->scan;
@@ -229,6 +245,9 @@ int ephd_ffi_push_scan(const ephd_request_t *req) {
     s->partition.ptr = "Default";
     s->partition.len = 7;
   }
+  size_t max = ephd_ffi_config()->max_name_bytes;
+  s->names_clean = rc == EPHD_OK && name_clean(s->queue, max) &&
+                   name_clean(s->partition, max);
   return rc;
 }
 

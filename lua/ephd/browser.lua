@@ -66,6 +66,7 @@ end
 -- (application/json; charset=utf-8); none of them is a type a page can
 -- send without a preflight. A POST without a body needs no Content-Type.
 function _M.not_json(req)
+    if req.json ~= 0 then return end -- exactly application/json, seen by C
     local t = req.content_type
     if t.len == 0 then
         if req.body.len == 0 then return end

@@ -165,8 +165,9 @@ end
 local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,
-    limits = false, taken = false, push = false, pop = false, queue = false,
-    group = false, switch = false,
+    limits = false, taken = false, pop = false, queue = false,
+    partition = false, messages = false, bytes = false, group = false,
+    switch = false,
 }
 
 function _M.dispatch()
@@ -186,8 +187,9 @@ function _M.dispatch()
     c.handler, c.family = HANDLERS[id], route.class == "family"
     c.request, c.tenant, c.level, c.limits, c.taken = false, false, false,
                                                       false, false
-    c.push, c.pop, c.queue, c.group, c.switch = false, false, false, false,
-                                                false
+    c.pop, c.queue, c.partition, c.messages, c.bytes = false, false, false,
+                                                       false, false
+    c.group, c.switch = false, false
     return ladder.run(c)
 end
 

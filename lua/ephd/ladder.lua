@@ -135,14 +135,18 @@ local function within_rate(ctx)
     local l = limits.get(ctx.tenant)
     if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     ctx.limits = l
-    local push = ctx.push
-    if not push then return end
-    local ok, cost = hooks.call("cost", push)
-    if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-    local bad = contract.check.cost(cost)
-    if bad then
-        hooks.reject("cost", bad)
-        return HOOK_FAILED, nil, "ephemeral_unavailable"
+    local cost = ctx.messages
+    if not cost then return end
+    if not hooks.active.messages_cost then
+        local ok
+        ok, cost = hooks.call("cost", contract.push(
+            ctx.tenant, ctx.queue, ctx.partition, cost, ctx.bytes))
+        if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+        local bad = contract.check.cost(cost)
+        if bad then
+            hooks.reject("cost", bad)
+            return HOOK_FAILED, nil, "ephemeral_unavailable"
+        end
     end
     local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
                                            l.burst, tonumber(C.ephd_ffi_now_ms()))

@@ -124,9 +124,13 @@ function _M.compile(dir, files, api, interpreted)
 end
 
 -- The operator's policy over the default one. Returns {name, version,
--- hooks, guarded}: guarded names the hooks that are the
+-- hooks, guarded, messages_cost}: guarded names the hooks that are the
 -- operator's (interpreted, and watched by the time budget); the others
--- are the broker's shipped default. Or nil and why.
+-- are the broker's shipped default. messages_cost is true while the cost
+-- in force is the default's, which is the push's message count: the
+-- broker takes that count without calling the hook or building its push
+-- table (spec/ephd/policy_spec.lua pins the default to it). Or nil and
+-- why.
 function _M.load(dir, files, default_dir, default_files, api)
     local fallback, err = _M.compile(default_dir, default_files, api, false)
     if not fallback then return nil, "the default policy: " .. err end
@@ -141,7 +145,7 @@ function _M.load(dir, files, default_dir, default_files, api)
         guarded[name] = p ~= fallback and p.hooks[name] ~= nil
     end
     return { name = p.name, version = p.version, hooks = hooks,
-             guarded = guarded, dir = dir }
+             guarded = guarded, messages_cost = not guarded.cost, dir = dir }
 end
 
 return _M

@@ -38,7 +38,9 @@ return {
         end,
 
         -- cost(push) -> tokens this push takes from the tenant's bucket.
-        -- push: {tenant, queue, partition, messages, bytes}.
+        -- push: {tenant, queue, partition, messages, bytes}. While this
+        -- one is in force the broker takes the count without calling it
+        -- (lua/ephd/policy.lua, messages_cost): change both together.
         cost = function(push)
             return push.messages
         end,

@@ -17,7 +17,8 @@ describe("push", function()
     it("answers 201 with the number pushed", function()
         local res = d:push("p1", { "1", '"two"', "{}" })
         assert.equals(201, res.status)
-        assert.same({ pushed = 3 }, res.json)
+        assert.equals('{"pushed":3}', res.body)
+        assert.equals("application/json", res.headers["content-type"])
         assert.equals(3, d:depth("p1").json.pending)
     end)
 
@@ -84,6 +85,17 @@ describe("push", function()
         refused('{"queue":"ok","partition":"p\\n","messages":[{"payload":1}]}',
                 "ok")
         refused('{"queue":"","messages":[{"payload":1}]}')
+        -- DEL and C1 (U+0080-U+009F), in either name.
+        refused('{"queue":"a\\u007f","messages":[{"payload":1}]}')
+        refused('{"queue":"a\127","messages":[{"payload":1}]}')
+        refused('{"queue":"a\\u0085","messages":[{"payload":1}]}')
+        refused('{"queue":"a\194\133","messages":[{"payload":1}]}')
+        refused('{"queue":"ok","partition":"\\u009f","messages":[{"payload":1}]}',
+                "ok")
+        refused('{"queue":"ok","partition":"","messages":[{"payload":1}]}',
+                "ok")
+        -- Other characters past ASCII are names like any.
+        assert.equals(201, d:push("caf\u{e9}-\u{a0}", { "1" }).status)
         local exact = ("m"):rep(512)
         assert.equals(201, d:push(exact, { "1" }).status)
     end)

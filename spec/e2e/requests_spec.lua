@@ -135,7 +135,9 @@ describe("requests", function()
         it("refuses a POST body that is not application/json", function()
             for _, ct in ipairs({ "text/plain", "text/plain;charset=UTF-8",
                                   "application/x-www-form-urlencoded",
-                                  "multipart/form-data; boundary=x", false }) do
+                                  "multipart/form-data; boundary=x",
+                                  "application/jsonp", "application/jsox",
+                                  false }) do
                 local res = d:request("POST", SWITCH, PAUSE,
                                       { ["Content-Type"] = ct })
                 assert.equals(400, res.status)

@@ -65,6 +65,16 @@ describe("ephd.browser", function()
         return why
     end
 
+    it("takes C's word for a Content-Type of exactly application/json",
+       function()
+        local req, anchor = helper.request({ content_type = "text/plain",
+                                             body = "{}" })
+        assert.truthy(browser.not_json(req))
+        req.json = 1
+        assert.is_nil(browser.not_json(req))
+        assert.truthy(anchor)
+    end)
+
     it("takes application/json bodies, with parameters, in any case",
        function()
         assert.is_nil(not_json("application/json", "{}"))

@@ -37,7 +37,7 @@ describe("numbers from hooks", function()
             family = true,
             handler = {
                 parse = function(ctx)
-                    ctx.push = { messages = 1, bytes = 1 }
+                    ctx.messages, ctx.bytes = 1, 1
                 end,
                 commit = function()
                     committed = true

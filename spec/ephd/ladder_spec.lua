@@ -57,7 +57,7 @@ describe("ephd.ladder", function()
             family = true,
             handler = {
                 parse = function(ctx)
-                    ctx.push = { messages = t.messages or 1, bytes = 1 }
+                    ctx.messages, ctx.bytes = t.messages or 1, 1
                     return t.shape
                 end,
                 commit = function()

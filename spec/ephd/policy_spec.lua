@@ -23,6 +23,27 @@ describe("ephd.policy", function()
         end
     end)
 
+    -- The broker takes the default's cost without calling it: it must be
+    -- the push's message count, whatever else the push holds.
+    it("knows the default's cost is the message count", function()
+        local files = testing.read(DEFAULT)
+        local p = assert(policy.load(DEFAULT, files, DEFAULT, files, {}))
+        assert.is_true(p.messages_cost)
+        -- A copy of the default elsewhere is the operator's code: called.
+        assert.is_false(assert(load(files)).messages_cost)
+        for _, n in ipairs({ 0, 1, 7, 10000 }) do
+            assert.equals(n, p.hooks.cost(testing.push({ messages = n,
+                                                         bytes = 3 * n })))
+        end
+        -- A policy without a cost hook keeps the default's; one with its
+        -- own is called.
+        assert.is_true(assert(load({ init = 'return { name = "n", '
+            .. 'version = 1, hooks = {} }' })).messages_cost)
+        assert.is_false(assert(load({ init = 'return { name = "c", '
+            .. 'version = 1, hooks = { cost = function(p) '
+            .. 'return p.messages end } }' })).messages_cost)
+    end)
+
     it("sorts at most MAX_SORT items in policy code", function()
         local p = assert(load({ init = 'return { name = "s", version = 1, '
             .. 'hooks = { cost = function(push) local t = {} '

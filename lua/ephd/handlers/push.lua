@@ -1,8 +1,9 @@
 -- POST /api/v1/ephemeral/push: C scans the body (every payload validated,
--- none decoded), Lua checks the names, C commits all or nothing.
+-- none decoded) and checks the names, Lua says why a name is refused, C
+-- commits all or nothing.
 local ffi = require("ffi")
-local contract = require("ephd.contract")
 local core = require("ephd.core")
+local hooks = require("ephd.hooks")
 local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
@@ -18,32 +19,47 @@ function _M.parse(ctx)
     if C.ephd_ffi_push_scan(req) ~= C.EPHD_OK then
         return ffi_string(req.op.scan.message)
     end
-    -- Read out of the scan at once, in a block of its own: a cdata
+    -- Read out of the scan at once, in blocks of their own: a cdata
     -- reference still live across the calls below would be allocated per
     -- request.
-    local queue, partition, messages, bytes, err
+    local messages, bytes, clean
+    do
+        local scan = req.op.scan
+        messages, bytes = scan.count, tonumber(scan.bytes)
+        clean = scan.names_clean ~= 0
+    end
+    -- What the rate rung takes.
+    ctx.messages, ctx.bytes = messages, bytes
+    -- C checked the names as it scanned them, and the default cost needs
+    -- none: Lua reads them only to say why C did not pass one, or for an
+    -- operator's cost hook.
+    if clean and hooks.active.messages_cost then return end
+    local queue, partition, err
     do
         local scan = req.op.scan
         queue = ffi_string(scan.queue.ptr, scan.queue.len)
         partition = ffi_string(scan.partition.ptr, scan.partition.len)
-        messages, bytes = scan.count, tonumber(scan.bytes)
     end
-    queue, err = validate.name(queue, "queue")
-    if not queue then return err end
-    partition, err = validate.name(partition, "partition")
-    if not partition then return err end
-    -- What the rate rung and the policy's cost hook see.
-    ctx.push = contract.push(ctx.tenant, queue, partition, messages, bytes)
+    if not clean then
+        queue, err = validate.name(queue, "queue")
+        if not queue then return err end
+        partition, err = validate.name(partition, "partition")
+        if not partition then return err end
+    end
+    ctx.queue, ctx.partition = queue, partition
 end
 
+-- A commit answers its own 201; an empty array commits nothing.
 function _M.commit(ctx)
     local op = ctx.req.op
-    local count = op.scan.count
-    if count > 0 and C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                        ctx.limits.c) ~= C.EPHD_OK then
+    if op.scan.count == 0 then
+        reply.json(ctx.req, 201, '{"pushed":0}')
+        return 0
+    end
+    if C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                              ctx.limits.c) ~= C.EPHD_OK then
         return op.refusals
     end
-    reply.json(ctx.req, 201, '{"pushed":' .. count .. '}')
     return 0
 end
 

@@ -5,13 +5,14 @@ describe("ephd.handlers.push", function()
     local answers, commits, scan_result, refusal, push
 
     local keep -- the strings a fake scan points at
-    local function scanned(queue, partition, count, bytes)
+    local function scanned(queue, partition, count, bytes, clean)
         keep = { queue, partition }
         scan_result = function(scan)
             scan.queue.ptr, scan.queue.len = queue, #queue
             scan.partition.ptr, scan.partition.len = partition, #partition
             scan.count = count
             scan.bytes = bytes or count
+            scan.names_clean = clean and 1 or 0
             return 0
         end
     end
@@ -29,7 +30,11 @@ describe("ephd.handlers.push", function()
                 commits[#commits + 1] = { ffi.string(tenant, len),
                                           tonumber(limits.max_bytes) }
                 req.op.refusals = refusal
-                return refusal == 0 and 0 or C.EPHD_E_REFUSED
+                if refusal ~= 0 then return C.EPHD_E_REFUSED end
+                -- The real commit answers its own 201.
+                local body = '{"pushed":' .. tonumber(req.op.scan.count) .. '}'
+                respond(req, 201, nil, body, #body)
+                return 0
             end,
         })
         push = require("ephd.handlers.push")
@@ -39,8 +44,8 @@ describe("ephd.handlers.push", function()
         scanned("q", "room-7", 3, 120)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        assert.same({ tenant = ctx.tenant, queue = "q", partition = "room-7",
-                      messages = 3, bytes = 120 }, ctx.push)
+        assert.same({ "q", "room-7", 3, 120 },
+                    { ctx.queue, ctx.partition, ctx.messages, ctx.bytes })
         assert.truthy(keep)
     end)
 
@@ -76,6 +81,26 @@ describe("ephd.handlers.push", function()
         assert.truthy(push.parse(helper.ctx({})):find("queue", 1, true))
         scanned("q", "p\1", 1)
         assert.truthy(push.parse(helper.ctx({})):find("partition", 1, true))
+    end)
+
+    -- C's scan checks the names it decodes (spec/e2e/push_spec.lua sends
+    -- the bad ones); Lua checks a name only when C did not pass it.
+    it("takes the names C passed without checking them again", function()
+        local hooks = require("ephd.hooks")
+        -- An operator's cost hook sees them.
+        hooks.active = { hooks = {}, guarded = { cost = true },
+                         messages_cost = false }
+        scanned(("q"):rep(513), "p\1", 1, 1, true)
+        local ctx = helper.ctx({})
+        assert.is_nil(push.parse(ctx))
+        assert.equals("p\1", ctx.partition)
+        -- The default's cost needs no name: none is read.
+        hooks.active.messages_cost = true
+        ctx = helper.ctx({})
+        assert.is_nil(push.parse(ctx))
+        assert.same({ 1, 1 }, { ctx.messages, ctx.bytes })
+        assert.is_falsy(ctx.queue)
+        assert.is_falsy(ctx.partition)
     end)
 
     it("hands the budget bits C reported back to the ladder", function()
