@@ -581,26 +581,33 @@ TEST_IMPL(relay_queue_bound) {
 TEST_IMPL(relay_parked_lane_apart) {
   defaults();
   lim.max_conns = 1;
-  lim.max_parked = 1;
+  lim.max_parked = 2;
   ephd_relay_peer_t *p = start();
   ASSERT(p != NULL);
-  ASSERT_EQ(go_as(p, 0, "/hold-pop", 5000, 1), 0);
-  ASSERT_EQ(go_as(p, 1, "/hold-pop2", 5000, 1), 0);
-  RUN_UNTIL(srv_held() == 1);
-  for (int i = 2; i < 6; i++) {
+  for (int i = 0; i < 3; i++) {
+    char target[16];
+    snprintf(target, sizeof(target), "/hold-pop%d", i);
+    ASSERT_EQ(go_as(p, i, target, 5000, 1), 0);
+  }
+  RUN_UNTIL(srv_held() == 2);
+  ASSERT_EQ(st()->queued, 1); /* the third pop */
+  /* The short lane's one slot is free: pushes go, one after another, on a
+   * connection of their own. */
+  for (int i = 3; i < 7; i++) {
     ASSERT_EQ(go(p, i, "/push"), 0);
     RUN_UNTIL(res[i].calls);
     ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
   }
-  ASSERT_EQ(res[0].calls + res[1].calls, 0);
-  ASSERT_EQ(srv.accepted, 2);
-  ASSERT_EQ(st()->queued, 1); /* the second pop */
-  srv_release();
-  RUN_UNTIL(res[0].calls && srv_held() == 1);
-  srv_release();
-  RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
-  ASSERT_EQ(srv.accepted, 2); /* the pops shared one connection */
+  ASSERT_EQ(res[0].calls + res[1].calls + res[2].calls, 0);
+  ASSERT_EQ(srv.accepted, 3);
+  ASSERT_EQ(st()->queued, 1);
+  release(holding("/hold-pop0"));
+  RUN_UNTIL(res[0].calls && holding("/hold-pop2"));
+  release(holding("/hold-pop1"));
+  release(holding("/hold-pop2"));
+  RUN_UNTIL(res[1].calls && res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 3); /* the third pop reused a connection */
   ASSERT_EQ(stop(), 0);
   return 0;
 }
