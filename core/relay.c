@@ -979,18 +979,22 @@ void ephd_relay_close_all(void) {
 
 const ephd_relay_stats_t *ephd_relay_stats(void) { return &stats; }
 
+/* By -kind, as the metrics will label them. */
+static const char *const kind_names[EPHD_RELAY_NKINDS] = {
+    [EPHD_RELAY_OK] = "ok",
+    [-EPHD_RELAY_E_CONNECT] = "connect",
+    [-EPHD_RELAY_E_RESOLVE] = "resolve",
+    [-EPHD_RELAY_E_QUEUE_TIMEOUT] = "queue_timeout",
+    [-EPHD_RELAY_E_CONNECT_TIMEOUT] = "connect_timeout",
+    [-EPHD_RELAY_E_ANSWER_TIMEOUT] = "answer_timeout",
+    [-EPHD_RELAY_E_CLOSED] = "closed",
+    [-EPHD_RELAY_E_MALFORMED] = "malformed",
+    [-EPHD_RELAY_E_TOO_LARGE] = "too_large",
+    [-EPHD_RELAY_E_QUEUE_FULL] = "queue_full",
+    [-EPHD_RELAY_E_STOPPING] = "stopping",
+    [-EPHD_RELAY_E_INVALID] = "invalid",
+};
+
 const char *ephd_relay_kind_name(int kind) {
-  static const char *const names[EPHD_RELAY_NKINDS] = {"ok",
-                                                       "connect",
-                                                       "resolve",
-                                                       "queue_timeout",
-                                                       "connect_timeout",
-                                                       "answer_timeout",
-                                                       "closed",
-                                                       "malformed",
-                                                       "too_large",
-                                                       "queue_full",
-                                                       "stopping",
-                                                       "invalid"};
-  return kind <= 0 && kind > -EPHD_RELAY_NKINDS ? names[-kind] : "unknown";
+  return kind <= 0 && kind > -EPHD_RELAY_NKINDS ? kind_names[-kind] : "unknown";
 }

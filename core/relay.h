@@ -46,7 +46,7 @@ enum {
   EPHD_RELAY_E_TOO_LARGE = -8,       /* headers or body past the limits */
   EPHD_RELAY_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
   EPHD_RELAY_E_STOPPING = -10,       /* close_all, or send after it */
-  EPHD_RELAY_E_INVALID = -11         /* refused by send: bad arguments */
+  EPHD_RELAY_E_INVALID = -11 /* refused by send: bad arguments, no memory */
 };
 #define EPHD_RELAY_NKINDS 12 /* OK and every -kind above */
 
@@ -110,7 +110,7 @@ typedef void (*ephd_relay_cb)(void *data, int result,
 typedef struct {
   uint64_t requests;                    /* accepted by send */
   uint64_t responses;                   /* whole answers delivered */
-  uint64_t failures[EPHD_RELAY_NKINDS]; /* by -kind; [0] unused */
+  uint64_t failures[EPHD_RELAY_NKINDS]; /* callbacks' and send's, by -kind */
   uint64_t retries;                     /* sent again on a fresh connection */
   uint64_t cancelled;
   uint64_t connections_opened;

@@ -889,6 +889,13 @@ TEST_IMPL(relay_refuses_unusable_requests) {
     ASSERT_EQ(ephd_relay_send(p, &bad[i], on_done, &res[0], &handles[0]),
               EPHD_RELAY_E_INVALID);
   ASSERT_EQ(st()->requests, 0);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_INVALID], 7);
+  const char *name = ephd_relay_kind_name(EPHD_RELAY_E_ANSWER_TIMEOUT);
+  ASSERT_MEM_EQ(name, strlen(name), "answer_timeout");
+  name = ephd_relay_kind_name(EPHD_RELAY_E_INVALID);
+  ASSERT_MEM_EQ(name, strlen(name), "invalid");
+  name = ephd_relay_kind_name(-EPHD_RELAY_NKINDS);
+  ASSERT_MEM_EQ(name, strlen(name), "unknown");
   ASSERT_EQ(stop(), 0);
   ASSERT_EQ(res[0].calls, 0);
   ASSERT_EQ(srv.requests, 0);
