@@ -3,8 +3,10 @@
 #include "commands.h"
 
 #include "clock.h"
+#include "forward.h"
 #include "http.h"
 #include "json.h"
+#include "members.h"
 #include "op.h"
 
 ephd_engine_t *ephd_commands_engine;
@@ -23,6 +25,12 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   const char *body = op->scanned;
   if (body == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
+  /* A cell of one reads the view's count and nothing else. */
+  const ephd_view_t *view = ephd_members_view();
+  if (view->count > 1 &&
+      ephd_forward_route(req, EPHD_FORWARD_PUSH, view, tenant, tenant_len,
+                         s->queue, s->partition) != EPHD_OK)
+    return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;

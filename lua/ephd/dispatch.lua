@@ -166,7 +166,7 @@ local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,
     limits = false, taken = false, push = false, pop = false, queue = false,
-    group = false, switch = false,
+    group = false, switch = false, forwarded = false,
 }
 
 function _M.dispatch()
@@ -188,6 +188,7 @@ function _M.dispatch()
                                                       false, false
     c.push, c.pop, c.queue, c.group, c.switch = false, false, false, false,
                                                 false
+    c.forwarded = false
     return ladder.run(c)
 end
 

@@ -39,9 +39,12 @@ end
 function _M.commit(ctx)
     local op = ctx.req.op
     local count = op.scan.count
-    if count > 0 and C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                        ctx.limits.c) ~= C.EPHD_OK then
-        return op.refusals
+    if count > 0 then
+        local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                          ctx.limits.c)
+        -- Answered by C: relayed to its owner, or owner_moved.
+        if rc == C.EPHD_RELAYED then return 0 end
+        if rc ~= C.EPHD_OK then return op.refusals end
     end
     reply.json(ctx.req, 201, '{"pushed":' .. count .. '}')
     return 0

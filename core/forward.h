@@ -1,0 +1,43 @@
+/* The cell's relay, the daemon's half (relay.c is the client it sends
+ * with). At the edge, a request whose partition another member owns is
+ * held (http.h) and sent once to that owner with the forward mark, and the
+ * owner's answer is passed back as it came. At the owner, a marked request
+ * is trusted only with the cell token, and refused as owner_moved when this
+ * broker's view gives its partition to another member.
+ *
+ * The mark is one header, "X-Queen-Forward: <cell token> <tenant>": the
+ * edge ran the whole ladder (kill switch, identity, grant, shape, rate), so
+ * the owner takes the tenant from it and runs none of identity, grant or
+ * rate again; it still checks the queue's bounds and budgets at commit.
+ *
+ * Nothing here runs in a cell of one: callers look at the view's count
+ * first, and without a cell token a broker never relays. */
+#ifndef EPHD_FORWARD_H
+#define EPHD_FORWARD_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "ffi.h"
+#include "placement.h"
+
+/* The verbs the relay carries: the metrics' route label. */
+typedef enum { EPHD_FORWARD_PUSH, EPHD_FORWARD_VERBS } ephd_forward_verb_t;
+
+/* The cell token (NULL: none, and this broker never relays nor trusts a
+ * mark); the string must outlive the broker. */
+void ephd_forward_init(const char *cell_token);
+
+/* For a request that passed the ladder, in a view of more than one member:
+ * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
+ * otherwise EPHD_RELAYED, the request answered or held: sent to its owner,
+ * or, marked (a relay already), refused as owner_moved. */
+int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
+                       const ephd_view_t *view, const char *tenant,
+                       size_t tenant_len, ephd_slice_t queue,
+                       ephd_slice_t partition);
+
+/* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
+void ephd_forward_metrics(ephd_buf_t *o);
+
+#endif
