@@ -105,7 +105,7 @@ local function forwarded(ctx)
     if not tenancy.valid(tenant) then
         return "the forward mark's tenant must be a UUID", nil, "unauthorized"
     end
-    ctx.tenant, ctx.level, ctx.forwarded = tenant:lower(), route.level, true
+    ctx.tenant, ctx.level = tenant:lower(), route.level
 end
 
 -- A request a browser marks as another origin's is refused first here,
@@ -114,7 +114,7 @@ end
 local function authenticated(ctx)
     local foreign = browser.foreign(ctx.req)
     if foreign then return foreign, nil, "forbidden" end
-    if ctx.req.forward.len ~= 0 then return forwarded(ctx) end
+    if ctx.forwarded then return forwarded(ctx) end
     local tenant, why = tenancy.tenant(ctx.req)
     if not tenant then return why, nil, "unauthorized" end
     local level = unvouched_level()
