@@ -28,7 +28,7 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 &&
-      ephd_forward_route(req, EPHD_FORWARD_PUSH, view, tenant, tenant_len,
+      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, view, tenant, tenant_len,
                          s->queue, s->partition) != EPHD_OK)
     return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();

@@ -236,7 +236,8 @@ int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
- * slots. */
+ * slots. In a cell, a pop naming a partition another member owns is
+ * EPHD_RELAYED, answered by C (core/forward.h). */
 int ephd_ffi_pop(const ephd_request_t *req);
 
 /* ack: scan into req->op, then settle every id and answer req with the

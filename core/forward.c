@@ -16,13 +16,14 @@
  * stopped process, a full loop). Past it the client hears
  * ephemeral_forward_failed, well within any client's own timeout. */
 #define FORWARD_TIMEOUT_MS 5000
+/* A relayed pop that waits is held by its owner for its whole timeout:
+ * its deadline is that plus this margin for the way there and back. */
+#define PARK_MARGIN_MS 2000
 /* Both 503s are worth retrying soon: a member's view settles within its
  * heartbeat, and an owner's death is seen within the TTL. */
 #define RETRY_AFTER "Retry-After: 1\r\n"
 
-static const char *const VERB_PATHS[EPHD_FORWARD_VERBS] = {
-    "/api/v1/ephemeral/push"};
-static const char *const VERB_NAMES[EPHD_FORWARD_VERBS] = {"push"};
+static const char *const VERB_NAMES[EPHD_FORWARD_VERBS] = {"push", "pop"};
 
 /* What became of a request this broker relayed, or of a mark it was sent. */
 enum {
@@ -53,13 +54,19 @@ typedef struct {
   ephd_relay_t *relay; /* NULL while no send is pending */
   ephd_forward_verb_t verb;
   int rehashed;
-  uint64_t owner; /* the member it was last sent to */
-  size_t headers_len, body_len, tenant_len, queue_len, partition_len;
-  char bytes[]; /* headers, body, tenant, queue, partition */
+  int parks;           /* a pop that waits: the relay's parking lane */
+  uint64_t timeout_ms; /* the relay's deadline for each send */
+  uint64_t owner;      /* the member it was last sent to */
+  size_t target_len, headers_len, body_len, tenant_len, queue_len,
+      partition_len;
+  char bytes[]; /* target, headers, body, tenant, queue, partition */
 } forward_t;
 
+static const char *f_headers(const forward_t *f) {
+  return f->bytes + f->target_len;
+}
 static const char *f_body(const forward_t *f) {
-  return f->bytes + f->headers_len;
+  return f_headers(f) + f->headers_len;
 }
 static const char *f_tenant(const forward_t *f) {
   return f_body(f) + f->body_len;
@@ -76,14 +83,14 @@ static void on_answer(void *data, int result, const ephd_relay_response_t *res);
 static int send_to(forward_t *f, const ephd_member_t *owner) {
   ephd_relay_peer_t *peer = ephd_relay_peer(owner->address);
   if (peer == NULL) return EPHD_RELAY_E_INVALID;
-  const char *path = VERB_PATHS[f->verb];
   ephd_relay_request_t rq = {
-      .method = {"POST", 4},
-      .target = {path, strlen(path)},
-      .headers = {f->bytes, f->headers_len},
+      .method = f->verb == EPHD_FORWARD_POP ? (ephd_slice_t){"GET", 3}
+                                            : (ephd_slice_t){"POST", 4},
+      .target = {f->bytes, f->target_len},
+      .headers = {f_headers(f), f->headers_len},
       .body = {f_body(f), f->body_len},
-      .timeout_ms = FORWARD_TIMEOUT_MS,
-      .parks = 0,
+      .timeout_ms = f->timeout_ms,
+      .parks = f->parks,
   };
   f->owner = owner->id;
   return ephd_relay_send(peer, &rq, on_answer, f, &f->relay);
@@ -190,53 +197,60 @@ static const ephd_deferred_ops_t FORWARDED = {
     .stop = on_stop,
 };
 
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+/* The request as it will be sent again: its path and query, the mark, its
+ * body, and the key placement hashed. */
 static forward_t *forward_new(const ephd_request_t *req,
-                              ephd_forward_verb_t verb, const char *tenant,
-                              size_t tenant_len, ephd_slice_t queue,
-                              ephd_slice_t partition) {
-  /* "Content-Type: application/json\r\nX-Queen-Forward: TOKEN TENANT\r\n" */
+                              ephd_forward_verb_t verb, uint64_t park_ms,
+                              const char *tenant, size_t tenant_len,
+                              ephd_slice_t queue, ephd_slice_t partition) {
   static const char ct[] = "Content-Type: application/json\r\n";
   static const char mark[] = "X-Queen-Forward: ";
+  size_t ct_len = req->body.len ? sizeof(ct) - 1 : 0;
+  size_t target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
   size_t headers_len =
-      sizeof(ct) - 1 + sizeof(mark) - 1 + token_len + 1 + tenant_len + 2;
-  size_t n =
-      headers_len + req->body.len + tenant_len + queue.len + partition.len;
+      ct_len + sizeof(mark) - 1 + token_len + 1 + tenant_len + 2;
+  size_t n = target_len + headers_len + req->body.len + tenant_len + queue.len +
+             partition.len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
   f->relay = NULL;
   f->verb = verb;
   f->rehashed = 0;
+  f->parks = park_ms > 0;
+  f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : FORWARD_TIMEOUT_MS;
+  f->target_len = target_len;
   f->headers_len = headers_len;
   f->body_len = req->body.len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = f->bytes;
-  memcpy(p, ct, sizeof(ct) - 1);
-  p += sizeof(ct) - 1;
-  memcpy(p, mark, sizeof(mark) - 1);
-  p += sizeof(mark) - 1;
-  memcpy(p, token, token_len);
-  p += token_len;
+  char *p = put(f->bytes, req->path.ptr, req->path.len);
+  if (req->query.len) {
+    *p++ = '?';
+    p = put(p, req->query.ptr, req->query.len);
+  }
+  p = put(p, ct, ct_len);
+  p = put(p, mark, sizeof(mark) - 1);
+  p = put(p, token, token_len);
   *p++ = ' ';
-  memcpy(p, tenant, tenant_len);
-  p += tenant_len;
-  memcpy(p, "\r\n", 2);
-  p += 2;
-  memcpy(p, req->body.ptr, req->body.len);
-  p += req->body.len;
-  memcpy(p, tenant, tenant_len);
-  p += tenant_len;
-  memcpy(p, queue.ptr, queue.len);
-  p += queue.len;
-  memcpy(p, partition.ptr, partition.len);
+  p = put(p, tenant, tenant_len);
+  p = put(p, "\r\n", 2);
+  p = put(p, req->body.ptr, req->body.len);
+  p = put(p, tenant, tenant_len);
+  p = put(p, queue.ptr, queue.len);
+  put(p, partition.ptr, partition.len);
   return f;
 }
 
 int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       const ephd_view_t *view, const char *tenant,
-                       size_t tenant_len, ephd_slice_t queue,
-                       ephd_slice_t partition) {
+                       uint64_t park_ms, const ephd_view_t *view,
+                       const char *tenant, size_t tenant_len,
+                       ephd_slice_t queue, ephd_slice_t partition) {
   /* Without a token no mark can be trusted: every broker serves what it is
    * sent, as before the relay (docs/cell.md). */
   if (token == NULL) return EPHD_OK;
@@ -253,7 +267,8 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
            "this broker does not own the partition; retry soon");
     return EPHD_RELAYED;
   }
-  forward_t *f = forward_new(req, verb, tenant, tenant_len, queue, partition);
+  forward_t *f =
+      forward_new(req, verb, park_ms, tenant, tenant_len, queue, partition);
   int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;
   if (rc != 0) {
     forwarded[verb][OUT_FAILED]++;

@@ -22,7 +22,11 @@
 #include "placement.h"
 
 /* The verbs the relay carries: the metrics' route label. */
-typedef enum { EPHD_FORWARD_PUSH, EPHD_FORWARD_VERBS } ephd_forward_verb_t;
+typedef enum {
+  EPHD_FORWARD_PUSH,
+  EPHD_FORWARD_POP,
+  EPHD_FORWARD_VERBS
+} ephd_forward_verb_t;
 
 /* The cell token (NULL: none, and this broker never relays nor trusts a
  * mark); the string must outlive the broker. */
@@ -31,11 +35,13 @@ void ephd_forward_init(const char *cell_token);
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
  * otherwise EPHD_RELAYED, the request answered or held: sent to its owner,
- * or, marked (a relay already), refused as owner_moved. */
+ * or, marked (a relay already), refused as owner_moved. park_ms: how long
+ * the owner may hold it (a pop's timeout when it waits), or 0. The
+ * request is sent again as it came: its path, query and body. */
 int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       const ephd_view_t *view, const char *tenant,
-                       size_t tenant_len, ephd_slice_t queue,
-                       ephd_slice_t partition);
+                       uint64_t park_ms, const ephd_view_t *view,
+                       const char *tenant, size_t tenant_len,
+                       ephd_slice_t queue, ephd_slice_t partition);
 
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
 void ephd_forward_metrics(ephd_buf_t *o);

@@ -166,6 +166,45 @@ describe("the relay", function()
                                    .. '"push",outcome="owner_moved"} (%d+)'))
     end)
 
+    it("relays a pop naming its partition to the owner, and a wait=true "
+       .. "pop parks there until a push through a third broker wakes it",
+       function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local part
+        for i = 1, 60 do
+            a:push("popped", { "1" }, "p-" .. i)
+            if held(b, "popped")["p-" .. i] then
+                part = "p-" .. i
+                break
+            end
+        end
+        assert.truthy(part)
+        local res = a:pop("queue=popped&partition=" .. part .. "&batch=10")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        -- From b: a never held the partition, a pop through it made none.
+        assert.is_nil(held(a, "popped")[part])
+        -- The long poll: parked at b through a, woken by a push through c.
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
+                                .. "&partition=" .. part
+                                .. "&wait=true&timeout=5000"))
+        daemon.sleep(0.3)
+        local t0 = daemon.now()
+        assert.equals(201, c:push("popped", { "42" }, part).status)
+        res = assert(conn:receive(6))
+        conn:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(42, res.json.messages[1].payload)
+        assert.is_true(daemon.now() - t0 < 2, "woken late")
+        assert.equals(2, metric(a, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+    end)
+
     it("answers ephemeral_forward_failed while a killed owner is within its "
        .. "TTL, then serves from the new owner", function()
         local ds = start(3)
