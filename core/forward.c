@@ -23,7 +23,8 @@
  * heartbeat, and an owner's death is seen within the TTL. */
 #define RETRY_AFTER "Retry-After: 1\r\n"
 
-static const char *const VERB_NAMES[EPHD_FORWARD_VERBS] = {"push", "pop"};
+static const char *const VERB_NAMES[EPHD_FORWARD_VERBS] = {"push", "pop",
+                                                           "ack"};
 
 /* What became of a request this broker relayed, or of a mark it was sent. */
 enum {
@@ -142,7 +143,8 @@ static int says_owner_moved(const ephd_relay_response_t *res) {
  * now this broker is not served here: the request's operation was read
  * for a relay, and the client's retry lands on the right broker. */
 static int rehash(forward_t *f) {
-  if (f->rehashed) return 0;
+  /* An ack went where its ids' epoch said, which no view changes. */
+  if (f->rehashed || f->verb == EPHD_FORWARD_ACK) return 0;
   const ephd_view_t *v = ephd_members_view();
   if (v->count < 2) return 0;
   const ephd_member_t *owner =
@@ -274,6 +276,27 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
     forwarded[verb][OUT_FAILED]++;
     free(f);
     fail(c, rc);
+    return EPHD_RELAYED;
+  }
+  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  return EPHD_RELAYED;
+}
+
+int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
+                     uint32_t epoch, const char *tenant, size_t tenant_len) {
+  if (token == NULL || req->forward.len > 0) return EPHD_OK;
+  const ephd_member_t *owner = NULL;
+  for (uint32_t i = 0; i < view->count; i++)
+    if (view->members[i].epoch == epoch) owner = &view->members[i];
+  if (owner == NULL || owner == &view->members[view->self]) return EPHD_OK;
+  ephd_slice_t none = {"", 0};
+  forward_t *f =
+      forward_new(req, EPHD_FORWARD_ACK, 0, tenant, tenant_len, none, none);
+  int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;
+  if (rc != 0) {
+    forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;
+    free(f);
+    fail(ephd_http_conn(req), rc);
     return EPHD_RELAYED;
   }
   f->deferred = ephd_http_defer(req, &FORWARDED, f);

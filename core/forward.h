@@ -25,6 +25,7 @@
 typedef enum {
   EPHD_FORWARD_PUSH,
   EPHD_FORWARD_POP,
+  EPHD_FORWARD_ACK,
   EPHD_FORWARD_VERBS
 } ephd_forward_verb_t;
 
@@ -42,6 +43,15 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
                        uint64_t park_ms, const ephd_view_t *view,
                        const char *tenant, size_t tenant_len,
                        ephd_slice_t queue, ephd_slice_t partition);
+
+/* An ack, in a view of more than one member, whose ids all carry the epoch
+ * of another live member: that incarnation issued them and holds their
+ * messages, so the ack goes there (an exact owner, where hashing would
+ * name the partition's owner now, maybe not the one that holds them).
+ * EPHD_OK when it is served here: no token, marked already, the epoch is
+ * this broker's or no live member's (the ids then answer stale here). */
+int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
+                     uint32_t epoch, const char *tenant, size_t tenant_len);
 
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
 void ephd_forward_metrics(ephd_buf_t *o);

@@ -81,7 +81,7 @@ end
 
 -- The routes a member of the cell relays to their partition's owner
 -- (core/forward.h); a mark on any other is refused.
-local RELAYED = { push = true, pop = true }
+local RELAYED = { push = true, pop = true, ack = true }
 
 local mark_tenant = ffi.new("ephd_slice_t")
 

@@ -166,8 +166,9 @@ describe("the relay", function()
                                    .. '"push",outcome="owner_moved"} (%d+)'))
     end)
 
-    it("relays a pop naming its partition to the owner, and a wait=true "
-       .. "pop parks there until a push through a third broker wakes it",
+    it("relays a pop naming its partition to the owner, its ack to the "
+       .. "broker its id names, and a wait=true pop parks at the owner until "
+       .. "a push through a third broker wakes it",
        function()
         local ds = start(3)
         finally(function() stop_all(ds) end)
@@ -187,6 +188,12 @@ describe("the relay", function()
         assert.equals(1, #res.json.messages)
         -- From b: a never held the partition, a pop through it made none.
         assert.is_nil(held(a, "popped")[part])
+        -- Its ack, through c, goes to b: the id's epoch names b.
+        local id = res.json.messages[1].id
+        local acked = c:ack("popped", nil, { { id, "completed" } })
+        assert.equals(200, acked.status, acked.body)
+        assert.same({ { id = id, outcome = "acked" } }, acked.json.results)
+        assert.equals(0, held(b, "popped")[part])
         -- The long poll: parked at b through a, woken by a push through c.
         local conn = a:connect()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
@@ -203,6 +210,8 @@ describe("the relay", function()
         assert.is_true(daemon.now() - t0 < 2, "woken late")
         assert.equals(2, metric(a, 'queen_ephemeral_forwarded_total{route='
                                    .. '"pop",outcome="answered"} (%d+)'))
+        assert.equals(1, metric(c, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"ack",outcome="answered"} (%d+)'))
     end)
 
     it("answers ephemeral_forward_failed while a killed owner is within its "
