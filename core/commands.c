@@ -3,8 +3,11 @@
 #include "commands.h"
 
 #include "clock.h"
+#include "forward.h"
 #include "http.h"
+#include "id.h"
 #include "json.h"
+#include "members.h"
 #include "op.h"
 
 ephd_engine_t *ephd_commands_engine;
@@ -23,6 +26,12 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   const char *body = op->scanned;
   if (body == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
+  /* A cell of one reads the view's count and nothing else. */
+  const ephd_view_t *view = ephd_members_view();
+  if (view->count > 1 &&
+      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, view, tenant, tenant_len,
+                         s->queue, s->partition) != EPHD_OK)
+    return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;
@@ -55,6 +64,20 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
+/* The one epoch every id of an ack carries: 1, or 0 when they differ or
+ * one does not parse (such an ack is served here, where each id answers
+ * for itself). */
+static int ack_epoch(const ephd_ack_item_t *acks, const char *ids, uint32_t n,
+                     uint32_t *epoch) {
+  for (uint32_t i = 0; i < n; i++) {
+    ephd_id_t id;
+    if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return 0;
+    if (i > 0 && id.epoch != *epoch) return 0;
+    *epoch = id.epoch;
+  }
+  return n > 0;
+}
+
 static const char *const outcome_names[] = {"acked", "redelivered", "stale",
                                             "unknown"};
 
@@ -65,6 +88,14 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
   const ephd_scan_t *s = &op->pub.scan;
   if (op->scanned == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
+  const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
+  const char *ids = op->names.base;
+  /* A cell of one reads the view's count and nothing else. */
+  const ephd_view_t *view = ephd_members_view();
+  uint32_t epoch;
+  if (view->count > 1 && ack_epoch(acks, ids, s->count, &epoch) &&
+      ephd_forward_ack(req, view, epoch, tenant, tenant_len) != EPHD_OK)
+    return EPHD_RELAYED;
   ephd_queue_t *q =
       ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
   uint32_t g = UINT32_MAX;
@@ -75,8 +106,6 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
     size_t glen = s->has_group ? s->group.len : 0;
     if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
   }
-  const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
-  const char *ids = op->names.base;
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"results\":[");

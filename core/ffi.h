@@ -9,21 +9,22 @@
  * that calls one calls the ABI. One return convention: a function that can
  * fail returns an int, EPHD_OK (or, where its comment says so, a count or
  * a length >= 0) or a negative EPHD_E_* code, with details in the
- * request's operation or a caller-provided struct; EPHD_PARKED and
- * EPHD_HELD say the request will be answered later. A function that
- * cannot fail returns its value, or nothing. */
+ * request's operation or a caller-provided struct; EPHD_PARKED, EPHD_HELD
+ * and EPHD_RELAYED say C answers the request (later, or already). A function
+ * that cannot fail returns its value, or nothing. */
 #ifndef EPHD_FFI_H
 #define EPHD_FFI_H
 #include <stddef.h>
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 18 };
+enum { EPHD_FFI_ABI_VERSION = 19 };
 
 enum {
   EPHD_OK = 0,
-  EPHD_PARKED = 1, /* a pop parked on its gate; C answers later */
-  EPHD_HELD = 2,   /* held for a database write or a reload; C answers later */
+  EPHD_PARKED = 1,  /* a pop parked on its gate; C answers later */
+  EPHD_HELD = 2,    /* held for a database write or a reload; C answers later */
+  EPHD_RELAYED = 3, /* another member owns it: relayed, or owner_moved */
   EPHD_E_BAD_REQUEST = -1, /* the scan struct's message says why */
   EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
   EPHD_E_NOT_FOUND = -3,
@@ -65,7 +66,8 @@ typedef struct {
   /* Content-Type is exactly application/json, the usual case, which the
    * browser check takes without reading the header */
   int json;
-  ephd_op_t *op; /* what its parse hands its commit (below) */
+  ephd_slice_t forward; /* X-Queen-Forward: the cell's mark (core/forward.h) */
+  ephd_op_t *op;        /* what its parse hands its commit (below) */
 } ephd_request_t;
 
 /* A queue's options in force (after Lua clamps a declaration). */
@@ -228,19 +230,27 @@ int ephd_ffi_json_members(const char *json, size_t len);
 /* push: scan the body into req->op (validating every payload without
  * decoding it), let Lua check names and policy, then commit all or nothing:
  * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
- * req->op->refusals and req unanswered. */
+ * req->op->refusals and req unanswered; in a cell, EPHD_RELAYED when
+ * another member owns the partition (C answers: core/forward.h). */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
                          size_t tenant_len, const ephd_tenant_limits_t *limits);
 
+/* A request marked as relayed by a member of the cell (req->forward):
+ * EPHD_OK and the tenant the edge established, when the mark carries this
+ * broker's cell token; EPHD_E_REFUSED otherwise, and always without one. */
+int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
+
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
- * slots. */
+ * slots. In a cell, a pop naming a partition another member owns is
+ * EPHD_RELAYED, answered by C (core/forward.h). */
 int ephd_ffi_pop(const ephd_request_t *req);
 
 /* ack: scan into req->op, then settle every id and answer req with the
- * results. */
+ * results. In a cell, an ack whose ids all carry another live member's
+ * epoch is EPHD_RELAYED there, answered by C (core/forward.h). */
 int ephd_ffi_ack_scan(const ephd_request_t *req);
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len);

@@ -22,11 +22,12 @@ enum {
   HDR_ORIGIN,
   HDR_HOST,
   HDR_FETCH_SITE,
+  HDR_FORWARD,
   N_HEADERS
 };
 static const char *const header_names[N_HEADERS] = {
-    "x-queen-tenant", "Authorization", "Content-Type",
-    "Origin",         "Host",          "Sec-Fetch-Site"};
+    "x-queen-tenant", "Authorization",  "Content-Type",   "Origin",
+    "Host",           "Sec-Fetch-Site", "X-Queen-Forward"};
 
 struct ephd_deferred {
   const ephd_deferred_ops_t *ops;
@@ -505,6 +506,9 @@ static int header_of(const char *f, size_t len) {
     case 14:
       h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
       break;
+    case 15:
+      h = HDR_FORWARD;
+      break;
   }
   return h >= 0 && same_name(f, header_names[h], len) ? h : -1;
 }
@@ -639,6 +643,7 @@ static int on_message_complete(llhttp_t *p) {
   r->origin = slice(c, c->headers[HDR_ORIGIN]);
   r->host = slice(c, c->headers[HDR_HOST]);
   r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);
+  r->forward = slice(c, c->headers[HDR_FORWARD]);
   c->keep_alive = llhttp_should_keep_alive(p);
   c->http10 = p->http_major == 1 && p->http_minor == 0;
   c->answered = 0;

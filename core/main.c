@@ -10,12 +10,14 @@
 #include "commands.h"
 #include "config.h"
 #include "engine.h"
+#include "forward.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
+#include "relay.h"
 #include "store.h"
 
 #ifndef EPHD_SOURCE_DIR
@@ -48,6 +50,10 @@ static void on_signal(uv_signal_t *s, int signum) {
   snprintf(sig, sizeof(sig), "%d", signum);
   ephd_log("info", "stopping", "signal", sig, NULL);
   ephd_http_stop();
+  /* After the held requests were answered (a relayed one cancels its own
+   * relay): whatever the relay still has pending ends now, and its
+   * connections with it, so the loop can end. */
+  ephd_relay_close_all();
   /* The membership row goes while the connection is still there: the
    * others stop counting this broker at their next read, not after the
    * TTL. */
@@ -166,6 +172,9 @@ int main(int argc, char **argv) {
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);
+  ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
+  ephd_relay_init(loop, &relay_limits);
+  ephd_forward_init(s.cell_token);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

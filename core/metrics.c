@@ -5,6 +5,7 @@
 
 #include "errors.h"
 #include "ffi.h"
+#include "forward.h"
 #include "http.h"
 
 static const ephd_engine_t *engine;
@@ -148,6 +149,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   ephd_buf_t *o = ephd_http_begin_as(c, 200, NULL, "text/plain; version=0.0.4");
   write_engine(o, ephd_http_connections());
   write_http(o);
+  ephd_forward_metrics(o);
   ephd_buf_append(o, extra, len);
   ephd_http_end(c);
 }

@@ -4,8 +4,10 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "forward.h"
 #include "http.h"
 #include "json.h"
+#include "members.h"
 #include "op.h"
 
 static void answer_pop(ephd_conn_t *c, const ephd_queue_t *q,
@@ -118,6 +120,16 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_pop_args_t *a = &op->pub.pop;
   const ephd_tenant_limits_t *limits = a->limits;
+  /* A pop naming its partition goes to its owner; one that does not is
+   * served here, from the partitions this broker holds (docs/cell.md). A
+   * cell of one reads the view's count and nothing else. */
+  const ephd_view_t *view = ephd_members_view();
+  if (view->count > 1 && a->partition &&
+      ephd_forward_route(
+          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, view, a->tenant,
+          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+          (ephd_slice_t){a->partition, a->partition_len}) != EPHD_OK)
+    return EPHD_RELAYED;
   ephd_tenant_t *t = ephd_engine_tenant(e, a->tenant, a->tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, a->queue, a->queue_len) : NULL;
   ephd_ring_t *r = a->partition && q

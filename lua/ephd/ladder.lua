@@ -79,12 +79,42 @@ local function unvouched_level()
     return config.tenancy_header ~= 0 and "read-write" or "admin"
 end
 
+-- The routes a member of the cell relays to their partition's owner
+-- (core/forward.h); a mark on any other is refused.
+local RELAYED = { push = true, pop = true, ack = true }
+
+local mark_tenant = ffi.new("ephd_slice_t")
+
+-- A request relayed by a member of the cell carries the forward mark: the
+-- cell token and the tenant the edge established, having run the whole
+-- ladder. Trusted, it stands for identity, grant and rate, all charged at
+-- the edge; untrusted, it is a credential this broker does not know, so
+-- unauthorized (401), whatever else the request carries: nobody skips the
+-- ladder without the token.
+local function forwarded(ctx)
+    local req = ctx.req
+    if C.ephd_ffi_forward_tenant(req, mark_tenant) ~= C.EPHD_OK then
+        return "the forward mark does not carry this cell's token", nil,
+               "unauthorized"
+    end
+    local route = ctx.route
+    if not RELAYED[route.name] then
+        return route.name .. " is never relayed", nil, "forbidden"
+    end
+    local tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
+    if not tenancy.valid(tenant) then
+        return "the forward mark's tenant must be a UUID", nil, "unauthorized"
+    end
+    ctx.tenant, ctx.level = tenant:lower(), route.level
+end
+
 -- A request a browser marks as another origin's is refused first here,
 -- after the kill switch and before identity: a page's forgery says nothing
 -- about who sent it.
 local function authenticated(ctx)
     local foreign = browser.foreign(ctx.req)
     if foreign then return foreign, nil, "forbidden" end
+    if ctx.forwarded then return forwarded(ctx) end
     local tenant, why = tenancy.tenant(ctx.req)
     if not tenant then return why, nil, "unauthorized" end
     local level = unvouched_level()
@@ -114,7 +144,7 @@ local function authenticated(ctx)
 end
 
 local function granted(ctx)
-    if ctx.family and grants.gated(ctx.tenant, config.require_grant ~= 0) then
+    if ctx.family and not ctx.forwarded and grants.gated(ctx.tenant, config.require_grant ~= 0) then
         return "the tenant is not granted ephemeral queues"
     end
 end
@@ -136,7 +166,7 @@ local function within_rate(ctx)
     if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     ctx.limits = l
     local cost = ctx.messages
-    if not cost then return end
+    if not cost or ctx.forwarded then return end
     if not hooks.active.messages_cost then
         local ok
         ok, cost = hooks.call("cost", contract.push(

@@ -56,8 +56,11 @@ function _M.commit(ctx)
         reply.json(ctx.req, 201, '{"pushed":0}')
         return 0
     end
-    if C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                              ctx.limits.c) ~= C.EPHD_OK then
+    -- EPHD_OK and EPHD_RELAYED (to its owner, or owner_moved) were
+    -- answered by C.
+    local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                      ctx.limits.c)
+    if rc ~= C.EPHD_OK and rc ~= C.EPHD_RELAYED then
         return op.refusals
     end
     return 0

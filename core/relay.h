@@ -1,0 +1,149 @@
+/* The cell's relay, client half: HTTP/1.1 requests from this broker to a
+ * peer broker over pooled keep-alive connections on the libuv loop. No
+ * thread per request and nothing that blocks: a request is bytes written
+ * from its own buffer, a response is parsed by llhttp as it arrives, and
+ * a deadline timer ends whatever is left of it.
+ *
+ * Each peer (an address) has its own pool with two lanes, so a relayed
+ * long poll never stands in front of a push:
+ *  - short requests (push, ack, a pop that will not wait) hold at most
+ *    max_conns connections of the peer at once;
+ *  - parking requests (a wait=true pop, which the owner may hold for its
+ *    whole timeout) hold at most max_parked, counted apart.
+ * One request is in flight per connection (no pipelining: a parked pop
+ * would hold everything queued behind it on its connection). An idle
+ * connection serves either lane; a request that finds its lane full waits
+ * in that lane's FIFO, at most max_queued deep, and past that is refused
+ * at once.
+ *
+ * A request whose reused connection fails before a byte of the answer
+ * arrived (the peer closed it as idle while we were sending) is sent once
+ * more, on a fresh connection. Never once an answer has begun: the peer
+ * has then read the request and may have applied it, and a push must not
+ * be applied twice. See relay.c for why the first case is safe.
+ *
+ * The module is one per process (as http.c): ephd_relay_init, then peers
+ * and requests, then ephd_relay_close_all at shutdown. */
+#ifndef EPHD_RELAY_H
+#define EPHD_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "ffi.h"
+
+/* Why a request failed: the callback's result, or ephd_relay_send's. */
+enum {
+  EPHD_RELAY_OK = 0,
+  EPHD_RELAY_E_CONNECT = -1,         /* refused or unreachable */
+  EPHD_RELAY_E_RESOLVE = -2,         /* the peer's name did not resolve */
+  EPHD_RELAY_E_QUEUE_TIMEOUT = -3,   /* deadline: still waiting for a slot */
+  EPHD_RELAY_E_CONNECT_TIMEOUT = -4, /* deadline: still connecting */
+  EPHD_RELAY_E_ANSWER_TIMEOUT = -5,  /* deadline: sent, no whole answer */
+  EPHD_RELAY_E_CLOSED = -6,          /* reset or closed before a whole answer */
+  EPHD_RELAY_E_MALFORMED = -7,       /* not an HTTP/1.x response */
+  EPHD_RELAY_E_TOO_LARGE = -8,       /* headers or body past the limits */
+  EPHD_RELAY_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
+  EPHD_RELAY_E_STOPPING = -10,       /* close_all, or send after it */
+  EPHD_RELAY_E_INVALID = -11 /* refused by send: bad arguments, no memory */
+};
+#define EPHD_RELAY_NKINDS 12 /* OK and every -kind above */
+
+typedef struct {
+  uint32_t max_conns;        /* short requests in flight, per peer */
+  uint32_t max_parked;       /* parking requests in flight, per peer */
+  uint32_t max_queued;       /* requests waiting, per peer and lane */
+  uint32_t max_idle;         /* idle connections kept, per peer */
+  uint64_t idle_timeout_ms;  /* an idle connection is closed after this */
+  uint64_t resolve_ttl_ms;   /* a peer's name is resolved again after this */
+  size_t max_header_bytes;   /* status line and headers of a response */
+  size_t max_response_bytes; /* its body, after chunked decoding */
+} ephd_relay_limits_t;
+
+/* The defaults: a short lane wide enough for a loop's worth of relayed
+ * pushes, a parking lane sized for many parked pops (each costs a socket
+ * on both brokers), an idle timeout well under the server's default 300 s
+ * (so we, not the peer, close idle connections, which keeps the race the
+ * retry covers rare), and the server's own default body and header
+ * limits (QUEEN_EPHEMERAL_MAX_BODY_BYTES, QUEEN_EPHEMERAL_MAX_HEADER_BYTES):
+ * a peer answers at most what it would accept. */
+#define EPHD_RELAY_LIMITS_DEFAULT                                            \
+  {                                                                          \
+    .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \
+    .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,                       \
+    .max_header_bytes = 65536, .max_response_bytes = 67108864                \
+  }
+
+typedef struct ephd_relay_peer ephd_relay_peer_t;
+typedef struct ephd_relay ephd_relay_t;
+
+/* One request. method and target are sent as given; headers is a block of
+ * whole "Name: value\r\n" lines added after Host and Content-Length (which
+ * the relay writes); body may be empty. Everything is copied once, into
+ * the request's own buffer, before send returns. */
+typedef struct {
+  ephd_slice_t method;
+  ephd_slice_t target; /* origin form: /path?query */
+  ephd_slice_t headers;
+  ephd_slice_t body;
+  uint64_t timeout_ms; /* from send to the whole answer; at least 1 */
+  int parks;           /* the peer may hold it: the parking lane */
+} ephd_relay_request_t;
+
+/* The peer's answer; every slice points into the relay's buffer and lives
+ * only during the callback. A header absent is an empty slice. */
+typedef struct {
+  int status;
+  ephd_slice_t content_type;
+  ephd_slice_t retry_after;
+  ephd_slice_t body;
+} ephd_relay_response_t;
+
+/* Called exactly once per request sent and not cancelled: result is
+ * EPHD_RELAY_OK with res, or a negative EPHD_RELAY_E_* with res NULL.
+ * Never called from inside ephd_relay_send or ephd_relay_cancel. The
+ * handle is gone once it returns. */
+typedef void (*ephd_relay_cb)(void *data, int result,
+                              const ephd_relay_response_t *res);
+
+typedef struct {
+  uint64_t requests;                    /* accepted by send */
+  uint64_t responses;                   /* whole answers delivered */
+  uint64_t failures[EPHD_RELAY_NKINDS]; /* callbacks' and send's, by -kind */
+  uint64_t retries;                     /* sent again on a fresh connection */
+  uint64_t cancelled;
+  uint64_t connections_opened;
+  uint64_t connections_open; /* now: connecting, busy and idle */
+  uint64_t in_flight;        /* now: requests holding a connection */
+  uint64_t queued;           /* now: requests waiting for one */
+  uint64_t latency_ns_sum;   /* send to answer, over the responses */
+  uint64_t latency_count;
+} ephd_relay_stats_t;
+
+/* Starts (or, after close_all and the loop has closed its handles,
+ * restarts) the module with a copy of limits. */
+void ephd_relay_init(uv_loop_t *loop, const ephd_relay_limits_t *limits);
+/* The pool of "host:port" ("http://" and a trailing "/" are allowed, an
+ * IPv6 literal in brackets), found or made. An IP literal is used as is;
+ * a name is resolved off the loop (uv_getaddrinfo) when a connection is
+ * first needed, and again after resolve_ttl_ms. NULL when the address
+ * does not parse, or while stopping. Peers live until close_all. */
+ephd_relay_peer_t *ephd_relay_peer(const char *address);
+/* Queues req to peer; 0 and *out set, or a negative kind (QUEUE_FULL,
+ * STOPPING, INVALID) and cb is never called. */
+int ephd_relay_send(ephd_relay_peer_t *peer, const ephd_relay_request_t *req,
+                    ephd_relay_cb cb, void *data, ephd_relay_t **out);
+/* The asker went away: cb will not be called. A queued request is dropped;
+ * one in flight closes its connection (its answer could not be told from
+ * the next one's). Only for a handle whose callback has not run. */
+void ephd_relay_cancel(ephd_relay_t *r);
+/* The broker stops: every pending request's callback runs now with
+ * EPHD_RELAY_E_STOPPING, every handle is closed, and later sends are
+ * refused, so the loop can end. */
+void ephd_relay_close_all(void);
+const ephd_relay_stats_t *ephd_relay_stats(void);
+/* A kind's name for logs and metrics labels ("connect", "answer_timeout"). */
+const char *ephd_relay_kind_name(int kind);
+
+#endif

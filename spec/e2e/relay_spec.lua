@@ -1,0 +1,259 @@
+-- The cell's relay (docs/cell.md): a push landing on a broker that does
+-- not own its partition is relayed once to the owner with the forward mark,
+-- which only the cell token makes trusted; an owner that is gone is
+-- ephemeral_forward_failed until its TTL passes, then another serves.
+local daemon = require("e2e.daemon")
+
+local TOKEN = "relay-spec-cell-token-0123456789"
+local TTL = "400"
+local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = TTL,
+              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
+local TENANT = "00000000-0000-0000-0000-000000000001"
+
+local function cell(d)
+    local res = d:request("GET", "/api/v1/system/cell")
+    assert.equals(200, res.status, res.body)
+    return res.json
+end
+
+-- Polls until every broker of ds sees exactly the ids of ds as live.
+local function await_cell(ds, seconds)
+    local ids = {}
+    for _, d in ipairs(ds) do ids[cell(d).self.id] = true end
+    local function settled(d)
+        local v = cell(d)
+        if v.live ~= #ds then return false end
+        for _, m in ipairs(v.members) do
+            if m.live and not ids[m.id] then return false end
+        end
+        return true
+    end
+    local t0 = daemon.now()
+    for _, d in ipairs(ds) do
+        while not settled(d) and daemon.now() - t0 < seconds do
+            daemon.sleep(0.05)
+        end
+        assert.is_true(settled(d), "the cell did not settle")
+    end
+end
+
+-- The partitions of queue d holds, as a set, and their pending counts.
+local function held(d, queue)
+    local res = d:depth(queue)
+    if res.status == 404 then return {} end
+    assert.equals(200, res.status, res.body)
+    local parts = {}
+    for _, p in ipairs(res.json.partitions) do
+        parts[p.partition] = p.pending
+    end
+    return parts
+end
+
+local function metric(d, pattern)
+    local body = d:request("GET", "/metrics").body
+    return tonumber(body:match(pattern)) or 0
+end
+
+local function start(n, env)
+    local ds = {}
+    for i = 1, n do ds[i] = daemon.start({ db = true, env = env or ENV }) end
+    return ds
+end
+
+local function stop_all(ds)
+    for _, d in ipairs(ds) do d:stop() end
+end
+
+describe("the relay", function()
+    it("holds every partition's messages on its owner, whichever broker "
+       .. "they were pushed to", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a = ds[1]
+        for i = 1, 30 do
+            local res = a:push("rooms", { "1", "2" }, "room-" .. i)
+            assert.equals(201, res.status, res.body)
+            assert.equals(2, res.json.pushed)
+        end
+        -- Each status read shows only its own broker's partitions: together
+        -- every one, each once, two messages each, and all owned there.
+        local seen, owners = {}, 0
+        for _, d in ipairs(ds) do
+            local mine = held(d, "rooms")
+            local n = 0
+            for p, pending in pairs(mine) do
+                assert.is_nil(seen[p], p .. " is held twice")
+                assert.equals(2, pending)
+                seen[p] = true
+                n = n + 1
+            end
+            local v = cell(d)
+            assert.equals(v.partitions.held, v.partitions.owned)
+            if n > 0 then owners = owners + 1 end
+        end
+        for i = 1, 30 do assert.is_true(seen["room-" .. i], "room-" .. i) end
+        assert.equals(3, owners)
+        -- a relayed exactly the pushes of the partitions it does not own.
+        local own = 0
+        for _ in pairs(held(a, "rooms")) do own = own + 1 end
+        assert.equals(30 - own,
+                      metric(a, 'queen_ephemeral_forwarded_total{route="push",'
+                                .. 'outcome="answered"} (%d+)'))
+    end)
+
+    it("refuses a forward mark without the cell token, with 401", function()
+        local ds = start(2)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a = ds[1]
+        local body = '{"queue":"forged","messages":[{"payload":1}]}'
+        local function push(mark)
+            return a:request("POST", "/api/v1/ephemeral/push", body,
+                             { ["Content-Type"] = "application/json",
+                               ["X-Queen-Forward"] = mark })
+        end
+        for _, mark in ipairs({ "wrong-token-wrong-token " .. TENANT,
+                                TENANT, TOKEN, TOKEN .. "x " .. TENANT }) do
+            local res = push(mark)
+            assert.equals(401, res.status, mark)
+            assert.equals("unauthorized", res.json.code)
+        end
+        assert.equals(404, a:depth("forged").status)
+        -- With the token, the mark stands for identity, grant and rate.
+        local res = push(TOKEN .. " " .. TENANT)
+        assert.is_true(res.status == 201 or (res.status == 503
+                       and res.json.code == "owner_moved"), res.body)
+    end)
+
+    it("refuses any mark at a broker without a cell token", function()
+        local a = daemon.start()
+        finally(function() a:stop() end)
+        local res = a:request("POST", "/api/v1/ephemeral/push",
+                              '{"queue":"q","messages":[{"payload":1}]}',
+                              { ["Content-Type"] = "application/json",
+                                ["X-Queen-Forward"] = TOKEN .. " " .. TENANT })
+        assert.equals(401, res.status)
+        assert.equals("unauthorized", res.json.code)
+    end)
+
+    it("answers owner_moved to a marked push for a partition it does not "
+       .. "own, and relays it no further", function()
+        local ds = start(2)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        -- Find a partition b owns: pushed through a, it lands on b.
+        local part
+        for i = 1, 40 do
+            a:push("moved", { "1" }, "p-" .. i)
+            if held(b, "moved")["p-" .. i] then
+                part = "p-" .. i
+                break
+            end
+        end
+        assert.truthy(part)
+        local res = a:request("POST", "/api/v1/ephemeral/push",
+                              '{"queue":"moved","partition":"' .. part
+                              .. '","messages":[{"payload":1}]}',
+                              { ["Content-Type"] = "application/json",
+                                ["X-Queen-Forward"] = TOKEN .. " " .. TENANT })
+        assert.equals(503, res.status, res.body)
+        assert.equals("owner_moved", res.json.code)
+        assert.equals("1", res.headers["retry-after"])
+        assert.equals(1, held(b, "moved")[part])
+        assert.equals(1, metric(a, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"push",outcome="owner_moved"} (%d+)'))
+    end)
+
+    it("relays a pop naming its partition to the owner, its ack to the "
+       .. "broker its id names, and a wait=true pop parks at the owner until "
+       .. "a push through a third broker wakes it",
+       function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local part
+        for i = 1, 60 do
+            a:push("popped", { "1" }, "p-" .. i)
+            if held(b, "popped")["p-" .. i] then
+                part = "p-" .. i
+                break
+            end
+        end
+        assert.truthy(part)
+        local res = a:pop("queue=popped&partition=" .. part .. "&batch=10")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        -- From b: a never held the partition, a pop through it made none.
+        assert.is_nil(held(a, "popped")[part])
+        -- Its ack, through c, goes to b: the id's epoch names b.
+        local id = res.json.messages[1].id
+        local acked = c:ack("popped", nil, { { id, "completed" } })
+        assert.equals(200, acked.status, acked.body)
+        assert.same({ { id = id, outcome = "acked" } }, acked.json.results)
+        assert.equals(0, held(b, "popped")[part])
+        -- The long poll: parked at b through a, woken by a push through c.
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
+                                .. "&partition=" .. part
+                                .. "&wait=true&timeout=5000"))
+        daemon.sleep(0.3)
+        local t0 = daemon.now()
+        assert.equals(201, c:push("popped", { "42" }, part).status)
+        res = assert(conn:receive(6))
+        conn:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(42, res.json.messages[1].payload)
+        assert.is_true(daemon.now() - t0 < 2, "woken late")
+        assert.equals(2, metric(a, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+        assert.equals(1, metric(c, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"ack",outcome="answered"} (%d+)'))
+    end)
+
+    it("answers ephemeral_forward_failed while a killed owner is within its "
+       .. "TTL, then serves from the new owner", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local part
+        for i = 1, 60 do
+            a:push("dies", { "1" }, "p-" .. i)
+            if held(b, "dies")["p-" .. i] then
+                part = "p-" .. i
+                break
+            end
+        end
+        assert.truthy(part)
+        local idb = cell(b).self.id
+        os.execute("kill -KILL " .. b.pid)
+        b.stopped = true
+        os.remove(b.log)
+        local t0 = daemon.now()
+        local res = a:push("dies", { "2" }, part)
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        assert.equals("1", res.headers["retry-after"])
+        -- Past the TTL, a or c owns it, and the push is served there.
+        repeat
+            daemon.sleep(0.1)
+            res = a:push("dies", { "3" }, part)
+        until res.status == 201 or daemon.now() - t0 > 5
+        assert.equals(201, res.status, res.body)
+        -- Not before the TTL, less a heartbeat (b's last beat may be up to
+        -- TTL / 4 before its death) and some slack.
+        local waited = daemon.now() - t0
+        assert.is_true(waited >= tonumber(TTL) / 1000 / 2,
+                       "served after " .. waited .. " s")
+        local there = (held(a, "dies")[part] or 0) + (held(c, "dies")[part] or 0)
+        assert.equals(1, there)
+        assert.is_true(metric(a, 'queen_ephemeral_forwarded_total{route='
+                                 .. '"push",outcome="failed"} (%d+)') >= 1)
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. idb .. "'")
+    end)
+end)

@@ -1,0 +1,931 @@
+/* The relay's client against a tiny scripted HTTP server on the same loop:
+ * what the server does is chosen by the request's target. Nothing waits on
+ * the clock except the deadline tests' own short deadlines. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "relay.h"
+#include "test.h"
+
+/* --- the server ------------------------------------------------------
+ * /hold...    held until srv_release() answers it (oldest first)
+ * /silent...  never answered
+ * /raw...     answered with srv.raw, then srv.then (keep, close, reset)
+ * /close...   answered with Connection: close
+ * anything    answered 200 with the target as body, Content-Type and a
+ *             Retry-After */
+
+enum { KEEP, CLOSE, RESET };
+
+typedef struct sconn {
+  uv_tcp_t tcp;
+  char in[65536];
+  size_t len;
+  uint64_t held; /* the order it was held in; 0: not holding */
+  char held_target[64];
+  struct sconn *next;
+} sconn_t;
+
+typedef struct {
+  uv_write_t req;
+  sconn_t *conn;
+  int then;
+  char data[];
+} swrite_t;
+
+static struct {
+  uv_tcp_t listener;
+  int port;
+  int accepted, open, max_open, requests;
+  uint64_t holds;
+  sconn_t *conns;
+  const char *raw;
+  size_t raw_len;
+  int then;
+  char targets[64][64];
+  char last[1024];
+} srv;
+
+static uv_loop_t loop;
+static uv_timer_t watchdog;
+static int timed_out;
+
+static void on_sconn_closed(uv_handle_t *h) {
+  sconn_t *c = h->data;
+  sconn_t **pp = &srv.conns;
+  while (*pp != c) pp = &(*pp)->next;
+  *pp = c->next;
+  srv.open--;
+  free(c);
+}
+
+static void sconn_close(sconn_t *c, int reset) {
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  if (reset)
+    uv_tcp_close_reset(&c->tcp, on_sconn_closed);
+  else
+    uv_close((uv_handle_t *)&c->tcp, on_sconn_closed);
+}
+
+static void on_swrite(uv_write_t *w, int status) {
+  swrite_t *sw = (swrite_t *)w;
+  if (status == 0 && sw->then != KEEP) sconn_close(sw->conn, sw->then == RESET);
+  free(sw);
+}
+
+static void swrite(sconn_t *c, const char *data, size_t len, int then) {
+  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  swrite_t *sw = malloc(sizeof(*sw) + len);
+  memcpy(sw->data, data, len);
+  sw->conn = c;
+  sw->then = then;
+  uv_buf_t b = uv_buf_init(sw->data, (unsigned)len);
+  uv_write(&sw->req, (uv_stream_t *)&c->tcp, &b, 1, on_swrite);
+}
+
+static void echo(sconn_t *c, const char *target, const char *extra) {
+  char out[512];
+  int n = snprintf(out, sizeof(out),
+                   "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                   "Retry-After: 7\r\n%sContent-Length: %zu\r\n\r\n%s",
+                   extra, strlen(target), target);
+  swrite(c, out, (size_t)n, KEEP);
+}
+
+static void handle(sconn_t *c, const char *target) {
+  snprintf(srv.targets[srv.requests++ % 64], 64, "%s", target);
+  if (strncmp(target, "/hold", 5) == 0) {
+    c->held = ++srv.holds;
+    snprintf(c->held_target, sizeof(c->held_target), "%s", target);
+  } else if (strncmp(target, "/silent", 7) == 0) {
+  } else if (strncmp(target, "/raw", 4) == 0) {
+    swrite(c, srv.raw, srv.raw_len, srv.then);
+  } else if (strncmp(target, "/close", 6) == 0) {
+    echo(c, target, "Connection: close\r\n");
+  } else {
+    echo(c, target, "");
+  }
+}
+
+/* Takes whole requests (headers and a Content-Length body) off c->in. */
+static void sconn_parse(sconn_t *c) {
+  for (;;) {
+    char *end = memmem(c->in, c->len, "\r\n\r\n", 4);
+    if (end == NULL) return;
+    size_t head = (size_t)(end - c->in) + 4, body = 0;
+    char *cl = memmem(c->in, head, "Content-Length: ", 16);
+    if (cl) body = strtoul(cl + 16, NULL, 10);
+    if (c->len < head + body) return;
+    size_t n =
+        head + body < sizeof(srv.last) - 1 ? head + body : sizeof(srv.last) - 1;
+    memcpy(srv.last, c->in, n);
+    srv.last[n] = 0;
+    char target[64] = "";
+    sscanf(c->in, "%*s %63s", target);
+    memmove(c->in, c->in + head + body, c->len - head - body);
+    c->len -= head + body;
+    handle(c, target);
+  }
+}
+
+static void on_salloc(uv_handle_t *h, size_t s, uv_buf_t *buf) {
+  sconn_t *c = h->data;
+  (void)s;
+  *buf = uv_buf_init(c->in + c->len, (unsigned)(sizeof(c->in) - c->len));
+}
+
+static void on_sread(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  sconn_t *c = s->data;
+  (void)buf;
+  if (n < 0) {
+    sconn_close(c, 0);
+    return;
+  }
+  c->len += (size_t)n;
+  sconn_parse(c);
+}
+
+static void on_sconnection(uv_stream_t *l, int status) {
+  if (status < 0) return;
+  sconn_t *c = calloc(1, sizeof(*c));
+  uv_tcp_init(&loop, &c->tcp);
+  c->tcp.data = c;
+  c->next = srv.conns;
+  srv.conns = c;
+  srv.accepted++;
+  if (++srv.open > srv.max_open) srv.max_open = srv.open;
+  if (uv_accept(l, (uv_stream_t *)&c->tcp) == 0)
+    uv_read_start((uv_stream_t *)&c->tcp, on_salloc, on_sread);
+  else
+    sconn_close(c, 0);
+}
+
+static void release(sconn_t *c) {
+  c->held = 0;
+  echo(c, c->held_target, "");
+}
+
+/* Answers the request held longest. */
+static int srv_release(void) {
+  sconn_t *oldest = NULL;
+  for (sconn_t *c = srv.conns; c; c = c->next)
+    if (c->held && (oldest == NULL || c->held < oldest->held)) oldest = c;
+  if (oldest == NULL) return 0;
+  release(oldest);
+  return 1;
+}
+
+static sconn_t *holding(const char *target) {
+  for (sconn_t *c = srv.conns; c; c = c->next)
+    if (c->held && strcmp(c->held_target, target) == 0) return c;
+  return NULL;
+}
+
+static int srv_held(void) {
+  int n = 0;
+  for (sconn_t *c = srv.conns; c; c = c->next) n += c->held != 0;
+  return n;
+}
+
+/* Closes every server-side connection now (their FIN leaves at once). */
+static void srv_drop_all(void) {
+  for (sconn_t *c = srv.conns; c; c = c->next) sconn_close(c, 0);
+}
+
+static void srv_start(const char *ip) {
+  memset(&srv, 0, sizeof(srv));
+  uv_tcp_init(&loop, &srv.listener);
+  struct sockaddr_storage a;
+  if (strchr(ip, ':'))
+    uv_ip6_addr(ip, 0, (struct sockaddr_in6 *)&a);
+  else
+    uv_ip4_addr(ip, 0, (struct sockaddr_in *)&a);
+  srv.port = -1;
+  if (uv_tcp_bind(&srv.listener, (struct sockaddr *)&a, 0) != 0 ||
+      uv_listen((uv_stream_t *)&srv.listener, 64, on_sconnection) != 0)
+    return;
+  int len = sizeof(a);
+  uv_tcp_getsockname(&srv.listener, (struct sockaddr *)&a, &len);
+  srv.port =
+      ntohs(a.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port
+                                    : ((struct sockaddr_in *)&a)->sin_port);
+}
+
+/* --- the client side -------------------------------------------------- */
+
+typedef struct {
+  int calls, kind, status, order;
+  char body[4096];
+  size_t body_len;
+  char ctype[64], retry[16];
+} result_t;
+
+static result_t res[16];
+static ephd_relay_t *handles[16];
+static int ncalls;
+
+static void on_done(void *data, int kind, const ephd_relay_response_t *r) {
+  result_t *x = data;
+  x->calls++;
+  x->kind = kind;
+  x->order = ncalls++;
+  if (r == NULL) return;
+  x->status = r->status;
+  x->body_len = r->body.len;
+  memcpy(x->body, r->body.ptr,
+         r->body.len < sizeof(x->body) ? r->body.len : sizeof(x->body));
+  snprintf(x->ctype, sizeof(x->ctype), "%.*s", (int)r->content_type.len,
+           r->content_type.ptr);
+  snprintf(x->retry, sizeof(x->retry), "%.*s", (int)r->retry_after.len,
+           r->retry_after.ptr);
+}
+
+static ephd_slice_t S(const char *s) {
+  ephd_slice_t out = {s, strlen(s)};
+  return out;
+}
+
+/* Sends GET target as request i; returns send's result. */
+static int go_as(ephd_relay_peer_t *p, int i, const char *target,
+                 uint64_t timeout_ms, int parks) {
+  ephd_relay_request_t req = {S("GET"), S(target),  S(""),
+                              S(""),    timeout_ms, parks};
+  return ephd_relay_send(p, &req, on_done, &res[i], &handles[i]);
+}
+
+static int go(ephd_relay_peer_t *p, int i, const char *target) {
+  return go_as(p, i, target, 5000, 0);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+  (void)t;
+  timed_out = 1;
+}
+
+/* Runs the loop until cond holds; a stuck test fails after 5 s. */
+#define RUN_UNTIL(cond)                                                     \
+  do {                                                                      \
+    while (!(cond) && !timed_out) uv_run(&loop, UV_RUN_ONCE);               \
+    if (timed_out) {                                                        \
+      fprintf(stderr, "%s:%d: timed out waiting: %s\n", __FILE__, __LINE__, \
+              #cond);                                                       \
+      return 1;                                                             \
+    }                                                                       \
+  } while (0)
+
+static ephd_relay_limits_t lim;
+
+static ephd_relay_peer_t *start_on(const char *ip) {
+  uv_loop_init(&loop);
+  memset(res, 0, sizeof(res));
+  memset(handles, 0, sizeof(handles));
+  ncalls = 0;
+  timed_out = 0;
+  uv_timer_init(&loop, &watchdog);
+  uv_timer_start(&watchdog, on_watchdog, 5000, 0);
+  uv_unref((uv_handle_t *)&watchdog);
+  ephd_relay_init(&loop, &lim);
+  srv_start(ip);
+  if (srv.port < 0) return NULL;
+  char addr[64];
+  snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip,
+           srv.port);
+  return ephd_relay_peer(addr);
+}
+
+static ephd_relay_peer_t *start(void) { return start_on("127.0.0.1"); }
+
+static void defaults(void) {
+  ephd_relay_limits_t d = EPHD_RELAY_LIMITS_DEFAULT;
+  lim = d;
+}
+
+/* Stops everything; every handle must close, or uv_loop_close says so. */
+static int stop(void) {
+  ephd_relay_close_all();
+  uv_close((uv_handle_t *)&srv.listener, NULL);
+  for (sconn_t *c = srv.conns; c; c = c->next) sconn_close(c, 0);
+  uv_close((uv_handle_t *)&watchdog, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  return uv_loop_close(&loop);
+}
+
+static const ephd_relay_stats_t *st(void) { return ephd_relay_stats(); }
+
+/* A listener whose one-connection backlog is already taken: a further
+ * SYN is dropped, so a connect to it hangs until its deadline. */
+static int blackhole(int fds[2]) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+  if (bind(fds[0], (struct sockaddr *)&a, sizeof(a)) != 0 ||
+      listen(fds[0], 0) != 0 ||
+      getsockname(fds[0], (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  fds[1] = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fds[1], (struct sockaddr *)&a, sizeof(a)) != 0) return -1;
+  return ntohs(a.sin_port);
+}
+
+/* --- tests --------------------------------------------------------------- */
+
+TEST_IMPL(relay_request_response) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ephd_relay_request_t req = {S("POST"),
+                              S("/api/v1/ephemeral/push?x=1"),
+                              S("x-queen-tenant: t1\r\nX-Mark: m\r\n"),
+                              S("{\"a\":1}"),
+                              5000,
+                              0};
+  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[0], &handles[0]), 0);
+  ASSERT_EQ(res[0].calls, 0); /* never from inside send */
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].status, 200);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/api/v1/ephemeral/push?x=1");
+  ASSERT_MEM_EQ(res[0].ctype, strlen(res[0].ctype), "text/plain");
+  ASSERT_MEM_EQ(res[0].retry, strlen(res[0].retry), "7");
+  char want[256];
+  snprintf(want, sizeof(want),
+           "POST /api/v1/ephemeral/push?x=1 HTTP/1.1\r\n"
+           "Host: 127.0.0.1:%d\r\nContent-Length: 7\r\n"
+           "x-queen-tenant: t1\r\nX-Mark: m\r\n\r\n{\"a\":1}",
+           srv.port);
+  ASSERT_MEM_EQ(srv.last, strlen(srv.last), want);
+  ASSERT_EQ(st()->requests, 1);
+  ASSERT_EQ(st()->responses, 1);
+  ASSERT_EQ(st()->latency_count, 1);
+  ASSERT(st()->latency_ns_sum > 0);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->connections_open, 1); /* pooled */
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[0].calls, 1);
+  ASSERT_EQ(st()->connections_open, 0);
+  return 0;
+}
+
+/* Sends the next request from inside the callback: the connection is back
+ * in the pool before the callback runs, so the chain uses one. */
+static int chain_left;
+static ephd_relay_peer_t *chain_peer;
+
+static void on_chain(void *data, int kind, const ephd_relay_response_t *r) {
+  on_done(data, kind, r);
+  if (kind == EPHD_RELAY_OK && --chain_left > 0) {
+    ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
+    ephd_relay_send(chain_peer, &req, on_chain, data, &handles[1]);
+  }
+}
+
+TEST_IMPL(relay_keep_alive_reuse) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  for (int i = 0; i < 10; i++) {
+    char target[32];
+    snprintf(target, sizeof(target), "/n%d", i);
+    ASSERT_EQ(go(p, 0, target), 0);
+    RUN_UNTIL(res[0].calls == i + 1);
+    ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+    ASSERT_MEM_EQ(res[0].body, res[0].body_len, target);
+  }
+  chain_peer = p;
+  chain_left = 10;
+  ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
+  ASSERT_EQ(ephd_relay_send(p, &req, on_chain, &res[1], &handles[1]), 0);
+  RUN_UNTIL(res[1].calls == 10);
+  ASSERT_EQ(srv.accepted, 1);
+  ASSERT_EQ(srv.requests, 20);
+  ASSERT_EQ(st()->connections_opened, 1);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_chunked_response) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  static const char chunked[] =
+      "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: application/json\r\n\r\n"
+      "5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\n"
+      "Content-Type: trailer/ignored\r\n\r\n";
+  srv.raw = chunked;
+  srv.raw_len = sizeof(chunked) - 1;
+  ASSERT_EQ(go(p, 0, "/raw"), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].status, 201);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "hello world");
+  ASSERT_MEM_EQ(res[0].ctype, strlen(res[0].ctype), "application/json");
+  ASSERT_EQ(strlen(res[0].retry), 0);
+  /* The connection is whole after a chunked body: the next one reuses it. */
+  ASSERT_EQ(go(p, 1, "/next"), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 1);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A 1xx before the answer is skipped; a body to the end of the connection
+ * is whole at EOF; bytes after an answer close the connection. */
+TEST_IMPL(relay_response_framings) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  static const char info[] =
+      "HTTP/1.1 100 Continue\r\n\r\n"
+      "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3\r\n"
+      "Content-Length: 2\r\n\r\nno";
+  srv.raw = info;
+  srv.raw_len = sizeof(info) - 1;
+  ASSERT_EQ(go(p, 0, "/raw"), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].status, 503);
+  ASSERT_MEM_EQ(res[0].retry, strlen(res[0].retry), "3");
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "no");
+
+  static const char to_eof[] = "HTTP/1.1 200 OK\r\n\r\nuntil the end";
+  srv.raw = to_eof;
+  srv.raw_len = sizeof(to_eof) - 1;
+  srv.then = CLOSE;
+  ASSERT_EQ(go(p, 1, "/raw"), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_MEM_EQ(res[1].body, res[1].body_len, "until the end");
+
+  static const char extra[] =
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nxHTTP/1.1 200 OK\r\n";
+  srv.raw = extra;
+  srv.raw_len = sizeof(extra) - 1;
+  srv.then = KEEP;
+  ASSERT_EQ(go(p, 2, "/raw"), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_MEM_EQ(res[2].body, res[2].body_len, "x");
+  ASSERT_EQ(go(p, 3, "/close"), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 3); /* /raw+/raw(eof), then extra, then close */
+  ASSERT_EQ(go(p, 4, "/after-close"), 0);
+  RUN_UNTIL(res[4].calls);
+  ASSERT_EQ(srv.accepted, 4); /* Connection: close is honoured */
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_malformed_response) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  static const char *bad[] = {
+      "SMTP ready\r\n\r\n",
+      "HTTP/1.1 2000 OK\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+  };
+  for (int i = 0; i < 5; i++) {
+    srv.raw = bad[i];
+    srv.raw_len = strlen(bad[i]);
+    ASSERT_EQ(go(p, i, "/raw"), 0);
+    RUN_UNTIL(res[i].calls);
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_MALFORMED);
+  }
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_MALFORMED], 5);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_pool_cap_fifo) {
+  defaults();
+  lim.max_conns = 2;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  for (int i = 0; i < 5; i++) {
+    char target[16];
+    snprintf(target, sizeof(target), "/hold%d", i);
+    ASSERT_EQ(go(p, i, target), 0);
+  }
+  RUN_UNTIL(srv_held() == 2);
+  ASSERT(holding("/hold0") && holding("/hold1"));
+  ASSERT_EQ(st()->in_flight, 2);
+  ASSERT_EQ(st()->queued, 3);
+  /* Each answer frees a slot, which the head of the queue takes. */
+  for (int i = 0; i < 5; i++) {
+    char target[16], next[16];
+    snprintf(target, sizeof(target), "/hold%d", i);
+    snprintf(next, sizeof(next), "/hold%d", i + 2);
+    release(holding(target));
+    RUN_UNTIL(res[i].calls && srv_held() == (i + 2 < 5 ? 2 : 4 - i));
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+    ASSERT_MEM_EQ(res[i].body, res[i].body_len, target);
+    if (i + 2 < 5) ASSERT(holding(next));
+  }
+  for (int i = 2; i < 5; i++) {
+    char target[16];
+    snprintf(target, sizeof(target), "/hold%d", i);
+    ASSERT_MEM_EQ(srv.targets[i], strlen(srv.targets[i]), target);
+  }
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(srv.max_open, 2);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_queue_bound) {
+  defaults();
+  lim.max_conns = 1;
+  lim.max_queued = 2;
+  lim.max_parked = 1;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go(p, 0, "/hold0"), 0); /* takes the one slot */
+  ASSERT_EQ(go(p, 1, "/hold1"), 0);
+  ASSERT_EQ(go(p, 2, "/hold2"), 0);
+  ASSERT_EQ(go(p, 3, "/hold3"), EPHD_RELAY_E_QUEUE_FULL);
+  /* The other lane has its own slots and queue. */
+  ASSERT_EQ(go_as(p, 4, "/hold-parked", 5000, 1), 0);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_QUEUE_FULL], 1);
+  ASSERT_EQ(st()->requests, 4);
+  RUN_UNTIL(srv_held() == 2);
+  for (int i = 0; i < 4; i++) {
+    RUN_UNTIL(srv_held() > 0);
+    srv_release();
+    RUN_UNTIL(ncalls == i + 1);
+  }
+  ASSERT_EQ(res[3].calls, 0);
+  for (int i = 0; i < 5; i++)
+    if (i != 3) ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[3].calls, 0);
+  return 0;
+}
+
+/* A relayed long poll holds a slot of the parking lane only: pushes pass
+ * it even when that lane is full, and a waiting pop queues in its own. */
+TEST_IMPL(relay_parked_lane_apart) {
+  defaults();
+  lim.max_conns = 1;
+  lim.max_parked = 2;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  for (int i = 0; i < 3; i++) {
+    char target[16];
+    snprintf(target, sizeof(target), "/hold-pop%d", i);
+    ASSERT_EQ(go_as(p, i, target, 5000, 1), 0);
+  }
+  RUN_UNTIL(srv_held() == 2);
+  ASSERT_EQ(st()->queued, 1); /* the third pop */
+  /* The short lane's one slot is free: pushes go, one after another, on a
+   * connection of their own. */
+  for (int i = 3; i < 7; i++) {
+    ASSERT_EQ(go(p, i, "/push"), 0);
+    RUN_UNTIL(res[i].calls);
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+  }
+  ASSERT_EQ(res[0].calls + res[1].calls + res[2].calls, 0);
+  ASSERT_EQ(srv.accepted, 3);
+  ASSERT_EQ(st()->queued, 1);
+  release(holding("/hold-pop0"));
+  RUN_UNTIL(res[0].calls && holding("/hold-pop2"));
+  release(holding("/hold-pop1"));
+  release(holding("/hold-pop2"));
+  RUN_UNTIL(res[1].calls && res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 3); /* the third pop reused a connection */
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_connect_deadlines) {
+  defaults();
+  lim.max_conns = 1;
+  int fds[2];
+  int port = blackhole(fds);
+  ASSERT(port > 0);
+  ephd_relay_peer_t *live = start();
+  ASSERT(live != NULL);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+  ephd_relay_peer_t *p = ephd_relay_peer(addr);
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_as(p, 0, "/a", 60, 0), 0);
+  ASSERT_EQ(go_as(p, 1, "/b", 30, 0), 0); /* behind /a, in the queue */
+  ASSERT_EQ(go(live, 2, "/live"), 0);     /* another peer is not held up */
+  RUN_UNTIL(res[0].calls && res[1].calls && res[2].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_E_QUEUE_TIMEOUT);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT(res[1].order < res[0].order);
+  /* A port nobody listens on: refused at once. */
+  int closed_port = srv.port;
+  uv_close((uv_handle_t *)&srv.listener, NULL);
+  srv_drop_all();
+  RUN_UNTIL(srv.open == 0 && st()->connections_open == 0);
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", closed_port);
+  srv.port = 0;
+  ASSERT_EQ(go(ephd_relay_peer(addr), 3, "/refused"), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_RELAY_E_CONNECT);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_CONNECT], 1);
+  ephd_relay_close_all();
+  uv_close((uv_handle_t *)&watchdog, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_answer_deadline) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_as(p, 0, "/silent", 40, 0), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_ANSWER_TIMEOUT);
+  /* Its connection is closed: a late answer would be taken for the next. */
+  RUN_UNTIL(srv.open == 0);
+  ASSERT_EQ(st()->connections_open, 0);
+  ASSERT_EQ(go(p, 1, "/after"), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_retry_once_on_stale_connection) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go(p, 0, "/first"), 0);
+  RUN_UNTIL(res[0].calls);
+  /* The peer lets the idle connection go, and our request goes out on it
+   * before we could have read its FIN: not a byte of an answer comes. */
+  srv_drop_all();
+  ASSERT_EQ(go(p, 1, "/second"), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_MEM_EQ(res[1].body, res[1].body_len, "/second");
+  ASSERT_EQ(st()->retries, 1);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(srv.requests, 2); /* the first peer never read it */
+  /* A pooled connection the peer closed while we were idle is dropped
+   * when its FIN is read; the next request opens a new one. */
+  srv_drop_all();
+  RUN_UNTIL(st()->connections_open == 0);
+  ASSERT_EQ(go(p, 2, "/third"), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(st()->retries, 1);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_no_retry_after_answer_began) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go(p, 0, "/first"), 0);
+  RUN_UNTIL(res[0].calls);
+  /* On the reused connection: part of an answer, then the peer closes. */
+  static const char partial[] =
+      "HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{\"par";
+  srv.raw = partial;
+  srv.raw_len = sizeof(partial) - 1;
+  srv.then = CLOSE;
+  ASSERT_EQ(go(p, 1, "/raw-closed"), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_E_CLOSED);
+  /* On a fresh connection: part of an answer, then a reset. */
+  srv.then = RESET;
+  ASSERT_EQ(go(p, 2, "/raw-reset"), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(srv.requests, 3); /* each was sent exactly once */
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_CLOSED], 2);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_cancel) {
+  defaults();
+  lim.max_conns = 1;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go(p, 0, "/hold-a"), 0);
+  ASSERT_EQ(go(p, 1, "/hold-b"), 0);
+  RUN_UNTIL(srv_held() == 1);
+  ephd_relay_cancel(handles[1]); /* queued: simply dropped */
+  ASSERT_EQ(st()->queued, 0);
+  ephd_relay_cancel(handles[0]); /* in flight: its connection goes */
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->connections_open, 0);
+  RUN_UNTIL(srv.open == 0);
+  ASSERT_EQ(go(p, 2, "/c"), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(srv.requests, 2); /* hold-b never reached the peer */
+  ASSERT_EQ(st()->cancelled, 2);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[0].calls + res[1].calls, 0);
+  return 0;
+}
+
+TEST_IMPL(relay_response_too_large) {
+  defaults();
+  lim.max_response_bytes = 1024;
+  lim.max_header_bytes = 1024;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  static char big[8192];
+  const char *kinds[] = {"length", "chunked", "eof", "headers"};
+  for (int i = 0; i < 4; i++) {
+    int n;
+    if (i == 0) {
+      n = snprintf(big, sizeof(big),
+                   "HTTP/1.1 200 OK\r\nContent-Length: 1025\r\n\r\n");
+    } else if (i == 1) {
+      n = snprintf(big, sizeof(big),
+                   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "200\r\n%0512d\r\n200\r\n%0512d\r\n1\r\nx\r\n0\r\n\r\n",
+                   0, 0);
+    } else if (i == 2) {
+      n = snprintf(big, sizeof(big), "HTTP/1.1 200 OK\r\n\r\n%02000d", 0);
+    } else {
+      n = snprintf(big, sizeof(big),
+                   "HTTP/1.1 200 OK\r\nX-Big: %01100d\r\n"
+                   "Content-Length: 0\r\n\r\n",
+                   0);
+    }
+    srv.raw = big;
+    srv.raw_len = (size_t)n;
+    srv.then = i == 2 ? CLOSE : KEEP;
+    ASSERT_EQ(go(p, i, "/raw"), 0);
+    RUN_UNTIL(res[i].calls);
+    if (res[i].kind != EPHD_RELAY_E_TOO_LARGE)
+      fprintf(stderr, "%s: %s\n", kinds[i], ephd_relay_kind_name(res[i].kind));
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_TOO_LARGE);
+  }
+  /* Exactly at the limit is fine. */
+  int n = snprintf(big, sizeof(big),
+                   "HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n%01024d", 0);
+  srv.raw_len = (size_t)n;
+  srv.then = KEEP;
+  ASSERT_EQ(go(p, 4, "/raw"), 0);
+  RUN_UNTIL(res[4].calls);
+  ASSERT_EQ(res[4].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[4].body_len, 1024);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* close_all answers every pending request at once, in flight, queued or
+ * connecting, refuses what follows, and leaves the loop nothing to run. */
+static int sent_while_stopping;
+
+static void on_stop_send(void *data, int kind, const ephd_relay_response_t *r) {
+  on_done(data, kind, r);
+  sent_while_stopping = go(chain_peer, 5, "/too-late");
+}
+
+TEST_IMPL(relay_close_all_pending) {
+  defaults();
+  lim.max_conns = 1;
+  int fds[2];
+  int port = blackhole(fds);
+  ASSERT(port > 0);
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  chain_peer = p;
+  ephd_relay_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000, 0};
+  ASSERT_EQ(ephd_relay_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
+  ASSERT_EQ(go(p, 1, "/queued"), 0);
+  ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+  ephd_relay_peer_t *hole = ephd_relay_peer(addr);
+  ASSERT_EQ(go(hole, 3, "/connecting"), 0);
+  RUN_UNTIL(srv_held() == 2);
+  ephd_relay_close_all();
+  ASSERT_EQ(sent_while_stopping, EPHD_RELAY_E_STOPPING);
+  ASSERT_EQ(res[5].calls, 0);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(res[i].calls, 1);
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_STOPPING);
+  }
+  ASSERT_EQ(go(p, 4, "/late"), EPHD_RELAY_E_STOPPING);
+  ASSERT(ephd_relay_peer("127.0.0.1:1") == NULL);
+  ASSERT_EQ(st()->connections_open, 0);
+  ASSERT_EQ(st()->in_flight + st()->queued, 0);
+  uv_close((uv_handle_t *)&srv.listener, NULL);
+  srv_drop_all();
+  uv_close((uv_handle_t *)&watchdog, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_addresses) {
+  defaults();
+  uv_loop_init(&loop);
+  ephd_relay_init(&loop, &lim);
+  const char *good[] = {"127.0.0.1:80", "[::1]:6632", "localhost:6632",
+                        "broker-2.cell.internal:6632", "http://10.0.0.1:1/"};
+  for (int i = 0; i < 5; i++) ASSERT(ephd_relay_peer(good[i]) != NULL);
+  ASSERT(ephd_relay_peer("http://127.0.0.1:80/") ==
+         ephd_relay_peer("127.0.0.1:80"));
+  const char *bad[] = {
+      "",       "127.0.0.1",  "::1:80",      "[::1]80",  "[::1]:",
+      "host:0", "host:65536", "host:8x",     "ho st:80", "[1.2.3.4]:8",
+      ":80",    "h:-1",       "http://h:1/x"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (ephd_relay_peer(bad[i]) != NULL) {
+      fprintf(stderr, "accepted %s\n", bad[i]);
+      return 1;
+    }
+  ephd_relay_close_all();
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  return 0;
+}
+
+TEST_IMPL(relay_refuses_unusable_requests) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  ephd_relay_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0};
+  ephd_relay_request_t bad[7];
+  for (int i = 0; i < 7; i++) bad[i] = r;
+  bad[0].timeout_ms = 0;
+  bad[1].target = S("x");
+  bad[2].target = S("/a b");
+  bad[3].method = S("");
+  bad[4].headers = S("X-A: 1"); /* no CRLF */
+  bad[5].headers = S("X-A: 1\r\n\r\nGET /smuggled HTTP/1.1\r\n");
+  bad[6].headers = S("X-A: 1\nX-B: 2\r\n"); /* bare LF */
+  for (int i = 0; i < 7; i++)
+    ASSERT_EQ(ephd_relay_send(p, &bad[i], on_done, &res[0], &handles[0]),
+              EPHD_RELAY_E_INVALID);
+  ASSERT_EQ(st()->requests, 0);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_INVALID], 7);
+  const char *name = ephd_relay_kind_name(EPHD_RELAY_E_ANSWER_TIMEOUT);
+  ASSERT_MEM_EQ(name, strlen(name), "answer_timeout");
+  name = ephd_relay_kind_name(EPHD_RELAY_E_INVALID);
+  ASSERT_MEM_EQ(name, strlen(name), "invalid");
+  name = ephd_relay_kind_name(-EPHD_RELAY_NKINDS);
+  ASSERT_MEM_EQ(name, strlen(name), "unknown");
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(srv.requests, 0);
+  return 0;
+}
+
+/* IPv6 literals and names (resolved off the loop) reach their peer. */
+TEST_IMPL(relay_ipv6_and_names) {
+  defaults();
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "localhost:%d", srv.port);
+  ephd_relay_peer_t *named = ephd_relay_peer(addr);
+  ASSERT_EQ(go(named, 0, "/by-name"), 0);
+  ASSERT_EQ(go(named, 1, "/by-name-too"), 0);
+  RUN_UNTIL(res[0].calls && res[1].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(stop(), 0);
+
+  p = start_on("::1");
+  if (p == NULL) { /* no IPv6 loopback here */
+    ASSERT_EQ(stop(), 0);
+    return 0;
+  }
+  ASSERT_EQ(go(p, 3, "/v6"), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_RELAY_OK);
+  ASSERT(strstr(srv.last, "Host: [::1]:") != NULL);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
