@@ -7,12 +7,6 @@ local helper = require("helper")
 -- Short enough that a death is seen within a spec's patience.
 local TTL = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "300" }
 
-local function cell(d)
-    local res = d:request("GET", "/api/v1/system/cell")
-    assert.equals(200, res.status, res.body)
-    return res.json
-end
-
 local function member(view, id)
     for _, m in ipairs(view.members) do
         if m.id == id then return m end
@@ -22,10 +16,10 @@ end
 -- Polls d's view until check(view) holds, for up to `seconds`; returns
 -- the last view, which the caller asserts on.
 local function await(d, seconds, check)
-    local t0, view = daemon.now(), cell(d)
+    local t0, view = daemon.now(), d:cell()
     while not check(view) and daemon.now() - t0 < seconds do
         daemon.sleep(0.05)
-        view = cell(d)
+        view = d:cell()
     end
     return view
 end
@@ -47,7 +41,7 @@ describe("the cell", function()
         local d = daemon.start()
         finally(function() d:stop() end)
         push_partitions(d, 3)
-        local view = cell(d)
+        local view = d:cell()
         assert.is_false(view.database)
         assert.is_true(view.fresh)
         assert.equals(1, view.live)
@@ -71,14 +65,14 @@ describe("the cell", function()
             if b then b:stop() end
         end)
         b = daemon.start({ db = true, env = TTL })
-        local ida, idb = cell(a).self.id, cell(b).self.id
+        local ida, idb = a:cell().self.id, b:cell().self.id
         assert.are_not.equal(ida, idb)
         local va = await(a, 5, function(v) return live(v, idb) end)
         local vb = await(b, 5, function(v) return live(v, ida) end)
         assert.is_true(live(va, idb), "a does not see b")
         assert.is_true(live(vb, ida), "b does not see a")
         assert.equals("http://127.0.0.1:" .. b.port, member(va, idb).address)
-        assert.equals(cell(b).self.epoch, member(va, idb).epoch)
+        assert.equals(b:cell().self.epoch, member(va, idb).epoch)
         assert.equals(300, member(va, idb).ttlMs)
         assert.is_true(va.fresh and va.database)
         -- Both hold the same partitions; placement gives each to exactly
@@ -91,7 +85,7 @@ describe("the cell", function()
         assert.is_true(just_us(await(b, 10, just_us)))
         push_partitions(a, 40)
         push_partitions(b, 40)
-        local pa, pb = cell(a).partitions, cell(b).partitions
+        local pa, pb = a:cell().partitions, b:cell().partitions
         assert.equals(40, pa.held)
         assert.equals(40, pb.held)
         assert.equals(40, pa.owned + pb.owned)
@@ -107,7 +101,7 @@ describe("the cell", function()
             if b then b:stop() end
         end)
         b = daemon.start({ db = true })
-        local idb = cell(b).self.id
+        local idb = b:cell().self.id
         assert.is_true(live(await(a, 5, function(v) return live(v, idb) end),
                             idb))
         b:stop()
@@ -130,7 +124,7 @@ describe("the cell", function()
             if b then b:stop() end
         end)
         b = daemon.start({ db = true, env = TTL })
-        local idb = cell(b).self.id
+        local idb = b:cell().self.id
         assert.is_true(live(await(a, 5, function(v) return live(v, idb) end),
                             idb))
         os.execute("kill -KILL " .. b.pid)
@@ -157,7 +151,7 @@ describe("the cell", function()
             if c then c:stop() end
         end)
         b = daemon.start({ db = true }) -- a TTL of 4 s
-        local idb = cell(b).self.id
+        local idb = b:cell().self.id
         assert.is_true(live(await(a, 5, function(v) return live(v, idb) end),
                             idb))
         os.execute("kill -KILL " .. b.pid)
@@ -171,7 +165,7 @@ describe("the cell", function()
         local view = await(a, 3, function(v) return member(v, idb) == nil end)
         assert.is_nil(member(view, idb))
         assert.is_true(daemon.now() - t0 < 3.5)
-        assert.is_true(live(view, cell(c).self.id))
+        assert.is_true(live(view, c:cell().self.id))
     end)
 
     it("keeps its last view, marked stale, while the database is away",
@@ -181,7 +175,7 @@ describe("the cell", function()
             daemon.pg_start()
             a:stop()
         end)
-        local id = cell(a).self.id
+        local id = a:cell().self.id
         assert.is_true(await(a, 5, function(v) return v.fresh end).fresh)
         daemon.pg_stop()
         local view = await(a, 5, function(v) return not v.fresh end)
@@ -240,7 +234,7 @@ describe("the cell's flags and knobs", function()
             env = { QUEEN_EPHEMERAL_CELL_TOKEN = "a-secret-of-the-cell" },
         })
         finally(function() d:stop() end)
-        assert.equals("http://broker-7.internal:9000", cell(d).self.address)
+        assert.equals("http://broker-7.internal:9000", d:cell().self.address)
         local log = d:read_log()
         assert.truthy(log:find("name=QUEEN_EPHEMERAL_CELL_TOKEN "
                                .. "value=configured", 1, true))

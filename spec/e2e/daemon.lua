@@ -242,6 +242,16 @@ function _M:depth(queue, group)
                                                or ""))
 end
 
+-- This broker's view of its cell (GET /api/v1/system/cell), decoded.
+function _M:cell()
+    local res = self:request("GET", "/api/v1/system/cell")
+    if res.status ~= 200 then
+        error(("GET /api/v1/system/cell: %s %s"):format(res.status, res.body),
+              2)
+    end
+    return res.json
+end
+
 _M.sleep = socket.sleep
 _M.now = socket.gettime
 

@@ -10,18 +10,12 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = TTL,
               QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
 local TENANT = "00000000-0000-0000-0000-000000000001"
 
-local function cell(d)
-    local res = d:request("GET", "/api/v1/system/cell")
-    assert.equals(200, res.status, res.body)
-    return res.json
-end
-
 -- Polls until every broker of ds sees exactly the ids of ds as live.
 local function await_cell(ds, seconds)
     local ids = {}
-    for _, d in ipairs(ds) do ids[cell(d).self.id] = true end
+    for _, d in ipairs(ds) do ids[d:cell().self.id] = true end
     local function settled(d)
-        local v = cell(d)
+        local v = d:cell()
         if v.live ~= #ds then return false end
         for _, m in ipairs(v.members) do
             if m.live and not ids[m.id] then return false end
@@ -88,7 +82,7 @@ describe("the relay", function()
                 seen[p] = true
                 n = n + 1
             end
-            local v = cell(d)
+            local v = d:cell()
             assert.equals(v.partitions.held, v.partitions.owned)
             if n > 0 then owners = owners + 1 end
         end
@@ -229,7 +223,7 @@ describe("the relay", function()
             end
         end
         assert.truthy(part)
-        local idb = cell(b).self.id
+        local idb = b:cell().self.id
         os.execute("kill -KILL " .. b.pid)
         b.stopped = true
         os.remove(b.log)
