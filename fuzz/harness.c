@@ -16,10 +16,13 @@
 #include "commands.h"
 #include "config.h"
 #include "engine.h"
+#include "forward.h"
 #include "http.h"
 #include "lua_host.h"
+#include "members.h"
 #include "metrics.h"
 #include "op.h"
+#include "relay.h"
 #include "store.h"
 
 static uv_loop_t *loop;
@@ -70,6 +73,12 @@ void ephd_fuzz_boot(void) {
   }
   ephd_store_start(loop, &engine, NULL, 30000, ephd_lua_host_apply_declarations,
                    ephd_lua_host_apply_grants);
+  /* A cell of one, as main() boots it without a database: the cell's status
+   * read and the relay's paths are reachable from any input. */
+  ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000);
+  ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
+  ephd_relay_init(loop, &relay_limits);
+  ephd_forward_init(NULL);
   /* A small output bound, so that pipelined inputs pause and resume. */
   ephd_http_limits_t limits = {.max_body_bytes = 1 << 20,
                                .max_header_bytes = 16384,
