@@ -141,7 +141,7 @@ typedef struct {
 #define EPHD_COST_CURSOR (sizeof(ephd_cursor_t))
 #define EPHD_COST_LEASE                         \
   (sizeof(ephd_lease_t) + EPHD_ALLOC_OVERHEAD + \
-   2 * sizeof(ephd_lease_t *) /* its place in the heap */)
+   4 * sizeof(ephd_lease_t *) /* its place in the heap, at a quarter full */)
 
 /* A cursor's lease map table and redelivery array, at their capacity: its
  * busiest moment is paid for until the structure shrinks back. */

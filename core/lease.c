@@ -74,7 +74,7 @@ void ephd_leases_close(ephd_leases_t *ls) {
 
 void ephd_leases_add(ephd_leases_t *ls, ephd_lease_t *l) {
   if (ls->len == ls->cap) {
-    size_t cap = ls->cap ? ls->cap * 2 : 64;
+    size_t cap = ls->cap ? ls->cap * 2 : EPHD_LEASES_MIN;
     ephd_lease_t **heap = realloc(ls->heap, cap * sizeof(*heap));
     if (heap == NULL) {
       fprintf(stderr, "ephd: out of memory growing the lease heap\n");
@@ -88,15 +88,28 @@ void ephd_leases_add(ephd_leases_t *ls, ephd_lease_t *l) {
   arm(ls);
 }
 
+/* Halved once a quarter full, so a burst of deliveries gives its heap back
+ * once settled, and an add and a remove at one size never both realloc: a
+ * lease is charged for the four slots it may keep (engine.h). */
+static void shrink(ephd_leases_t *ls) {
+  if (ls->cap <= EPHD_LEASES_MIN || ls->len > ls->cap / 4) return;
+  ephd_lease_t **heap = realloc(ls->heap, ls->cap / 2 * sizeof(*heap));
+  if (heap == NULL) return; /* the larger array still serves */
+  ls->heap = heap;
+  ls->cap /= 2;
+}
+
 void ephd_leases_remove(ephd_leases_t *ls, ephd_lease_t *l) {
   size_t i = l->heap_idx;
   ephd_lease_t *last = ls->heap[--ls->len];
-  if (i == ls->len) return;
-  set(ls, i, last);
-  if (i > 0 && ls->heap[(i - 1) / 2]->deadline_ms > last->deadline_ms)
-    sift_up(ls, i);
-  else
-    sift_down(ls, i);
+  if (i != ls->len) {
+    set(ls, i, last);
+    if (i > 0 && ls->heap[(i - 1) / 2]->deadline_ms > last->deadline_ms)
+      sift_up(ls, i);
+    else
+      sift_down(ls, i);
+  }
+  shrink(ls);
 }
 
 void ephd_leases_expire(ephd_leases_t *ls, uint64_t now_ms) {

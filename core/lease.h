@@ -23,6 +23,9 @@ typedef struct ephd_lease {
   void *queue; /* ephd_queue_t */
 } ephd_lease_t;
 
+/* The heap's first and smallest array, in leases. */
+#define EPHD_LEASES_MIN 64
+
 typedef void (*ephd_lease_expire_cb)(ephd_lease_t *lease, void *data);
 
 typedef struct {

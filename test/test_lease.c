@@ -78,3 +78,35 @@ TEST_IMPL(lease_timer_fires) {
   ASSERT_EQ(uv_loop_close(&loop), 0);
   return 0;
 }
+
+/* A burst of deliveries, settled, leaves the heap near its working size:
+ * what the broker holds stays within what each lease is charged. */
+TEST_IMPL(lease_heap_gives_back_a_burst) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  ephd_leases_t ls;
+  ephd_leases_init(&ls, &loop, record, NULL);
+  enum { BURST = 4096 };
+  ephd_lease_t *l = calloc(BURST, sizeof(*l));
+  ASSERT(l != NULL);
+  for (int i = 0; i < BURST; i++) {
+    l[i].deadline_ms = 1000000 + (uint64_t)i;
+    ephd_leases_add(&ls, &l[i]);
+  }
+  ASSERT_EQ(ls.cap, BURST);
+  for (int i = BURST - 1; i >= 10; i--) {
+    ephd_leases_remove(&ls, &l[i]);
+    ASSERT(ls.cap <= EPHD_LEASES_MIN || ls.cap <= 4 * ls.len);
+  }
+  ASSERT_EQ(ls.len, 10);
+  ASSERT_EQ(ls.cap, EPHD_LEASES_MIN);
+  nexpired = 0;
+  ephd_leases_expire(&ls, 2000000);
+  ASSERT_EQ(nexpired, 10);
+  for (int i = 1; i < nexpired; i++) ASSERT(expired[i - 1] < expired[i]);
+  ephd_leases_close(&ls);
+  free(l);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  return 0;
+}
