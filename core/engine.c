@@ -547,7 +547,7 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   plan->evict = plan->evict_bytes = 0;
   if (bytes > o->max_bytes || n > o->max_length) {
     /* It could not fit into an empty ring: evicting would only lose data. */
-    plan->refusals |= EPHD_REFUSE_QUEUE_FULL;
+    plan->refusals |= EPHD_REFUSE_QUEUE_TOO_SMALL;
   } else if (have + bytes > o->max_bytes || depth + n > o->max_length) {
     if (!o->drop_oldest) {
       plan->refusals |= EPHD_REFUSE_QUEUE_FULL;

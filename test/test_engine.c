@@ -114,7 +114,7 @@ TEST_IMPL(engine_push_too_big_for_empty_ring) {
   start(1000, 2, 1, 1 << 20);
   ephd_queue_t *q = queue();
   ASSERT_EQ(push(q, "p", 1, 2, 0), 0);
-  ASSERT_EQ(push(q, "p", 3, 3, 0), EPHD_REFUSE_QUEUE_FULL);
+  ASSERT_EQ(push(q, "p", 3, 3, 0), EPHD_REFUSE_QUEUE_TOO_SMALL);
   ASSERT_EQ(q->depth, 2); /* dropOldest evicted nothing for a hopeless push */
   ASSERT_EQ(q->drops_bounds, 0);
   return stop();

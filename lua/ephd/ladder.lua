@@ -198,9 +198,13 @@ _M.ORDER = {
     { code = "rate_limited", check = within_rate,
       bit = C.EPHD_REFUSE_PARKED, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
-    { code = "queue_full", bit = C.EPHD_REFUSE_QUEUE_FULL,
+    { code = "queue_full",
+      bit = bor(C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_QUEUE_TOO_SMALL),
       message = "the queue is at maxBytes or maxLength and its policy "
-                .. "is reject" },
+                .. "is reject",
+      -- Under dropOldest too: a retry cannot help, only a smaller push.
+      too_small = "the push alone is over the queue's maxBytes or "
+                  .. "maxLength: it cannot fit even in an empty queue" },
     { code = "ephemeral_quota_exceeded",
       bit = bor(C.EPHD_REFUSE_TENANT_BYTES, C.EPHD_REFUSE_TENANT_QUEUES,
                 C.EPHD_REFUSE_QUEUE_PARTS),
@@ -230,7 +234,12 @@ local function committed(ctx)
     local refusals = ctx.handler.commit(ctx)
     if refusals and refusals ~= 0 then
         local rung = _M.budget(refusals)
-        return refused(ctx, rung.code, rung.message, rung.headers)
+        local message = rung.message
+        if rung.too_small
+           and band(refusals, C.EPHD_REFUSE_QUEUE_TOO_SMALL) ~= 0 then
+            message = rung.too_small
+        end
+        return refused(ctx, rung.code, message, rung.headers)
     end
 end
 

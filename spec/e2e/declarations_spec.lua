@@ -207,7 +207,10 @@ describe("declarations", function()
        function()
         configure(d, "nofit", '{"maxLength":2,"policy":"dropOldest"}')
         d:push("nofit", { "1" })
-        assert.refused_with("queue_full", d:push("nofit", { "1", "2", "3" }))
+        local res = d:push("nofit", { "1", "2", "3" })
+        assert.refused_with("queue_full", res)
+        assert.truthy(res.json.error:find("cannot fit even in an empty queue",
+                                          1, true), res.json.error)
         assert.equals(1, entry(d, "nofit").depth)
     end)
 
