@@ -53,6 +53,10 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_MAX_UNWRITTEN_BYTES", "1048576", 65536, MiB(1024), K_U64,
      AT(max_unwritten_bytes),
      "a connection's unwritten answers before its pipelined requests wait"},
+    {"QUEEN_EPHEMERAL_MAX_CLIENT_BYTES", "1073741824", 0, UINT64_MAX >> 1,
+     K_U64, AT(max_client_bytes),
+     "every connection's buffers together; past it the largest is closed "
+     "(0: no limit)"},
     {"QUEEN_EPHEMERAL_MAX_PARTITIONS", "10000", 1, 1000000, K_U64,
      AT(max_partitions), "partitions a queue may have (403 past it)"},
     {"QUEEN_EPHEMERAL_MAX_GROUPS", "64", 1, 4096, K_U64, AT(max_groups),
@@ -265,6 +269,19 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
                                 : "expected a whole number in range");
       return -1;
     }
+  }
+  /* Room for one largest request, grown by doubling, and its answer: a
+   * smaller budget would close a client for a push the broker allows. */
+  uint64_t one_request = 2 * (s->max_body_bytes + s->max_header_bytes) +
+                         s->max_unwritten_bytes;
+  if (s->max_client_bytes && s->max_client_bytes < one_request) {
+    fprintf(stderr,
+            "ephd: QUEEN_EPHEMERAL_MAX_CLIENT_BYTES=%llu is not usable: one "
+            "largest request needs %llu (twice QUEEN_EPHEMERAL_MAX_BODY_BYTES "
+            "and _MAX_HEADER_BYTES, and _MAX_UNWRITTEN_BYTES), or 0\n",
+            (unsigned long long)s->max_client_bytes,
+            (unsigned long long)one_request);
+    return -1;
   }
   s->lua.allowed_origins = getenv("EPHD_ALLOWED_ORIGINS");
   if (s->lua.allowed_origins == NULL) s->lua.allowed_origins = "";

@@ -23,6 +23,7 @@ typedef struct {
   uint64_t header_timeout_ms;
   uint64_t body_timeout_ms;
   uint64_t max_unwritten_bytes;
+  uint64_t max_client_bytes;
   uint64_t implicit_idle_s;
   uint64_t refresh_s;
   uint64_t meter_s;

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "json.h"
+#include "log.h"
 #include "llhttp.h"
 
 typedef struct {
@@ -94,6 +95,7 @@ struct ephd_conn {
   ephd_conn_t *resume_next; /* answered held requests with bytes left */
   ephd_conn_t *flush_next;  /* answers to write once this loop turn ends */
   int flush_queued;
+  size_t held_bytes; /* its buffers' capacity, as last counted */
 };
 
 static uv_loop_t *loop;
@@ -117,6 +119,15 @@ static char shared_in[65536];
 #define STALLED_INPUT_BYTES sizeof(shared_in)
 static ephd_conn_t *conns;
 static size_t nconns;
+/* What every connection's buffers hold together, by their capacity (what
+ * the heap gave them), against limits.max_client_bytes: each connection's
+ * input, answers and body are bounded on their own, but ten thousand
+ * connections each sending a large body are not. Past it the connection
+ * holding the most is closed (Redis's maxmemory-clients), once per loop
+ * turn after the reads: the bound is overshot by at most one turn's reads.
+ * The shared read buffer is counted by nobody: it is always there. */
+static size_t client_bytes;
+static uint64_t evicted;
 static uint64_t activity; /* requests dispatched and connections closed */
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
@@ -149,6 +160,41 @@ static size_t unwritten(const ephd_conn_t *c) {
 }
 
 static int stalled(const ephd_conn_t *c) { return c->held || c->output_paused; }
+
+static void recount(ephd_conn_t *c) {
+  if (c->closed) return;
+  size_t held = c->in.cap + c->out.cap + c->wbuf.cap + c->chunked.cap;
+  client_bytes = client_bytes - c->held_bytes + held;
+  c->held_bytes = held;
+}
+
+/* The largest first, as one closed connection gives back most; a scan of
+ * every connection, but only while past the bound, which each eviction
+ * takes a whole connection's share off. */
+static void evict_while_over(void) {
+  static uint64_t logged_ms;
+  while (limits.max_client_bytes && client_bytes > limits.max_client_bytes) {
+    ephd_conn_t *big = NULL;
+    for (ephd_conn_t *c = conns; c; c = c->next)
+      if (!c->closed && (!big || c->held_bytes > big->held_bytes)) big = c;
+    if (big == NULL || big->held_bytes == 0) return;
+    evicted++;
+    uint64_t now = uv_now(loop);
+    if (now - logged_ms >= 1000 || logged_ms == 0) {
+      logged_ms = now;
+      char held[24], total[24], count[24];
+      snprintf(held, sizeof(held), "%zu", big->held_bytes);
+      snprintf(total, sizeof(total), "%zu", client_bytes);
+      snprintf(count, sizeof(count), "%llu", (unsigned long long)evicted);
+      ephd_log("warn", "client_evicted", "held_bytes", held, "client_bytes",
+               total, "evicted_total", count, "msg",
+               "the connections' buffers were past "
+               "QUEEN_EPHEMERAL_MAX_CLIENT_BYTES: closed the largest",
+               NULL);
+    }
+    conn_close(big);
+  }
+}
 
 /* Parsing resumes later, never inside the call that allowed it (an answer
  * may be made inside another connection's dispatch). */
@@ -185,6 +231,7 @@ static void on_flush_check(uv_check_t *h) {
     c->flush_queued = 0;
     flush(c);
   }
+  evict_while_over();
 }
 
 /* The connection's one timer serves four deadlines in turn (headers, body,
@@ -388,6 +435,10 @@ void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms) {
 }
 
 size_t ephd_http_connections(void) { return nconns; }
+
+size_t ephd_http_client_bytes(void) { return client_bytes; }
+
+uint64_t ephd_http_evicted(void) { return evicted; }
 
 int ephd_http_port(void) {
   struct sockaddr_storage addr;
@@ -794,6 +845,10 @@ static void on_handle_closed(uv_handle_t *h) {
 
 static void conn_close(ephd_conn_t *c) {
   if (c->closed) return;
+  /* Uncounted now, though freed once its handles are closed: what it
+   * holds no longer grows. */
+  client_bytes -= c->held_bytes;
+  c->held_bytes = 0;
   c->closed = 1;
   if (c->held) {
     /* Whoever holds the request must not answer a freed connection. */
@@ -913,6 +968,7 @@ static void flush(ephd_conn_t *c) {
     c->output_paused = 0;
     resume_later(c);
   }
+  recount(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
@@ -947,6 +1003,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     c->end = c->in.len;
   }
   process(c);
+  recount(c);
   flush_later(c);
 }
 
@@ -959,6 +1016,7 @@ static void on_resume(uv_idle_t *h) {
     c->base = c->in.base;
     c->end = c->in.len;
     process(c);
+    recount(c);
     flush_later(c);
   }
   uv_idle_stop(&resume_idle);

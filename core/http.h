@@ -38,6 +38,7 @@ typedef struct {
   uint64_t header_timeout_ms; /* a request's first byte to its headers */
   uint64_t body_timeout_ms;   /* its headers to its last body byte */
   size_t max_unwritten_bytes; /* a connection's answers before it waits */
+  size_t max_client_bytes;    /* every connection's buffers together */
 } ephd_http_limits_t;
 
 int ephd_http_start(uv_loop_t *loop, const char *host, int port,
@@ -95,6 +96,10 @@ void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms);
 ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d);
 
 size_t ephd_http_connections(void);
+/* What every connection's buffers hold now, and how many connections were
+ * closed for holding the most while that was past max_client_bytes. */
+size_t ephd_http_client_bytes(void);
+uint64_t ephd_http_evicted(void);
 /* The port the listener is bound to (the chosen one when started on 0). */
 int ephd_http_port(void);
 /* Requests dispatched plus connections closed, ever: how main tells a busy

@@ -182,6 +182,7 @@ int main(int argc, char **argv) {
       .header_timeout_ms = s.header_timeout_ms,
       .body_timeout_ms = s.body_timeout_ms,
       .max_unwritten_bytes = s.max_unwritten_bytes,
+      .max_client_bytes = s.max_client_bytes,
   };
   ephd_http_handlers_t handlers = {
       .dispatch = ephd_lua_host_dispatch,

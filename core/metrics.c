@@ -96,6 +96,14 @@ static void write_engine(ephd_buf_t *o, size_t connections) {
 }
 
 static void write_http(ephd_buf_t *o) {
+  family(o, "queen_ephemeral_client_bytes", "gauge",
+         "What every connection's buffers hold (QUEEN_EPHEMERAL_MAX_CLIENT_"
+         "BYTES bounds it).");
+  sample(o, "queen_ephemeral_client_bytes", "", ephd_http_client_bytes());
+  family(o, "queen_ephemeral_clients_evicted_total", "counter",
+         "Connections closed for holding the most buffers while all of them "
+         "held more than QUEEN_EPHEMERAL_MAX_CLIENT_BYTES.");
+  sample(o, "queen_ephemeral_clients_evicted_total", "", ephd_http_evicted());
   const char *r = "queen_ephemeral_http_requests_total";
   family(o, r, "counter", "HTTP requests answered, by route and status.");
   char labels[128];

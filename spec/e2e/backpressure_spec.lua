@@ -4,6 +4,7 @@
 -- a connection that was held back resumes in order once it may.
 local socket = require("socket")
 local daemon = require("e2e.daemon")
+local helper = require("helper")
 
 -- Under the sanitizers resident size means nothing (freed memory sits in
 -- quarantine): the connections' behaviour is still asserted there.
@@ -181,5 +182,80 @@ describe("backpressure", function()
         assert_grew_less(d, before, 8, "an idle connection after a chunked "
                                        .. "32 MiB body")
         c:close()
+    end)
+end)
+
+-- Each connection is bounded on its own; together they are bounded by
+-- QUEEN_EPHEMERAL_MAX_CLIENT_BYTES: past it the one holding the most is
+-- closed, as Redis's maxmemory-clients does.
+describe("every connection's buffers together", function()
+    local BUDGET = 8 * 1048576
+    local d
+    lazy_setup(function()
+        d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_CLIENT_BYTES = tostring(BUDGET),
+            QUEEN_EPHEMERAL_MAX_BODY_BYTES = "1048576",
+            QUEEN_EPHEMERAL_MAX_UNWRITTEN_BYTES = "65536",
+        } })
+    end)
+    lazy_teardown(function() d:stop() end)
+
+    local function scrape(series)
+        local text = d:request("GET", "/metrics").body
+        return tonumber(text:match("\n" .. series .. " (%d+)"))
+    end
+
+    it("close the largest holders past the budget; the rest go on",
+       function()
+        local before = rss_mib(d)
+        -- Twelve pushes of 1,000,000 bytes, each sent but for its last
+        -- 100,000: each holds about 1 MiB, twelve hold more than eight.
+        local head = '{"queue":"big","messages":[{"payload":1}]'
+        local body = head .. (" "):rep(1000000 - #head - 1) .. "}"
+        local push = "POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: test\r\n"
+                     .. "Content-Type: application/json\r\n"
+                     .. "Content-Length: " .. #body .. "\r\n\r\n" .. body
+        local cut = #push - 100000
+        local conns = {}
+        for i = 1, 12 do
+            conns[i] = d:connect()
+            conns[i].sock:settimeout(10)
+            assert(conns[i].sock:send(push:sub(1, cut)))
+            daemon.sleep(0.05)
+        end
+        daemon.sleep(0.3)
+        assert.is_true(scrape("queen_ephemeral_clients_evicted_total") >= 1)
+        assert.is_true(scrape("queen_ephemeral_client_bytes") <= BUDGET)
+        -- The survivors finish their pushes; the closed ones are closed.
+        local served, closed = 0, 0
+        for _, c in ipairs(conns) do
+            local ok = c.sock:send(push, cut + 1)
+            local res = ok and c:receive(10)
+            if res then
+                assert.equals(201, res.status)
+                served = served + 1
+            else
+                closed = closed + 1
+            end
+            c:close()
+        end
+        assert.is_true(closed >= 1 and served >= 1,
+                       ("served %d, closed %d"):format(served, closed))
+        assert.equals(served, d:depth("big").json.pending)
+        assert.truthy(d:read_log():find("client_evicted", 1, true))
+        assert_grew_less(d, before, 3 * BUDGET / 1048576,
+                         "twelve 1 MB bodies under an 8 MiB budget")
+        -- A new client is served as ever.
+        assert.equals(201, d:push("after", { "1" }).status)
+    end)
+
+    it("refuse at boot a budget smaller than one largest request",
+       function()
+        local out, rc = helper.run("QUEEN_EPHEMERAL_MAX_CLIENT_BYTES=1048576 "
+                                   .. helper.build .. "/ephd --listen "
+                                   .. "127.0.0.1:1")
+        assert.is_not.equals(0, rc)
+        assert.truthy(out:find("QUEEN_EPHEMERAL_MAX_CLIENT_BYTES=1048576 is "
+                               .. "not usable", 1, true), out)
     end)
 end)
