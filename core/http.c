@@ -161,6 +161,9 @@ static size_t unwritten(const ephd_conn_t *c) {
 
 static int stalled(const ephd_conn_t *c) { return c->held || c->output_paused; }
 
+/* At the end of every flush: each read and each answer is followed by one
+ * in the same loop turn, and nothing grows while a write is in flight
+ * (reading stops) but the answers, recounted when it completes. */
 static void recount(ephd_conn_t *c) {
   if (c->closed) return;
   size_t held = c->in.cap + c->out.cap + c->wbuf.cap + c->chunked.cap;
@@ -1003,7 +1006,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     c->end = c->in.len;
   }
   process(c);
-  recount(c);
   flush_later(c);
 }
 
@@ -1016,7 +1018,6 @@ static void on_resume(uv_idle_t *h) {
     c->base = c->in.base;
     c->end = c->in.len;
     process(c);
-    recount(c);
     flush_later(c);
   }
   uv_idle_stop(&resume_idle);
