@@ -272,8 +272,8 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
   }
   /* Room for one largest request, grown by doubling, and its answer: a
    * smaller budget would close a client for a push the broker allows. */
-  uint64_t one_request = 2 * (s->max_body_bytes + s->max_header_bytes) +
-                         s->max_unwritten_bytes;
+  uint64_t one_request =
+      2 * (s->max_body_bytes + s->max_header_bytes) + s->max_unwritten_bytes;
   if (s->max_client_bytes && s->max_client_bytes < one_request) {
     fprintf(stderr,
             "ephd: QUEEN_EPHEMERAL_MAX_CLIENT_BYTES=%llu is not usable: one "

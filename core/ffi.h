@@ -40,7 +40,7 @@ enum {
   EPHD_REFUSE_TENANT_BYTES = 4,
   EPHD_REFUSE_TENANT_QUEUES = 8,
   EPHD_REFUSE_PARKED = 16,
-  EPHD_REFUSE_QUEUE_PARTS = 32, /* partitions or groups past a queue's cap */
+  EPHD_REFUSE_QUEUE_PARTS = 32,    /* partitions or groups past a queue's cap */
   EPHD_REFUSE_QUEUE_TOO_SMALL = 64 /* the push alone is over its bounds */
 };
 

@@ -6,8 +6,8 @@
 #include <strings.h>
 
 #include "json.h"
-#include "log.h"
 #include "llhttp.h"
+#include "log.h"
 
 typedef struct {
   size_t off, len;

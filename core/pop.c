@@ -10,15 +10,24 @@
 #include "members.h"
 #include "op.h"
 
-static void answer_pop(ephd_conn_t *c, const ephd_queue_t *q,
-                       const ephd_buf_t *items) {
+/* The answer, its batch taken straight into the connection's output (none
+ * when take is 0: a timeout or a stop with nothing gathered). The batch is
+ * nearly all of a pop's bytes: gathered in a buffer of its own first, it
+ * was regrown and copied once more for every pop. */
+static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
+                       uint32_t group, uint32_t batch, int auto_ack, int take) {
   size_t len;
   const char *name = ephd_queue_name(q, &len);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"queue\":");
   ephd_json_write_string(out, name, len);
   ephd_buf_appends(out, ",\"messages\":[");
-  ephd_buf_append(out, items->base, items->len);
+  if (take) {
+    ephd_engine_t *e = ephd_commands_engine;
+    uint64_t now = ephd_ffi_now_ms();
+    ephd_engine_touch(e, q, now);
+    ephd_engine_pop(e, q, r, group, batch, auto_ack, now, out);
+  }
   ephd_buf_appends(out, "]}");
   ephd_http_end(c);
 }
@@ -38,17 +47,9 @@ static ephd_op_state_t *parked_op(ephd_waiter_t *w) {
 /* With a batch taken now (take), or an empty one. The answer ends the
  * request and gives its operation back: nothing touches op after it. */
 static void answer_parked(ephd_op_state_t *op, int take) {
-  ephd_conn_t *c = ephd_deferred_conn(op->parked.deferred);
-  ephd_queue_t *q = op->parked.queue;
-  op->items.len = 0;
-  if (take) {
-    ephd_engine_t *e = ephd_commands_engine;
-    uint64_t now = ephd_ffi_now_ms();
-    ephd_engine_touch(e, q, now);
-    ephd_engine_pop(e, q, op->parked.waiter.ring, op->parked.group,
-                    op->parked.batch, op->parked.auto_ack, now, &op->items);
-  }
-  answer_pop(c, q, &op->items);
+  answer_pop(ephd_deferred_conn(op->parked.deferred), op->parked.queue,
+             op->parked.waiter.ring, op->parked.group, op->parked.batch,
+             op->parked.auto_ack, take);
 }
 
 static int on_wake(ephd_waiter_t *w) {
@@ -169,15 +170,14 @@ int ephd_ffi_pop(const ephd_request_t *req) {
                                a->queue_len);
   if (new_ring) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
   if (new_group) g = ephd_queue_group_open(q, gname, glen);
-  ephd_conn_t *c = ephd_http_conn(req);
-  ephd_engine_touch(e, q, now);
-  op->items.len = 0;
-  uint32_t got =
-      ephd_engine_pop(e, q, r, g, a->batch, a->auto_ack, now, &op->items);
-  if (got || !a->wait || a->timeout_ms == 0) {
-    answer_pop(c, q, &op->items);
-    return EPHD_OK;
+  /* Whether it parks is asked before anything is taken, so the answer
+   * can be written as the batch is taken. */
+  if (a->wait && a->timeout_ms &&
+      !ephd_engine_would_deliver(e, q, r, 0, 0, g, now)) {
+    ephd_engine_touch(e, q, now);
+    park(op, req, q, r, g, now);
+    return EPHD_PARKED;
   }
-  park(op, req, q, r, g, now);
-  return EPHD_PARKED;
+  answer_pop(ephd_http_conn(req), q, r, g, a->batch, a->auto_ack, 1);
+  return EPHD_OK;
 }

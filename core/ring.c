@@ -166,8 +166,11 @@ static uint64_t live_redeliveries(const ephd_ring_t *r,
   return n;
 }
 
+/* Exactly when ephd_ring_take would give one: a pop that finds nothing
+ * parks on this answer, before it takes. */
 int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c) {
-  return c->next < r->tail || live_redeliveries(r, c) > 0;
+  uint64_t next = c->next < r->head ? r->head : c->next;
+  return next < r->tail || live_redeliveries(r, c) > 0;
 }
 
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,

@@ -96,6 +96,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     ephd_buf_free(&b);
   }
+  /* Written escaped and read back, any valid UTF-8 is itself again. */
+  if (ephd_ffi_utf8_valid(s, size) == EPHD_OK) {
+    ephd_buf_t w, r;
+    ephd_buf_init(&w);
+    ephd_buf_init(&r);
+    ephd_json_write_string(&w, s, size);
+    const char *q = ephd_json_string(w.base, w.base + w.len, &r);
+    if (q != w.base + w.len || r.len != size ||
+        (size && memcmp(r.base, s, size) != 0))
+      abort();
+    ephd_buf_free(&w);
+    ephd_buf_free(&r);
+  }
 #endif
   free(s);
   return 0;

@@ -172,6 +172,13 @@ TEST_IMPL(json_write_escapes) {
   ephd_buf_init(&b);
   ephd_json_write_string(&b, "q\"\\\x01\n", 5);
   ASSERT_MEM_EQ(b.base, b.len, "\"q\\\"\\\\\\u0001\\n\"");
+  /* Plain runs go eight bytes a step: escapes inside and across words,
+   * and bytes of 0x80 up (UTF-8) passed as they are. */
+  b.len = 0;
+  static const char mixed[] = "abcdefgh\"jklmnop\x1fr\xc3\xa9stuvwxyz\\";
+  ephd_json_write_escaped(&b, mixed, sizeof(mixed) - 1);
+  ASSERT_MEM_EQ(b.base, b.len,
+                "abcdefgh\\\"jklmnop\\u001fr\xc3\xa9stuvwxyz\\\\");
   ephd_buf_free(&b);
   return 0;
 }
