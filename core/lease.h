@@ -23,8 +23,10 @@ typedef struct ephd_lease {
   void *queue; /* ephd_queue_t */
 } ephd_lease_t;
 
-/* The heap's first and smallest array, in leases. */
-#define EPHD_LEASES_MIN 64
+/* The heap's first and smallest array, in leases: the broker has one heap,
+ * and below a thousand leases a pop-then-ack of each batch would grow and
+ * shrink it every time. */
+#define EPHD_LEASES_MIN 1024
 
 typedef void (*ephd_lease_expire_cb)(ephd_lease_t *lease, void *data);
 
