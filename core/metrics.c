@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "fanout.h"
 #include "ffi.h"
 #include "forward.h"
 #include "http.h"
@@ -150,6 +151,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_engine(o, ephd_http_connections());
   write_http(o);
   ephd_forward_metrics(o);
+  ephd_fanout_metrics(o);
   ephd_buf_append(o, extra, len);
   ephd_http_end(c);
 }
