@@ -259,6 +259,15 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
 /* reset drops contents and keeps the queue and its declaration. */
 uint64_t ephd_ffi_reset(const char *tenant, size_t tenant_len,
                         const char *queue, size_t queue_len);
+/* After a reset applied here, in a cell: the same request sent with the
+ * forward mark to every other live member (core/fanout.h), and req held
+ * and answered 200 with answer (what this broker dropped) once they have
+ * answered: EPHD_HELD. EPHD_OK when there is nobody to send it to (a cell
+ * of one, no cell token, or req is marked: a fan-out already), and Lua
+ * answers. */
+int ephd_ffi_reset_fanout(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len, const char *answer,
+                          size_t answer_len);
 
 /* configure writes the declaration (the raw body's options) to PostgreSQL,
  * then applies req->op->options to memory and answers 201; delete removes

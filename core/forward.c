@@ -339,8 +339,23 @@ void ephd_forward_metrics(ephd_buf_t *o) {
   const ephd_relay_stats_t *s = ephd_relay_stats();
   ephd_buf_appends(o,
                    "# HELP queen_ephemeral_relay_seconds Seconds from a "
-                   "relayed request's send to its owner's whole answer.\n"
-                   "# TYPE queen_ephemeral_relay_seconds summary\n");
+                   "request's send to a peer broker (relayed, or an admin "
+                   "verb fanned out) to its whole answer.\n"
+                   "# TYPE queen_ephemeral_relay_seconds histogram\n");
+  uint64_t cum = 0;
+  for (int b = 0; b <= EPHD_RELAY_LATENCY_BUCKETS; b++) {
+    cum += s->latency_buckets[b];
+    if (b < EPHD_RELAY_LATENCY_BUCKETS)
+      snprintf(line, sizeof(line),
+               "queen_ephemeral_relay_seconds_bucket{le=\"%g\"} ",
+               (double)ephd_relay_latency_bounds_ns[b] / 1e9);
+    else
+      snprintf(line, sizeof(line),
+               "queen_ephemeral_relay_seconds_bucket{le=\"+Inf\"} ");
+    ephd_buf_appends(o, line);
+    ephd_buf_append_u64(o, cum);
+    ephd_buf_append(o, "\n", 1);
+  }
   snprintf(line, sizeof(line), "queen_ephemeral_relay_seconds_sum %.6f\n",
            (double)s->latency_ns_sum / 1e9);
   ephd_buf_appends(o, line);

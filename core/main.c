@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "config.h"
 #include "engine.h"
+#include "fanout.h"
 #include "forward.h"
 #include "http.h"
 #include "log.h"
@@ -175,6 +176,7 @@ int main(int argc, char **argv) {
   ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
   ephd_relay_init(loop, &relay_limits);
   ephd_forward_init(s.cell_token);
+  ephd_fanout_init(s.cell_token);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

@@ -4,9 +4,11 @@
 #include <string.h>
 
 #include "errors.h"
+#include "fanout.h"
 #include "ffi.h"
 #include "forward.h"
 #include "http.h"
+#include "members.h"
 
 static const ephd_engine_t *engine;
 
@@ -93,6 +95,10 @@ static void write_engine(ephd_buf_t *o, size_t connections) {
   sample(o, "queen_ephemeral_parked_polls", "", t.parked);
   family(o, "queen_ephemeral_connections", "gauge", "Open connections.");
   sample(o, "queen_ephemeral_connections", "", connections);
+  family(o, "queen_ephemeral_members_live", "gauge",
+         "Live members of the cell in this broker's view, itself included "
+         "(1: a cell of one).");
+  sample(o, "queen_ephemeral_members_live", "", ephd_members_view()->count);
 }
 
 static void write_http(ephd_buf_t *o) {
@@ -158,6 +164,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_engine(o, ephd_http_connections());
   write_http(o);
   ephd_forward_metrics(o);
+  ephd_fanout_metrics(o);
   ephd_buf_append(o, extra, len);
   ephd_http_end(c);
 }

@@ -243,6 +243,11 @@ static void detach(ephd_relay_t *r) {
   uv_close((uv_handle_t *)&r->timer, on_request_closed);
 }
 
+#define MS 1000000ull
+const uint64_t ephd_relay_latency_bounds_ns[EPHD_RELAY_LATENCY_BUCKETS] = {
+    MS / 4,  MS / 2,   MS,       5 * MS / 2, 5 * MS,    10 * MS,   25 * MS,
+    50 * MS, 100 * MS, 500 * MS, 1000 * MS,  5000 * MS, 30000 * MS};
+
 /* The one way a callback runs: everything is in order first (the slot is
  * free and given to the next request), then the asker hears. */
 static void complete(ephd_relay_t *r, int kind,
@@ -251,7 +256,13 @@ static void complete(ephd_relay_t *r, int kind,
   detach(r);
   if (kind == EPHD_RELAY_OK) {
     stats.responses++;
-    stats.latency_ns_sum += uv_hrtime() - r->sent_ns;
+    uint64_t ns = uv_hrtime() - r->sent_ns;
+    size_t b = 0;
+    while (b < EPHD_RELAY_LATENCY_BUCKETS &&
+           ns > ephd_relay_latency_bounds_ns[b])
+      b++;
+    stats.latency_buckets[b]++;
+    stats.latency_ns_sum += ns;
     stats.latency_count++;
   } else {
     stats.failures[-kind]++;

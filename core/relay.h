@@ -107,6 +107,12 @@ typedef struct {
 typedef void (*ephd_relay_cb)(void *data, int result,
                               const ephd_relay_response_t *res);
 
+/* The latency histogram's upper bounds, in nanoseconds, and +Inf after
+ * them: fixed, so it stays the same size whatever the traffic. From a
+ * loopback push (well under a millisecond) to a relayed long poll. */
+#define EPHD_RELAY_LATENCY_BUCKETS 13
+extern const uint64_t ephd_relay_latency_bounds_ns[EPHD_RELAY_LATENCY_BUCKETS];
+
 typedef struct {
   uint64_t requests;                    /* accepted by send */
   uint64_t responses;                   /* whole answers delivered */
@@ -119,6 +125,9 @@ typedef struct {
   uint64_t queued;           /* now: requests waiting for one */
   uint64_t latency_ns_sum;   /* send to answer, over the responses */
   uint64_t latency_count;
+  /* The responses by latency: [i] those within bound i and above bound
+   * i - 1 (not cumulative), the last those above every bound. */
+  uint64_t latency_buckets[EPHD_RELAY_LATENCY_BUCKETS + 1];
 } ephd_relay_stats_t;
 
 /* Starts (or, after close_all and the loop has closed its handles,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "fanout.h"
 #include "ffi.h"
 #include "http.h"
 #include "json.h"
@@ -237,6 +238,10 @@ typedef struct {
   size_t queue_len;
   ephd_options_t opts;
   int reserved; /* a configure of a new queue: ephd_engine_reserve_queue */
+  /* A delete in a cell: sent to the other members once the row is gone,
+   * and what this broker removed, answered once they have answered. */
+  ephd_fanout_t *fanout;
+  int deleted, declared;
 } write_t;
 
 static write_t *write_new(const ephd_request_t *req, const char *tenant,
@@ -279,6 +284,7 @@ static ephd_conn_t *release(write_t *w) {
 }
 
 static void write_free(write_t *w) {
+  if (w->fanout) ephd_fanout_free(w->fanout);
   free(w->tenant);
   free(w->queue);
   free(w);
@@ -369,25 +375,38 @@ static int forget(const char *tenant, size_t tenant_len, const char *queue,
   return 1;
 }
 
+static void on_fanned(void *data) {
+  write_t *w = data;
+  ephd_conn_t *c = release(w);
+  if (c) answer_delete(c, w->queue, w->queue_len, w->deleted, w->declared);
+  write_free(w);
+}
+
+/* The row is gone, then this broker's copy, then the members' (each
+ * forgets its own at once, rather than keep it until its refresh finds
+ * the declaration gone); the answer says what this broker removed. */
 static void on_deleted(void *data, PGresult *res, const char *err) {
   write_t *w = data;
-  if (res) {
-    int declared = PQntuples(res) > 0;
-    int existed = forget(w->tenant, w->tenant_len, w->queue, w->queue_len);
-    ephd_conn_t *c = release(w);
-    if (c)
-      answer_delete(c, w->queue, w->queue_len, existed || declared, declared);
-  } else {
+  if (res == NULL) {
     answer_failed(release(w), w, EPHD_CODE_EPHEMERAL_DELETE_FAILED,
                   "the declaration could not be removed", err);
+    write_free(w);
+    return;
   }
-  write_free(w);
+  w->declared = PQntuples(res) > 0;
+  w->deleted =
+      forget(w->tenant, w->tenant_len, w->queue, w->queue_len) || w->declared;
+  ephd_fanout_t *f = w->fanout;
+  w->fanout = NULL;
+  if (f && ephd_fanout_send(f, on_fanned, w) == 0) return;
+  on_fanned(w);
 }
 
 int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const char *queue, size_t queue_len) {
-  /* Without a database there is no declaration anywhere to remove. */
-  if (db_url == NULL) {
+  /* Without a database there is no declaration anywhere to remove; a
+   * delete fanned out by a member of the cell removed it already. */
+  if (db_url == NULL || req->forward.len > 0) {
     int existed = forget(tenant, tenant_len, queue, queue_len);
     answer_delete(ephd_http_conn(req), queue, queue_len, existed, 0);
     return EPHD_OK;
@@ -396,6 +415,7 @@ int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
   write_t *w = write_new(req, tenant, tenant_len, queue, queue_len);
   const char *values[2] = {w->tenant, w->queue};
   int lengths[2] = {(int)tenant_len, (int)queue_len};
+  w->fanout = ephd_fanout_new(req, EPHD_FANOUT_DELETE, tenant, tenant_len);
   hold(w, req);
   ephd_pg_query(DELETE_SQL, 2, values, lengths, on_deleted, w);
   return EPHD_HELD;

@@ -365,6 +365,17 @@ TEST_IMPL(relay_request_response) {
   ASSERT_EQ(st()->responses, 1);
   ASSERT_EQ(st()->latency_count, 1);
   ASSERT(st()->latency_ns_sum > 0);
+  uint64_t bucketed = 0; /* the one answer, in the bucket its time says */
+  for (int b = 0; b <= EPHD_RELAY_LATENCY_BUCKETS; b++) {
+    bucketed += st()->latency_buckets[b];
+    if (st()->latency_buckets[b] == 1) {
+      ASSERT(b == EPHD_RELAY_LATENCY_BUCKETS ||
+             st()->latency_ns_sum <= ephd_relay_latency_bounds_ns[b]);
+      ASSERT(b == 0 ||
+             st()->latency_ns_sum > ephd_relay_latency_bounds_ns[b - 1]);
+    }
+  }
+  ASSERT_EQ(bucketed, 1);
   ASSERT_EQ(st()->in_flight, 0);
   ASSERT_EQ(st()->connections_open, 1); /* pooled */
   ASSERT_EQ(stop(), 0);

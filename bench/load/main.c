@@ -11,20 +11,41 @@
 
 #include "client.h"
 
+/* A cell's brokers: --port and --pid take comma-separated lists. */
+#define MAX_SERVERS 8
+/* push --partitions: at most this many names. */
+#define MAX_PARTITIONS 256
+
 typedef struct {
   const char *mode;
-  int port;
+  int port; /* the first of ports */
+  int ports[MAX_SERVERS];
+  uint32_t nports;
   uint32_t conns, pipeline, batch, size, inboxes, queues;
   uint64_t count;
   double hold_s;
-  int pid;
+  int pid; /* the first of pids: its RSS is read */
+  int pids[MAX_SERVERS];
+  uint32_t npids;
+  const char *partitions[MAX_PARTITIONS];
+  uint32_t npartitions;
   const char *queue, *group;
 } options_t;
 
 static options_t opt = {
-    .port = 6632, .conns = 50, .pipeline = 1, .batch = 1, .size = 256,
-    .inboxes = 100000, .queues = 1, .count = 100000, .hold_s = 10,
-    .queue = "bench", .group = "g",
+    .port = 6632,
+    .ports = {6632},
+    .nports = 1,
+    .conns = 50,
+    .pipeline = 1,
+    .batch = 1,
+    .size = 256,
+    .inboxes = 100000,
+    .queues = 1,
+    .count = 100000,
+    .hold_s = 10,
+    .queue = "bench",
+    .group = "g",
 };
 
 static uv_loop_t *loop;
@@ -34,8 +55,10 @@ static uint64_t started_ns, finished_ns;
 static uint64_t sent, done, errors, messages;
 static uint32_t *latencies_us;
 static uint64_t nlatencies;
-/* The one request a closed-loop mode repeats, pipeline copies of it. */
-static load_buf_t request;
+/* The one request a closed-loop mode repeats, pipeline copies of it; push
+ * --partitions: one per partition, connection i sending the (i % n)th. */
+static load_buf_t requests[MAX_PARTITIONS];
+static uint32_t nrequests = 1;
 
 static void fail(load_conn_t *c, int status, const char *body, size_t len) {
   errors++;
@@ -61,9 +84,9 @@ static long rss_kib(void) {
   return kib;
 }
 
-static double cpu_seconds(void) {
+static double cpu_seconds_of(int pid) {
   char path[64], text[2048];
-  snprintf(path, sizeof(path), "/proc/%d/stat", opt.pid);
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
   FILE *f = fopen(path, "r");
   if (f == NULL) load_die("no such process", path);
   size_t n = fread(text, 1, sizeof(text) - 1, f);
@@ -78,6 +101,13 @@ static double cpu_seconds(void) {
              &utime, &stime) != 2)
     load_die("unreadable", path);
   return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Every server's, summed: a cell's CPU per message is its brokers'. */
+static double cpu_seconds(void) {
+  double sum = 0;
+  for (uint32_t i = 0; i < opt.npids; i++) sum += cpu_seconds_of(opt.pids[i]);
+  return sum;
 }
 
 /* The measured interval: from the moment every connection is open (park:
@@ -124,9 +154,11 @@ static void json_payload(load_buf_t *b, uint32_t size) {
   load_buf_add(b, "\"", 1);
 }
 
-static void push_body(load_buf_t *b, const char *queue, uint32_t batch,
-                      uint32_t size) {
-  load_buf_addf(b, "{\"queue\":\"%s\",\"messages\":[", queue);
+static void push_body(load_buf_t *b, const char *queue, const char *partition,
+                      uint32_t batch, uint32_t size) {
+  load_buf_addf(b, "{\"queue\":\"%s\",", queue);
+  if (partition) load_buf_addf(b, "\"partition\":\"%s\",", partition);
+  load_buf_add(b, "\"messages\":[", 12);
   for (uint32_t i = 0; i < batch; i++) {
     load_buf_add(b, i ? ",{\"payload\":" : "{\"payload\":", i ? 12 : 11);
     json_payload(b, size);
@@ -135,12 +167,17 @@ static void push_body(load_buf_t *b, const char *queue, uint32_t batch,
   load_buf_add(b, "]}", 2);
 }
 
-static void http_push(load_buf_t *b, const char *queue, uint32_t batch,
-                      uint32_t size) {
+static void http_push_to(load_buf_t *b, const char *queue,
+                         const char *partition, uint32_t batch, uint32_t size) {
   load_buf_t body = {0};
-  push_body(&body, queue, batch, size);
+  push_body(&body, queue, partition, batch, size);
   load_http_request(b, "POST", "/api/v1/ephemeral/push", body.data, body.len);
   free(body.data);
+}
+
+static void http_push(load_buf_t *b, const char *queue, uint32_t batch,
+                      uint32_t size) {
+  http_push_to(b, queue, NULL, batch, size);
 }
 
 /* Closed loop: get, push, lpush, rpop -------------------------------------
@@ -150,18 +187,25 @@ static void http_push(load_buf_t *b, const char *queue, uint32_t batch,
 static int closed_expect;
 static uint64_t closed_requests;
 
+/* One message per round trip (no batch, no pipelining): each is timed,
+ * and a round trip is a message, so per_s keeps its unit. */
+static int closed_timed;
+
 static void closed_send(load_conn_t *c) {
   if (sent >= closed_requests) return;
   uint32_t n = opt.pipeline;
   if (sent + n > closed_requests) n = (uint32_t)(closed_requests - sent);
   sent += n;
   c->outstanding = n;
-  load_conn_send(c, request.data, request.len / opt.pipeline * n);
+  const load_buf_t *r = &requests[c->index % nrequests];
+  if (closed_timed) c->stamp = uv_hrtime();
+  load_conn_send(c, r->data, r->len / opt.pipeline * n);
 }
 
 static void closed_reply(load_conn_t *c, int status, const char *body,
                          size_t len) {
   if (status != closed_expect) fail(c, status, body, len);
+  if (closed_timed) record_latency(c->stamp);
   done++;
   if (--c->outstanding == 0) closed_send(c);
   if (done == closed_requests) finish();
@@ -174,27 +218,33 @@ static void closed_setup(void) {
   closed_requests = (opt.count + opt.batch - 1) / opt.batch;
   for (uint32_t i = 0; i < opt.pipeline; i++) {
     if (strcmp(m, "get") == 0) {
-      load_http_request(&request, "GET", "/", NULL, 0);
+      load_http_request(&requests[0], "GET", "/", NULL, 0);
       closed_expect = 200;
     } else if (strcmp(m, "push") == 0) {
-      http_push(&request, opt.queue, opt.batch, opt.size);
+      nrequests = opt.npartitions ? opt.npartitions : 1;
+      for (uint32_t k = 0; k < nrequests; k++)
+        http_push_to(&requests[k], opt.queue,
+                     opt.npartitions ? opt.partitions[k] : NULL, opt.batch,
+                     opt.size);
       closed_expect = 201;
     } else if (strcmp(m, "lpush") == 0) {
       char *value = malloc(opt.size);
       memset(value, 'x', opt.size);
       const char *argv[] = {"LPUSH", opt.queue, value};
       size_t lens[] = {5, strlen(opt.queue), opt.size};
-      load_resp_command(&request, 3, argv, lens);
+      load_resp_command(&requests[0], 3, argv, lens);
       free(value);
       closed_expect = ':';
     } else {
       const char *argv[] = {"RPOP", opt.queue};
       size_t lens[] = {4, strlen(opt.queue)};
-      load_resp_command(&request, 2, argv, lens);
+      load_resp_command(&requests[0], 2, argv, lens);
       closed_expect = '$'; /* a nil here is a message that is not there */
     }
   }
   messages = opt.count;
+  closed_timed =
+      opt.batch == 1 && opt.pipeline == 1 && m[0] != 'l' && m[0] != 'r';
 }
 
 /* drain: pop a batch for one group, ack exactly those ids, again ----------
@@ -428,8 +478,8 @@ static void pushpop_send(load_conn_t *c) {
   uint64_t k = sent++ % opt.queues;
   char queue[64], path[160];
   snprintf(queue, sizeof(queue), "inbox-%llu", (unsigned long long)k);
-  snprintf(path, sizeof(path),
-           "/api/v1/ephemeral/pop?queue=%s&autoAck=true", queue);
+  snprintf(path, sizeof(path), "/api/v1/ephemeral/pop?queue=%s&autoAck=true",
+           queue);
   load_buf_t b = {0};
   http_push(&b, queue, 1, opt.size);
   load_http_request(&b, "GET", path, NULL, 0);
@@ -480,9 +530,9 @@ static void inbox_round(uint32_t k) {
   load_http_request(&b, "GET", path, NULL, 0);
   load_conn_send(in, b.data, b.len);
   b.len = 0;
-  int n = snprintf(payload, sizeof(payload),
-                   "{\"queue\":\"requests\",\"messages\":[{\"payload\":\"%s\"}]}",
-                   inbox);
+  int n = snprintf(
+      payload, sizeof(payload),
+      "{\"queue\":\"requests\",\"messages\":[{\"payload\":\"%s\"}]}", inbox);
   load_http_request(&b, "POST", "/api/v1/ephemeral/push", payload, (size_t)n);
   in->outstanding = 2;
   in->stamp = uv_hrtime();
@@ -495,7 +545,7 @@ static load_buf_t responder_pop;
 static void inbox_reply(load_conn_t *c, int status, const char *body,
                         size_t len) {
   if (c->index >= 2 * clients) { /* a responder */
-    if (c->outstanding > 0) { /* a reply push's answer */
+    if (c->outstanding > 0) {    /* a reply push's answer */
       if (status != 201) fail(c, status, body, len);
       if (--c->outstanding == 0)
         load_conn_send(c, responder_pop.data, responder_pop.len);
@@ -514,8 +564,7 @@ static void inbox_reply(load_conn_t *c, int status, const char *body,
       int n = snprintf(reply, sizeof(reply),
                        "{\"queue\":\"%.*s\",\"messages\":[{\"payload\":1}]}",
                        (int)(q - p), p);
-      load_http_request(&b, "POST", "/api/v1/ephemeral/push", reply,
-                        (size_t)n);
+      load_http_request(&b, "POST", "/api/v1/ephemeral/push", reply, (size_t)n);
       c->outstanding++;
       p = q;
     }
@@ -586,40 +635,84 @@ static void usage(void) {
       "usage: ephd-load MODE [--port N] [--conns N] [--count N] [--batch N]\n"
       "       [--size BYTES] [--pipeline N] [--queue NAME] [--group NAME]\n"
       "       [--queues N] [--inboxes N] [--pid PID] [--hold SECONDS]\n"
+      "       [--partitions NAME,...]\n"
       "modes: get push lpush rpop drain wake brpop park pushpop inbox\n"
       "Prints one logfmt line: mode, count, seconds, per_s (messages or\n"
       "round trips per second), latency percentiles, rss and cpu where the\n"
       "mode reads them, errors. With --pid, also the server's user+system\n"
       "CPU over the measured run: cpu_s, and cpu_us per message or round\n"
-      "trip (the unit of per_s). Exits 1 on any unexpected reply.\n",
+      "trip (the unit of per_s). Exits 1 on any unexpected reply.\n"
+      "A cell: --port A,B spreads the connections over the brokers\n"
+      "(connection i on the (i % n)th), --pid A,B sums their CPU (RSS is\n"
+      "the first's); push --partitions P,Q,... sends connection i's\n"
+      "pushes to the (i % n)th partition. A push of one message without\n"
+      "pipelining is timed: p50_us, p99_us.\n",
       stderr);
   exit(2);
+}
+
+/* "N[,N...]" into out (at most MAX_SERVERS); the count. */
+static uint32_t list(const char *v, int *out) {
+  uint32_t n = 0;
+  for (const char *p = v; *p && n < MAX_SERVERS; n++) {
+    out[n] = atoi(p);
+    if (out[n] <= 0) usage();
+    p = strchr(p, ',');
+    if (p == NULL) return n + 1;
+    p++;
+  }
+  usage();
+  return 0;
+}
+
+/* "NAME[,NAME...]", split in place. */
+static void partitions(char *v) {
+  for (char *p = strtok(v, ","); p; p = strtok(NULL, ",")) {
+    if (opt.npartitions == MAX_PARTITIONS) usage();
+    opt.partitions[opt.npartitions++] = p;
+  }
 }
 
 static void parse_args(int argc, char **argv) {
   if (argc < 2 || argv[1][0] == '-') usage();
   opt.mode = argv[1];
   for (int i = 2; i < argc; i++) {
-    const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL) usage();
     i++;
-    if (strcmp(k, "--port") == 0) opt.port = atoi(v);
-    else if (strcmp(k, "--conns") == 0) opt.conns = (uint32_t)atoi(v);
-    else if (strcmp(k, "--count") == 0) opt.count = strtoull(v, NULL, 10);
-    else if (strcmp(k, "--batch") == 0) opt.batch = (uint32_t)atoi(v);
-    else if (strcmp(k, "--size") == 0) opt.size = (uint32_t)atoi(v);
-    else if (strcmp(k, "--pipeline") == 0) opt.pipeline = (uint32_t)atoi(v);
-    else if (strcmp(k, "--queue") == 0) opt.queue = v;
-    else if (strcmp(k, "--group") == 0) opt.group = v;
-    else if (strcmp(k, "--queues") == 0) opt.queues = (uint32_t)atoi(v);
-    else if (strcmp(k, "--inboxes") == 0) opt.inboxes = (uint32_t)atoi(v);
-    else if (strcmp(k, "--pid") == 0) opt.pid = atoi(v);
-    else if (strcmp(k, "--hold") == 0) opt.hold_s = atof(v);
-    else usage();
+    if (strcmp(k, "--port") == 0)
+      opt.nports = list(v, opt.ports);
+    else if (strcmp(k, "--conns") == 0)
+      opt.conns = (uint32_t)atoi(v);
+    else if (strcmp(k, "--count") == 0)
+      opt.count = strtoull(v, NULL, 10);
+    else if (strcmp(k, "--batch") == 0)
+      opt.batch = (uint32_t)atoi(v);
+    else if (strcmp(k, "--size") == 0)
+      opt.size = (uint32_t)atoi(v);
+    else if (strcmp(k, "--pipeline") == 0)
+      opt.pipeline = (uint32_t)atoi(v);
+    else if (strcmp(k, "--queue") == 0)
+      opt.queue = v;
+    else if (strcmp(k, "--group") == 0)
+      opt.group = v;
+    else if (strcmp(k, "--queues") == 0)
+      opt.queues = (uint32_t)atoi(v);
+    else if (strcmp(k, "--inboxes") == 0)
+      opt.inboxes = (uint32_t)atoi(v);
+    else if (strcmp(k, "--pid") == 0)
+      opt.npids = list(v, opt.pids);
+    else if (strcmp(k, "--partitions") == 0)
+      partitions(v);
+    else if (strcmp(k, "--hold") == 0)
+      opt.hold_s = atof(v);
+    else
+      usage();
   }
-  if (opt.conns == 0 || opt.count == 0 || opt.batch == 0 ||
-      opt.pipeline == 0 || opt.queues == 0 || opt.inboxes == 0 ||
-      opt.size < 2)
+  opt.port = opt.ports[0];
+  opt.pid = opt.pids[0];
+  if (opt.conns == 0 || opt.count == 0 || opt.batch == 0 || opt.pipeline == 0 ||
+      opt.queues == 0 || opt.inboxes == 0 || opt.size < 2)
     usage();
 }
 
@@ -671,7 +764,7 @@ int main(int argc, char **argv) {
     park_setup();
   } else {
     for (uint32_t i = 0; i < opt.conns; i++)
-      load_conn_open(loop, &conns[i], proto, opt.port,
+      load_conn_open(loop, &conns[i], proto, opt.ports[i % opt.nports],
                      on_connect, reply);
   }
   if (spin) {
@@ -700,8 +793,8 @@ int main(int argc, char **argv) {
          units / seconds);
   if (nlatencies)
     printf(" p50_us=%u p99_us=%u", percentile(0.50), percentile(0.99));
-  if (opt.pid) printf(" rss_before_kib=%ld rss_after_kib=%ld", rss_before,
-                      rss_after);
+  if (opt.pid)
+    printf(" rss_before_kib=%ld rss_after_kib=%ld", rss_before, rss_after);
   if (cpu_percent >= 0) printf(" cpu_percent=%.3f", cpu_percent);
   if (opt.pid) {
     double cpu = cpu_finished - cpu_started;

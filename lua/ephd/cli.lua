@@ -25,7 +25,9 @@ usage: ephd status [--url URL] [--tenant UUID] [--token TOKEN]
 
 Prints every queue of the tenant (GET /api/v1/ephemeral/queues) as a
 table: tier, depth, bytes, partitions, groups and drops by cause. Above
-it: the cell's bytes against its ceiling, the kill switch and the policy
+it: which broker answered (its member id, advertised address and epoch,
+the cell's live members and the partitions it owns of those it holds:
+GET /api/v1/system/cell; without admin, the URL asked), the cell's bytes against its ceiling, the kill switch and the policy
 in force (GET /api/v1/system/ephemeral), and the tenant's pushed,
 delivered and parked counts (GET /api/v1/system/metering; the tenant is
 --tenant, or the single tenant without --token). Those two need admin.
@@ -248,6 +250,18 @@ end
 -- A frame: {listing, err, system, counters, at}; shown, the listing of
 -- an earlier frame when this one was refused for the pause (watch mode),
 -- and the previous frame's counters for rates.
+-- Which broker answered: in a cell, each one shows its own copy.
+local function broker(frame)
+    local v = frame.cell
+    if not v then
+        return format("broker %s (its id needs admin)", frame.url or "?")
+    end
+    return format("broker %s at %s epoch %s  cell %d live, owns %d of %d "
+                  .. "partitions held%s", v.self.id, v.self.address,
+                  v.self.epoch, v.live, v.partitions.owned,
+                  v.partitions.held, v.fresh and "" or " (view stale)")
+end
+
 function _M.render(frame, shown, previous)
     local listing = frame.listing or shown
     local head = {}
@@ -264,7 +278,7 @@ function _M.render(frame, shown, previous)
         head[#head + 1] = format("policy %s v%s", policy.name,
                                  tostring(policy.version))
     end
-    local lines = { concat(head, "  ") }
+    local lines = { broker(frame), concat(head, "  ") }
     local t = frame.counters
     if t then
         local function count(field)
@@ -300,6 +314,7 @@ local function snapshot(c, tenant)
     frame.listing, frame.err = c:queues()
     if frame.listing then frame.listing.at = frame.at end
     frame.system = c:system()
+    frame.cell, frame.url = c:cell(), c.url
     local m = tenant and c:metering("tenant=" .. tenant)
     -- A tenant the broker has not seen yet has no counters.
     frame.counters = m and (m.tenants[1] or { pushed = 0, delivered = 0,

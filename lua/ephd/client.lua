@@ -424,6 +424,12 @@ function Client:system()
     return self:request("GET", "/api/v1/system/ephemeral")
 end
 
+-- The broker's view of its cell: self {id, address, epoch}, members,
+-- live, partitions {held, owned}.
+function Client:cell()
+    return self:request("GET", "/api/v1/system/cell")
+end
+
 -- query: "limit=N" (the N biggest holders) or "tenant=UUID".
 function Client:metering(query)
     return self:request("GET", "/api/v1/system/metering"

@@ -80,8 +80,10 @@ local function unvouched_level()
 end
 
 -- The routes a member of the cell relays to their partition's owner
--- (core/forward.h); a mark on any other is refused.
-local RELAYED = { push = true, pop = true, ack = true }
+-- (core/forward.h), and the admin verbs it fans out to every member
+-- (core/fanout.h); a mark on any other is refused.
+local RELAYED = { push = true, pop = true, ack = true, reset = true,
+                  delete = true }
 
 local mark_tenant = ffi.new("ephd_slice_t")
 

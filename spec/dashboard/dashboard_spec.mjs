@@ -16,13 +16,15 @@ const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 const freePort = () =>
   Number(execFileSync(`${root}/scripts/free-port`, { encoding: "utf8" }));
 
-async function startBroker() {
+async function startBroker(name = "ephd", args = [], env = {}) {
   const port = freePort();
   // The broker's log goes beside the screenshot, not into the test output.
   mkdirSync(artifacts, { recursive: true });
-  const log = openSync(`${artifacts}/dashboard-ephd.log`, "w");
-  const child = spawn(`${build}/ephd`, ["--listen", `127.0.0.1:${port}`],
-                      { stdio: ["ignore", log, log] });
+  const log = openSync(`${artifacts}/dashboard-${name}.log`, "w");
+  const child = spawn(`${build}/ephd`,
+                      ["--listen", `127.0.0.1:${port}`, ...args],
+                      { stdio: ["ignore", log, log],
+                        env: { ...process.env, ...env } });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
     try {
@@ -167,6 +169,20 @@ try {
     assert.ok(other.json.pending > 0);
   });
 
+  await check("the cell panel shows a cell of one", async () => {
+    await page.waitForFunction(
+      () => document.querySelectorAll("#members tr").length === 1,
+      null, { timeout: 10000 });
+    const row = page.locator("#members tr");
+    assert.equal(await row.getAttribute("class"), "self");
+    assert.equal(await row.locator("td:nth-child(4)").textContent(), "live");
+    const { json } = await api(base, "GET", "/api/v1/system/cell");
+    assert.equal(await row.getAttribute("data-member"), json.self.id);
+    assert.match(await page.locator("#cellsummary").textContent(),
+                 new RegExp(`^1 live member · owns ${json.partitions.owned} ` +
+                            `of ${json.partitions.held} partitions`));
+  });
+
   await check("a paused surface shows as paused", async () => {
     await api(base, "POST", "/api/v1/system/ephemeral",
               { enabled: false, reason: "maintenance" });
@@ -176,8 +192,59 @@ try {
     await api(base, "POST", "/api/v1/system/ephemeral", { enabled: true });
   });
 } finally {
-  await browser.close();
   child.kill();
+}
+
+// Two brokers on the suite's private PostgreSQL (the pg fixture), one cell:
+// each one's panel lists both, live, itself marked, and the partitions it
+// owns of those it holds.
+const pgDir = process.env.EPHD_TEST_PG_DIR;
+const cell = [];
+try {
+  await check("the cell panel shows every member, live, and what it owns",
+              async () => {
+    assert.ok(pgDir, "EPHD_TEST_PG_DIR names the suite's PostgreSQL");
+    const url = execFileSync(`${root}/scripts/pg.sh`, ["url", pgDir],
+                             { encoding: "utf8" }).trim();
+    const env = { QUEEN_EPHEMERAL_MEMBER_TTL_MS: "400",
+                  QUEEN_EPHEMERAL_CELL_TOKEN: "dashboard-spec-cell-token-01" };
+    for (const name of ["cell-a", "cell-b"])
+      cell.push(await startBroker(name, ["--database-url", url], env));
+    const [a, b] = cell.map((c) => c.base);
+    // Both see both before a relays anything.
+    for (const base of [a, b])
+      for (let t = 0; (await api(base, "GET", "/api/v1/system/cell")).json
+             .live !== 2; t++) {
+        assert.ok(t < 200, "the cell did not settle");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    for (let i = 0; i < 12; i++)
+      assert.equal((await api(a, "POST", "/api/v1/ephemeral/push", {
+        queue: "rooms", partition: `room-${i}`, messages: [{ payload: i }],
+      })).status, 201);
+    await page.goto(`${b}/dashboard`);
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("#members tr td:nth-child(4)")]
+        .filter((td) => td.textContent === "live").length === 2,
+      null, { timeout: 10000 });
+    const view = (await api(b, "GET", "/api/v1/system/cell")).json;
+    assert.equal(view.live, 2);
+    const self = page.locator("#members tr.self");
+    assert.equal(await self.getAttribute("data-member"), view.self.id);
+    assert.equal(await self.locator("td:nth-child(2)").textContent(),
+                 view.self.address);
+    // b holds only what it owns (a relayed the rest to it), some of 12.
+    assert.ok(view.partitions.owned > 0 && view.partitions.owned < 12);
+    await page.waitForFunction(
+      (owned) => document.getElementById("cellsummary").textContent
+        .startsWith(`2 live members · owns ${owned} of ${owned} partitions`),
+      view.partitions.owned, { timeout: 10000 });
+    await page.screenshot({ path: `${artifacts}/dashboard-cell.png`,
+                            fullPage: true });
+  });
+} finally {
+  await browser.close();
+  for (const c of cell) c.child.kill();
 }
 
 const failed = results.filter(([, ok]) => !ok).length;

@@ -65,6 +65,27 @@ describe("ephd status", function()
                        .. "pushed %d+  delivered %d+  parked 0", out)
     end)
 
+    it("says which broker answered", function()
+        local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:"
+                              .. d.port)
+        assert.equals(0, code)
+        local v = d:cell()
+        assert.truthy(out:find(("broker %s at http://127.0.0.1:%d epoch %s  "
+                                .. "cell 1 live, owns %d of %d partitions "
+                                .. "held\n"):format(v.self.id, d.port,
+                                    v.self.epoch, v.partitions.owned,
+                                    v.partitions.held), 1, true), out)
+        -- Without admin, the URL it asked.
+        local t = daemon.start({ env = { QUEEN_TENANCY_HEADER = "true",
+                                         QUEEN_EPHEMERAL_REQUIRE_GRANT = "false" } })
+        finally(function() t:stop() end)
+        out = helper.run(EPHD .. " status --tenant "
+                         .. "00000000-0000-0000-0000-000000000002 --url "
+                         .. "http://127.0.0.1:" .. t.port)
+        assert.truthy(out:find("broker http://127.0.0.1:" .. t.port
+                               .. " (its id needs admin)", 1, true), out)
+    end)
+
     it("shows the kill switch while paused, and keeps the table watching",
        function()
         local url = " --url http://127.0.0.1:" .. d.port

@@ -252,6 +252,33 @@ function _M:cell()
     return res.json
 end
 
+-- The first number /metrics shows after a Lua pattern, or 0.
+function _M:metric(pattern)
+    local body = self:request("GET", "/metrics").body
+    return tonumber(body:match(pattern)) or 0
+end
+
+-- Polls until every broker of ds sees exactly the ids of ds as live.
+function _M.await_cell(ds, seconds)
+    local ids = {}
+    for _, d in ipairs(ds) do ids[d:cell().self.id] = true end
+    local function settled(d)
+        local v = d:cell()
+        if v.live ~= #ds then return false end
+        for _, m in ipairs(v.members) do
+            if m.live and not ids[m.id] then return false end
+        end
+        return true
+    end
+    local t0 = _M.now()
+    for _, d in ipairs(ds) do
+        while not settled(d) and _M.now() - t0 < seconds do
+            socket.sleep(0.05)
+        end
+        if not settled(d) then error("the cell did not settle", 2) end
+    end
+end
+
 _M.sleep = socket.sleep
 _M.now = socket.gettime
 

@@ -89,7 +89,10 @@ local function canonical(text, epoch, home)
     return (text
         :gsub("%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d+Z", "<timestamp>")
         :gsub("%d%d:%d%d:%d%d", "<time>")
-        :gsub("%d+%.%d+ seconds", "<n> seconds"))
+        :gsub("%d+%.%d+ seconds", "<n> seconds")
+        -- `ephd status`'s first line: a member id, an address, an epoch.
+        :gsub("broker %x+ at http://%S+ epoch %x+",
+              "broker <id> at <address> epoch <epoch>"))
 end
 
 -- As a terminal shows it: tabs to the next multiple of 8 columns.

@@ -11,6 +11,8 @@ local FAMILIES = {
     "queen_ephemeral_request_duration_seconds",
     "queen_ephemeral_policy_hook_failures_total",
     "queen_ephemeral_policy_reloads_total",
+    "queen_ephemeral_members_live", "queen_ephemeral_forwarded_total",
+    "queen_ephemeral_fanout_total", "queen_ephemeral_relay_seconds",
 }
 
 local function scrape(d)
@@ -36,6 +38,9 @@ describe("metrics", function()
         end
         assert.equals(0, value(text, 'queen_ephemeral_messages_total{verb="pushed"}'))
         assert.equals(0, value(text, 'queen_ephemeral_request_duration_seconds_count{route="push"}'))
+        -- Without a database, a cell of one; nothing relayed.
+        assert.equals(1, value(text, "queen_ephemeral_members_live"))
+        assert.equals(0, value(text, 'queen_ephemeral_relay_seconds_bucket{le="+Inf"}'))
     end)
 
     it("counts messages by verb, drops by cause, requests by route",

@@ -10,27 +10,6 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = TTL,
               QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
 local TENANT = "00000000-0000-0000-0000-000000000001"
 
--- Polls until every broker of ds sees exactly the ids of ds as live.
-local function await_cell(ds, seconds)
-    local ids = {}
-    for _, d in ipairs(ds) do ids[d:cell().self.id] = true end
-    local function settled(d)
-        local v = d:cell()
-        if v.live ~= #ds then return false end
-        for _, m in ipairs(v.members) do
-            if m.live and not ids[m.id] then return false end
-        end
-        return true
-    end
-    local t0 = daemon.now()
-    for _, d in ipairs(ds) do
-        while not settled(d) and daemon.now() - t0 < seconds do
-            daemon.sleep(0.05)
-        end
-        assert.is_true(settled(d), "the cell did not settle")
-    end
-end
-
 -- The partitions of queue d holds, as a set, and their pending counts.
 local function held(d, queue)
     local res = d:depth(queue)
@@ -41,11 +20,6 @@ local function held(d, queue)
         parts[p.partition] = p.pending
     end
     return parts
-end
-
-local function metric(d, pattern)
-    local body = d:request("GET", "/metrics").body
-    return tonumber(body:match(pattern)) or 0
 end
 
 local function start(n, env)
@@ -63,7 +37,7 @@ describe("the relay", function()
        .. "they were pushed to", function()
         local ds = start(3)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a = ds[1]
         for i = 1, 30 do
             local res = a:push("rooms", { "1", "2" }, "room-" .. i)
@@ -92,14 +66,14 @@ describe("the relay", function()
         local own = 0
         for _ in pairs(held(a, "rooms")) do own = own + 1 end
         assert.equals(30 - own,
-                      metric(a, 'queen_ephemeral_forwarded_total{route="push",'
+                      a:metric('queen_ephemeral_forwarded_total{route="push",'
                                 .. 'outcome="answered"} (%d+)'))
     end)
 
     it("refuses a forward mark without the cell token, with 401", function()
         local ds = start(2)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a = ds[1]
         local body = '{"queue":"forged","messages":[{"payload":1}]}'
         local function push(mark)
@@ -135,7 +109,7 @@ describe("the relay", function()
        .. "own, and relays it no further", function()
         local ds = start(2)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         -- Find a partition b owns: pushed through a, it lands on b.
         local part
@@ -156,7 +130,7 @@ describe("the relay", function()
         assert.equals("owner_moved", res.json.code)
         assert.equals("1", res.headers["retry-after"])
         assert.equals(1, held(b, "moved")[part])
-        assert.equals(1, metric(a, 'queen_ephemeral_forwarded_total{route='
+        assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
                                    .. '"push",outcome="owner_moved"} (%d+)'))
     end)
 
@@ -166,7 +140,7 @@ describe("the relay", function()
        function()
         local ds = start(3)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local part
         for i = 1, 60 do
@@ -202,9 +176,9 @@ describe("the relay", function()
         assert.equals(1, #res.json.messages)
         assert.equals(42, res.json.messages[1].payload)
         assert.is_true(daemon.now() - t0 < 2, "woken late")
-        assert.equals(2, metric(a, 'queen_ephemeral_forwarded_total{route='
+        assert.equals(2, a:metric('queen_ephemeral_forwarded_total{route='
                                    .. '"pop",outcome="answered"} (%d+)'))
-        assert.equals(1, metric(c, 'queen_ephemeral_forwarded_total{route='
+        assert.equals(1, c:metric('queen_ephemeral_forwarded_total{route='
                                    .. '"ack",outcome="answered"} (%d+)'))
     end)
 
@@ -212,7 +186,7 @@ describe("the relay", function()
        .. "TTL, then serves from the new owner", function()
         local ds = start(3)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local part
         for i = 1, 60 do
@@ -245,7 +219,7 @@ describe("the relay", function()
                        "served after " .. waited .. " s")
         local there = (held(a, "dies")[part] or 0) + (held(c, "dies")[part] or 0)
         assert.equals(1, there)
-        assert.is_true(metric(a, 'queen_ephemeral_forwarded_total{route='
+        assert.is_true(a:metric('queen_ephemeral_forwarded_total{route='
                                  .. '"push",outcome="failed"} (%d+)') >= 1)
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. idb .. "'")

@@ -1,5 +1,6 @@
 -- POST /api/v1/ephemeral/reset: drop every message, void every lease,
--- rewind every cursor; the queue, its groups and its declaration stay.
+-- rewind every cursor; the queue, its groups and its declaration stay. In a
+-- cell, each broker resets its own copy: this one's, then the others'.
 local cjson = require("cjson.safe")
 local core = require("ephd.core")
 local body = require("ephd.body")
@@ -24,8 +25,14 @@ end
 function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
     local dropped = C.ephd_ffi_reset(tenant, #tenant, queue, #queue)
-    reply.json(ctx.req, 200, '{"queue":' .. encode(queue) .. ',"dropped":'
-                             .. tostring(tonumber(dropped)) .. '}')
+    local answer = '{"queue":' .. encode(queue) .. ',"dropped":'
+                   .. tostring(tonumber(dropped)) .. '}'
+    -- In a cell, C sends it on to the other members and answers once they
+    -- have; the answer counts what this broker dropped (docs/cell.md).
+    if C.ephd_ffi_reset_fanout(ctx.req, tenant, #tenant, answer, #answer)
+            ~= C.EPHD_HELD then
+        reply.json(ctx.req, 200, answer)
+    end
     return 0
 end
 

@@ -5,7 +5,7 @@ local helper = require("helper")
 
 describe("ephd.handlers admin verbs", function()
     local answers, calls, C
-    local database, refusal
+    local database, refusal, fanned
 
     before_each(function()
         local respond
@@ -13,12 +13,19 @@ describe("ephd.handlers admin verbs", function()
         calls = {}
         database = true
         refusal = 0
+        fanned = false
         C = helper.core_double({
             ephd_ffi_respond = respond,
             ephd_ffi_reset = function(t, tl, q, ql)
                 calls[#calls + 1] = { "reset", ffi.string(t, tl),
                                       ffi.string(q, ql) }
                 return 412ULL
+            end,
+            -- A cell's fan-out holds the answer and C makes it.
+            ephd_ffi_reset_fanout = function(_, t, tl, a, al)
+                calls[#calls + 1] = { "fanout", ffi.string(t, tl),
+                                      ffi.string(a, al) }
+                return fanned and C.EPHD_HELD or C.EPHD_OK
             end,
             ephd_ffi_delete = function(_, t, tl, q, ql)
                 calls[#calls + 1] = { "delete", ffi.string(t, tl),
@@ -57,6 +64,15 @@ describe("ephd.handlers admin verbs", function()
         assert.same({ queue = "presence", dropped = 412 },
                     cjson.decode(answers[1].body))
         assert.equals(200, answers[1].status)
+    end)
+
+    it("reset leaves its answer to C when a cell fans it out", function()
+        local reset = require("ephd.handlers.reset")
+        fanned = true
+        assert.equals(0, run(reset, { body = '{"queue":"presence"}' }))
+        assert.same({ "fanout", "t", '{"queue":"presence","dropped":412}' },
+                    calls[2])
+        assert.equals(0, #answers)
     end)
 
     it("reset refuses a body without a valid queue", function()

@@ -1,0 +1,227 @@
+/* The cell's admin fan-out: see fanout.h. */
+#include "fanout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "log.h"
+#include "members.h"
+#include "relay.h"
+
+/* A member that accepted the connection and does not answer (a stopped
+ * process, a full loop) holds the client's answer at most this long: the
+ * relay's deadline for a push, well within any client's own timeout. */
+#define FANOUT_TIMEOUT_MS 5000
+
+static const char *const VERB_NAMES[EPHD_FANOUT_VERBS] = {"reset", "delete"};
+
+/* What a member said: applied (2xx), refused (any other answer: its kill
+ * switch, a token it does not share), or failed (not reached in time). */
+enum { OUT_APPLIED, OUT_REFUSED, OUT_FAILED, N_OUTCOMES };
+static const char *const OUTCOME_NAMES[N_OUTCOMES] = {"applied", "refused",
+                                                      "failed"};
+static uint64_t fanned[EPHD_FANOUT_VERBS][N_OUTCOMES];
+
+static const char *token;
+
+void ephd_fanout_init(const char *cell_token) { token = cell_token; }
+
+struct ephd_fanout {
+  ephd_fanout_verb_t verb;
+  uint32_t pending; /* members not yet answered; the send's own hold + 1 */
+  void (*done)(void *data);
+  void *data;
+  size_t method_len, target_len, headers_len, body_len;
+  char bytes[]; /* method, target, headers (the mark), body */
+};
+
+/* One member's send: which fan-out, and where it went (for the log). */
+typedef struct {
+  ephd_fanout_t *f;
+  char address[EPHD_MEMBER_ADDRESS_MAX];
+} send_t;
+
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
+                               ephd_fanout_verb_t verb, const char *tenant,
+                               size_t tenant_len) {
+  if (token == NULL || req->forward.len > 0) return NULL;
+  if (ephd_members_view()->count < 2) return NULL;
+  static const char ct[] = "Content-Type: application/json\r\n";
+  static const char mark[] = "X-Queen-Forward: ";
+  size_t token_len = strlen(token);
+  size_t ct_len = req->body.len ? sizeof(ct) - 1 : 0;
+  size_t target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
+  size_t headers_len =
+      ct_len + sizeof(mark) - 1 + token_len + 1 + tenant_len + 2;
+  ephd_fanout_t *f = malloc(sizeof(*f) + req->method.len + target_len +
+                            headers_len + req->body.len);
+  if (f == NULL) return NULL;
+  f->verb = verb;
+  f->pending = 0;
+  f->method_len = req->method.len;
+  f->target_len = target_len;
+  f->headers_len = headers_len;
+  f->body_len = req->body.len;
+  char *p = put(f->bytes, req->method.ptr, req->method.len);
+  p = put(p, req->path.ptr, req->path.len);
+  if (req->query.len) {
+    *p++ = '?';
+    p = put(p, req->query.ptr, req->query.len);
+  }
+  p = put(p, ct, ct_len);
+  p = put(p, mark, sizeof(mark) - 1);
+  p = put(p, token, token_len);
+  *p++ = ' ';
+  p = put(p, tenant, tenant_len);
+  p = put(p, "\r\n", 2);
+  put(p, req->body.ptr, req->body.len);
+  return f;
+}
+
+void ephd_fanout_free(ephd_fanout_t *f) { free(f); }
+
+static void settle(ephd_fanout_t *f) {
+  if (--f->pending > 0) return;
+  f->done(f->data);
+  free(f);
+}
+
+static void on_answer(void *data, int result,
+                      const ephd_relay_response_t *res) {
+  send_t *s = data;
+  ephd_fanout_t *f = s->f;
+  const char *verb = VERB_NAMES[f->verb];
+  if (result == EPHD_RELAY_OK && res->status >= 200 && res->status < 300) {
+    fanned[f->verb][OUT_APPLIED]++;
+  } else if (result == EPHD_RELAY_OK) {
+    fanned[f->verb][OUT_REFUSED]++;
+    char status[16];
+    snprintf(status, sizeof(status), "%d", res->status);
+    ephd_log("warn", "fanout_refused", "verb", verb, "member", s->address,
+             "status", status, NULL);
+  } else {
+    fanned[f->verb][OUT_FAILED]++;
+    ephd_log("warn", "fanout_failed", "verb", verb, "member", s->address,
+             "reason", ephd_relay_kind_name(result), NULL);
+  }
+  free(s);
+  settle(f);
+}
+
+/* Whatever the relay says at once is the same as its later failure: the
+ * member is counted failed, and the others are still sent to. */
+static void send_one(ephd_fanout_t *f, const ephd_member_t *m) {
+  const char *p = f->bytes;
+  ephd_relay_request_t rq = {
+      .method = {p, f->method_len},
+      .target = {p + f->method_len, f->target_len},
+      .headers = {p + f->method_len + f->target_len, f->headers_len},
+      .body = {p + f->method_len + f->target_len + f->headers_len, f->body_len},
+      .timeout_ms = FANOUT_TIMEOUT_MS,
+  };
+  send_t *s = malloc(sizeof(*s));
+  ephd_relay_peer_t *peer = ephd_relay_peer(m->address);
+  ephd_relay_t *handle;
+  int rc = s && peer ? ephd_relay_send(peer, &rq, on_answer, s, &handle)
+                     : EPHD_RELAY_E_INVALID;
+  if (rc != 0) {
+    fanned[f->verb][OUT_FAILED]++;
+    ephd_log("warn", "fanout_failed", "verb", VERB_NAMES[f->verb], "member",
+             m->address, "reason", ephd_relay_kind_name(rc), NULL);
+    free(s);
+    return;
+  }
+  s->f = f;
+  snprintf(s->address, sizeof(s->address), "%s", m->address);
+  f->pending++;
+}
+
+int ephd_fanout_send(ephd_fanout_t *f, void (*done)(void *data), void *data) {
+  f->done = done;
+  f->data = data;
+  f->pending = 0;
+  const ephd_view_t *v = ephd_members_view();
+  for (uint32_t i = 0; i < v->count; i++)
+    if (i != v->self) send_one(f, &v->members[i]);
+  if (f->pending > 0) return 0;
+  free(f);
+  return -1;
+}
+
+void ephd_fanout_metrics(ephd_buf_t *o) {
+  const char *name = "queen_ephemeral_fanout_total";
+  ephd_buf_appends(o,
+                   "# HELP queen_ephemeral_fanout_total Reset and delete "
+                   "requests sent to the other live members of the cell, "
+                   "by route and what the member said.\n"
+                   "# TYPE queen_ephemeral_fanout_total counter\n");
+  char line[128];
+  for (int v = 0; v < EPHD_FANOUT_VERBS; v++)
+    for (int k = 0; k < N_OUTCOMES; k++) {
+      snprintf(line, sizeof(line), "%s{route=\"%s\",outcome=\"%s\"} ", name,
+               VERB_NAMES[v], OUTCOME_NAMES[k]);
+      ephd_buf_appends(o, line);
+      ephd_buf_append_u64(o, fanned[v][k]);
+      ephd_buf_append(o, "\n", 1);
+    }
+}
+
+/* --- reset: the answer Lua made, held until the members answered ------- */
+
+typedef struct {
+  ephd_deferred_t *held; /* NULL once answered, or its client left */
+  size_t len;
+  char answer[];
+} held_t;
+
+static void answer_now(held_t *h) {
+  if (h->held == NULL) return;
+  ephd_conn_t *c = ephd_deferred_conn(h->held);
+  h->held = NULL;
+  ephd_buf_append(ephd_http_begin(c, 200, NULL), h->answer, h->len);
+  ephd_http_end(c);
+}
+
+static void on_fanned(void *data) {
+  answer_now(data);
+  free(data);
+}
+
+static void on_client_left(void *data) { ((held_t *)data)->held = NULL; }
+
+/* The broker stops: this broker's part is done, so its answer goes now;
+ * the members' sends end with the relay (on_fanned frees). */
+static void on_stop(void *data) { answer_now(data); }
+
+static const ephd_deferred_ops_t HELD = {
+    .cancel = on_client_left,
+    .stop = on_stop,
+};
+
+int ephd_ffi_reset_fanout(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len, const char *answer,
+                          size_t answer_len) {
+  ephd_fanout_t *f =
+      ephd_fanout_new(req, EPHD_FANOUT_RESET, tenant, tenant_len);
+  if (f == NULL) return EPHD_OK;
+  held_t *h = malloc(sizeof(*h) + answer_len);
+  if (h == NULL) {
+    ephd_fanout_free(f);
+    return EPHD_OK;
+  }
+  h->len = answer_len;
+  memcpy(h->answer, answer, answer_len);
+  if (ephd_fanout_send(f, on_fanned, h) != 0) {
+    free(h);
+    return EPHD_OK;
+  }
+  h->held = ephd_http_defer(req, &HELD, h);
+  return EPHD_HELD;
+}
