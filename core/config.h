@@ -31,6 +31,7 @@ typedef struct {
   uint64_t max_partitions;
   uint64_t max_groups;
   uint64_t member_ttl_ms;
+  int log_debug; /* log the debug events too (ephd_log_debug) */
   /* Where the other brokers of a cell reach this one: http://host:port. */
   char advertise[EPHD_MEMBER_ADDRESS_MAX];
   /* The cell's shared secret for the relay's forward mark; NULL: none. */

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 19 };
+enum { EPHD_FFI_ABI_VERSION = 20 };
 
 enum {
   EPHD_OK = 0,
@@ -101,6 +101,7 @@ typedef struct {
   uint64_t tenant_max_queues;
   /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
   const char *allowed_origins;
+  int log_refusals; /* a log line per refused request (ephd.ladder) */
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */
@@ -270,6 +271,16 @@ int ephd_ffi_configure(const ephd_request_t *req, const char *tenant,
                        const ephd_tenant_limits_t *limits);
 int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const char *queue, size_t queue_len);
+
+/* Grant writes (POST and DELETE /api/v1/system/grants): the row written to
+ * queen.ephemeral_quota (row's -1 fields as SQL NULL), then every grant
+ * read back and applied (Lua's apply_grants) before req is answered, so a
+ * grant holds from its answer on. Like configure: held, or
+ * EPHD_E_UNAVAILABLE without answering when no database connection is
+ * available. */
+int ephd_ffi_grant_set(const ephd_request_t *req, const ephd_grant_row_t *row);
+int ephd_ffi_grant_delete(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len);
 
 /* The declaration store's state, for readiness: no database configured,
  * connected, or configured and unreachable right now. */

@@ -135,6 +135,7 @@ int main(int argc, char **argv) {
   }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;
+  ephd_log_debug(s.log_debug);
   signal(SIGPIPE, SIG_IGN);
 
   uv_loop_t *loop = uv_default_loop();

@@ -1,7 +1,7 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
 -- tenant's queues as a table, once or like top), `ephd push`, `pop` and
 -- `ack` (the verbs from a shell, for people used to redis-cli or nats),
--- and `ephd policy test` (a policy directory's busted specs with
+-- `ephd grant set/list/rm` (the tenants' grants), and `ephd policy test` (a policy directory's busted specs with
 -- ephd.testing on the path). `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
@@ -67,6 +67,21 @@ ID, each line of stdin is one, up to its first tab, so `ephd pop` pipes
 into it. Prints one line per id: the id and its outcome, one of acked,
 redelivered, stale (minted before a restart) or unknown (already acked
 or redelivered). None is an error. --json prints {"results": [...]}.
+]] .. CONNECTION_USAGE,
+    grant = [[
+usage: ephd grant list [--json]
+       ephd grant set TENANT [--disabled] [--max-bytes N] [--max-queues N]
+                             [--rate N] [--json]
+       ephd grant rm TENANT
+
+The tenants' grants (queen.ephemeral_quota), through the broker's admin
+routes (/api/v1/system/grants), which apply a change before they answer:
+it holds from the next request on, not from the next refresh. list
+prints one line per grant and whether a tenant without one is refused
+(QUEEN_EPHEMERAL_REQUIRE_GRANT). set writes the whole grant: --disabled
+refuses the tenant (403 feature_gated); --max-bytes, --max-queues and
+--rate (messages per second) bound it, and a limit left out is the
+broker's default. rm removes it. --json prints the broker's answer.
 ]] .. CONNECTION_USAGE,
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
@@ -516,6 +531,107 @@ function _M.ack(args, out)
     return 0
 end
 
+-- ephd grant ---------------------------------------------------------------
+
+local function limit_cell(v)
+    return v and tostring(v) or "default"
+end
+
+local GRANT_COLUMNS = { "TENANT", "ENABLED", "MAX BYTES", "MAX QUEUES",
+                        "RATE/S" }
+
+local function grant_list(c, opts, out)
+    local r, err = c:grants()
+    if not r then return failure("grant", c, err) end
+    if opts.json then
+        local items = {}
+        for i, g in ipairs(r.grants) do items[i] = cjson.encode(g) end
+        out:write(format('{"grants":[%s],"count":%d,"requireGrant":%s}\n',
+                         concat(items, ","), r.count,
+                         tostring(r.requireGrant)))
+        return 0
+    end
+    local rows = { GRANT_COLUMNS }
+    for _, g in ipairs(r.grants) do
+        rows[#rows + 1] = { g.tenant, g.enabled and "yes" or "no",
+                            limit_cell(g.maxBytes), limit_cell(g.maxQueues),
+                            limit_cell(g.maxMsgsPerSec) }
+    end
+    local widths = {}
+    for _, row in ipairs(rows) do
+        for i, cell in ipairs(row) do
+            widths[i] = math.max(widths[i] or 0, #cell)
+        end
+    end
+    for _, row in ipairs(rows) do
+        local cells = {}
+        for i, cell in ipairs(row) do
+            cells[i] = cell .. rep(" ", widths[i] - #cell)
+        end
+        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
+    end
+    if #r.grants == 0 then out:write("(no grants)\n") end
+    out:write(format("%d grant%s; a tenant without one is %s\n", r.count,
+                     r.count == 1 and "" or "s",
+                     r.requireGrant and "refused (feature_gated)"
+                     or "served with the defaults"))
+    return 0
+end
+
+local function grant_set(c, opts, tenant, out)
+    local grant = { tenant = tenant, enabled = not opts.disabled }
+    for option, field in pairs({ max_bytes = "maxBytes",
+                                 max_queues = "maxQueues",
+                                 rate = "maxMsgsPerSec" }) do
+        if opts[option] then
+            local n = tonumber(opts[option])
+            if not n or n < 0 or n ~= floor(n) then
+                io.stderr:write("ephd grant: --", (option:gsub("_", "-")),
+                                " is a whole number from 0\n")
+                return usage("grant")
+            end
+            grant[field] = n
+        end
+    end
+    local g, err = c:grant_set(grant)
+    if not g then return failure("grant", c, err) end
+    if opts.json then
+        out:write(cjson.encode(g), "\n")
+        return 0
+    end
+    out:write(format("granted %s: %s, max bytes %s, max queues %s, "
+                     .. "rate %s/s\n", g.tenant,
+                     g.enabled and "enabled" or "DISABLED",
+                     limit_cell(g.maxBytes), limit_cell(g.maxQueues),
+                     limit_cell(g.maxMsgsPerSec)))
+    return 0
+end
+
+function _M.grant(args, out)
+    local action = args[2]
+    local opts, rest = parse(args, 3, with_connection({
+        ["--disabled"] = "flag", ["--max-bytes"] = "value",
+        ["--max-queues"] = "value", ["--rate"] = "value", ["--json"] = "flag",
+    }))
+    if not opts then
+        io.stderr:write("ephd grant: ", rest, "\n")
+        return usage("grant")
+    end
+    if opts.help or action == "--help" or action == "-h" then
+        return usage("grant", out)
+    end
+    local arity = { list = 0, set = 1, rm = 1 }
+    if arity[action] ~= #rest then return usage("grant") end
+    local c = connect("grant", opts)
+    if not c then return 2 end
+    if action == "list" then return grant_list(c, opts, out) end
+    if action == "set" then return grant_set(c, opts, rest[1], out) end
+    local deleted, err = c:grant_delete(rest[1])
+    if deleted == nil then return failure("grant", c, err) end
+    out:write(deleted and "removed " or "no grant for ", rest[1], "\n")
+    return 0
+end
+
 -- ephd policy test --------------------------------------------------------
 
 local function shell_quote(s)
@@ -545,7 +661,7 @@ function _M.policy_test(args, out, lua_path)
 end
 
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
-                   ack = _M.ack }
+                   ack = _M.ack, grant = _M.grant }
 
 -- Returns the process's exit status.
 function _M.main(args, lua_path)
@@ -556,7 +672,8 @@ function _M.main(args, lua_path)
         return _M.policy_test(args, out, lua_path)
     end
     io.stderr:write("ephd: unknown command ", tostring(args[1]),
-                    " (status, push, pop, ack, policy check, policy test; "
+                    " (status, push, pop, ack, grant, policy check, "
+                    .. "policy test; "
                     .. "see ephd --help)\n")
     return 2
 end
