@@ -384,6 +384,7 @@ typedef struct {
   uint32_t partitions;
   uint32_t groups; /* named: queue mode's cursor is not one */
   uint64_t dropped_bounds, dropped_ttl, dropped_retry;
+  uint64_t parked; /* pops parked on its groups' gates (queue mode's too) */
 } ephd_queue_info_t;
 void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out);
 

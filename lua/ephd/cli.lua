@@ -24,15 +24,17 @@ usage: ephd status [--url URL] [--tenant UUID] [--token TOKEN]
                    [--watch] [--interval SECONDS]
 
 Prints every queue of the tenant (GET /api/v1/ephemeral/queues) as a
-table: tier, depth, bytes, partitions, groups and drops by cause. Above
-it: the cell's bytes against its ceiling, the kill switch and the policy
-in force (GET /api/v1/system/ephemeral), and the tenant's pushed,
-delivered and parked counts (GET /api/v1/system/metering; the tenant is
---tenant, or the single tenant without --token). Those two need admin.
-While the surface is paused the listing is refused like every ephemeral
-route: the kill switch is shown, and --watch keeps the last table.
---watch redraws every --interval seconds (1 by default), with push and
-pop rates, until interrupted. Exits 1 when the broker does not answer.
+table: tier, depth, bytes, partitions, groups, pops parked and drops by
+cause. Above it: the cell's bytes against its ceiling, the kill switch
+and the policy in force (GET /api/v1/system/ephemeral), and the tenant's
+pushed, delivered and parked counts and rate limit (GET
+/api/v1/system/metering; the tenant is --tenant, or the single tenant
+without --token). Those two need admin. While the surface is paused the
+listing is refused like every ephemeral route; with admin the table
+comes from GET /api/v1/system/queues, which answers paused too, and
+without it --watch keeps the last table. --watch redraws every
+--interval seconds (1 by default), with push and pop rates, until
+interrupted. Exits 1 when the broker does not answer, naming its URL.
 ]] .. CONNECTION_USAGE,
     push = [[
 usage: ephd push QUEUE [--partition P] [--string] [--json] [MESSAGE...]
@@ -203,7 +205,7 @@ local function human_bytes(n)
 end
 
 local COLUMNS = { "QUEUE", "TIER", "DEPTH", "BYTES", "PARTS", "GROUPS",
-                  "DROPS b/t/r" }
+                  "PARKED", "DROPS b/t/r" }
 
 -- The queue table as lines, widest cell per column, numbers
 -- right-aligned.
@@ -214,6 +216,7 @@ local function table_lines(listing)
         rows[#rows + 1] = {
             q.queue, q.tier, tostring(q.depth), human_bytes(q.bytes),
             tostring(q.partitions), tostring(q.groups),
+            tostring(q.parked or 0),
             format("%d/%d/%d", d.bounds, d.ttl, d.retry),
         }
     end
@@ -291,9 +294,15 @@ function _M.render(frame, shown, previous)
             end
             return n
         end
-        lines[#lines + 1] = format("tenant %s  %s  %s  parked %d",
-                                   frame.tenant, count("pushed"),
-                                   count("delivered"), t.parked)
+        local line = format("tenant %s  %s  %s  parked %d", frame.tenant,
+                            count("pushed"), count("delivered"), t.parked)
+        local l = frame.limits
+        if l then
+            line = line .. (l.rate > 0 and format("  rate %d/s burst %d",
+                                                  l.rate, l.burst)
+                            or "  rate unlimited")
+        end
+        lines[#lines + 1] = line
     end
     lines[#lines + 1] = ""
     if listing then
@@ -313,12 +322,17 @@ end
 local function snapshot(c, tenant)
     local frame = { tenant = tenant, at = socket.gettime() }
     frame.listing, frame.err = c:queues()
+    -- Paused, the family's listing refuses; the operator's does not.
+    if frame.err and frame.err.code == "ephemeral_disabled" then
+        frame.listing = c:system_queues(tenant)
+    end
     if frame.listing then frame.listing.at = frame.at end
     frame.system = c:system()
     local m = tenant and c:metering("tenant=" .. tenant)
     -- A tenant the broker has not seen yet has no counters.
     frame.counters = m and (m.tenants[1] or { pushed = 0, delivered = 0,
                                               parked = 0 })
+    frame.limits = m and m.limits
     return frame
 end
 

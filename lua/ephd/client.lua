@@ -430,6 +430,13 @@ function Client:metering(query)
                                .. (query and ("?" .. query) or ""))
 end
 
+-- A tenant's queues for the operator (admin): the listing of queues(),
+-- answered while the surface is paused too. tenant: the caller's when nil.
+function Client:system_queues(tenant)
+    return self:request("GET", "/api/v1/system/queues"
+                        .. query({ tenant = tenant }, { "tenant" }))
+end
+
 -- Grants (admin). Returns {grants = {...}, count, requireGrant}.
 function Client:grants()
     return self:request("GET", "/api/v1/system/grants")

@@ -7,6 +7,7 @@ local core = require("ephd.core")
 local body = require("ephd.body")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
+local limits = require("ephd.limits")
 local log = require("ephd.log")
 local metering = require("ephd.metering")
 local reply = require("ephd.reply")
@@ -138,6 +139,19 @@ local function tenants_json(list)
     return #list > 0 and encode(list) or "[]"
 end
 
+-- The one tenant's limits in force, as the policy's limits hook decided
+-- them (0: no limit); nothing when the hook failed.
+local function limits_json(tenant)
+    local l = limits.get(tenant)
+    if not l then return "" end
+    return ',"limits":' .. encode({
+        rate = l.rate, burst = l.burst,
+        maxBytes = tonumber(l.c.max_bytes),
+        maxQueues = tonumber(l.c.max_queues),
+        maxParked = tonumber(l.c.max_parked),
+    })
+end
+
 _M.metering = {
     parse = function(ctx)
         local q, err = validate.query(ffi.string(ctx.req.query.ptr,
@@ -166,13 +180,37 @@ _M.metering = {
         if p.tenant then
             local t = metering.of(p.tenant)
             if t then t.tenant = p.tenant end
-            reply.json(ctx.req, 200, '{"tenants":'
-                       .. tenants_json({ t }) .. '}')
+            reply.json(ctx.req, 200, '{"tenants":' .. tenants_json({ t })
+                       .. limits_json(p.tenant) .. '}')
             return 0
         end
         local top, count = metering.top(p.limit)
         reply.json(ctx.req, 200, '{"tenants":' .. tenants_json(top)
                    .. ',"count":' .. count .. '}')
+        return 0
+    end,
+}
+
+-- GET /api/v1/system/queues[?tenant=UUID]: a tenant's queues (the
+-- caller's without ?tenant=), as GET /api/v1/ephemeral/queues answers
+-- them. The family's listing refuses while the surface is paused, as
+-- every route of the family does (the contract: a paused surface says
+-- nothing about any tenant); this one is the operator's, who paused it
+-- and must still see what is held (ephd status, the dashboard).
+local ONE_TENANT = { tenant = true }
+
+_M.queues = {
+    parse = function(ctx)
+        local q, err = validate.query(ffi.string(ctx.req.query.ptr,
+                                                 ctx.req.query.len), ONE_TENANT)
+        if not q then return err end
+        if q.tenant and not tenancy.valid(q.tenant) then
+            return "tenant must be a UUID"
+        end
+        ctx.param = q.tenant and q.tenant:lower() or ctx.tenant
+    end,
+    commit = function(ctx)
+        C.ephd_ffi_queues(ctx.req, ctx.param, #ctx.param)
         return 0
     end,
 }
