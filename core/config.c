@@ -88,6 +88,8 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_LOG_REFUSALS", "false", 0, 1, K_BOOL,
      AT(lua.log_refusals),
      "log each refused request: tenant, route, status and code"},
+    {"QUEEN_EPHEMERAL_METRICS_QUEUES", "0", 0, 1000, K_U64, AT(metrics_queues),
+     "/metrics lists the depth of this many deepest queues (0: none)"},
     {"QUEEN_EPHEMERAL_LOG_DEBUG", "false", 0, 1, K_BOOL, AT(log_debug),
      "log debug events too (a refresh that changed nothing)"},
 };

@@ -196,10 +196,14 @@ int ephd_ffi_abi_version(void);
 const ephd_request_t *const *ephd_ffi_request_slot(void);
 const ephd_config_t *ephd_ffi_config(void);
 
-/* Writes a whole response for req; Lua uses it for errors and small bodies.
+/* Writes a whole response for req; Lua uses it for small bodies.
  * extra_headers is NULL or complete "Name: value\r\n" lines. */
 void ephd_ffi_respond(const ephd_request_t *req, int status,
                       const char *extra_headers, const char *body, size_t len);
+/* The same for an error answer: body is its {"error", "code"} text, code
+ * its place in lua/ephd/codes.lua's list (from 0), counted by /metrics. */
+void ephd_ffi_refuse(const ephd_request_t *req, int code, int status,
+                     const char *extra_headers, const char *body, size_t len);
 /* The same with another media type than JSON (the dashboard's page). */
 void ephd_ffi_respond_as(const ephd_request_t *req, int status,
                          const char *content_type, const char *body,

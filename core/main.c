@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
   ephd_engine_init(&engine, loop, &ec);
   ephd_clock_init(loop);
   ephd_commands_init(&engine);
-  ephd_metrics_init(&engine);
+  ephd_metrics_init(&engine, (uint32_t)s.metrics_queues);
 
   char err[512];
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
@@ -183,6 +183,7 @@ int main(int argc, char **argv) {
       .header_timeout_ms = s.header_timeout_ms,
       .body_timeout_ms = s.body_timeout_ms,
       .max_unwritten_bytes = s.max_unwritten_bytes,
+      .log_refusals = s.lua.log_refusals,
   };
   ephd_http_handlers_t handlers = {
       .dispatch = ephd_lua_host_dispatch,

@@ -116,6 +116,15 @@ local function policy_families()
                          .. '%d'):format(hooks.reloads.ok)
     lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total'
                          .. '{outcome="refused"} %d'):format(hooks.reloads.refused)
+    -- The policy in force: its version as the value, its name as a label
+    -- (one series; a reload to another name replaces it).
+    local active = hooks.active
+    lines[#lines + 1] = "# HELP queen_ephemeral_policy_version The version "
+                        .. "of the policy in force, by name."
+    lines[#lines + 1] = "# TYPE queen_ephemeral_policy_version gauge"
+    lines[#lines + 1] = ('queen_ephemeral_policy_version{name="%s"} %.17g')
+        :format(active.name:gsub('[\\"]', "\\%0"):gsub("\n", "\\n"),
+                active.version)
     return table.concat(lines, "\n") .. "\n"
 end
 
