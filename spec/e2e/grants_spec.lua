@@ -58,8 +58,12 @@ describe("grants", function()
         assert.equals(200, set(d, { tenant = T, maxMsgsPerSec = 3 }).status)
         assert.refused_with("rate_limited",
                             d:push("g", { "1", "2", "3", "4" }, nil, TH))
-        -- The limits the old grant decided are forgotten with it.
+        -- The limits the old grant decided are forgotten with it: the
+        -- bucket keeps its tokens and refills at the default rate, 5000/s
+        -- (at 3/s, 10 ms would not give one back).
         assert.equals(200, set(d, { tenant = T }).status)
+        assert.equals(201, d:push("g", { "1", "2", "3" }, nil, TH).status)
+        daemon.sleep(0.01)
         assert.equals(201, d:push("g", { "1", "2", "3", "4" }, nil, TH).status)
         assert.equals(200, set(d, { tenant = T, enabled = false }).status)
         assert.refused_with("feature_gated", d:push("g", { "1" }, nil, TH))
@@ -155,15 +159,19 @@ end)
 
 describe("the periodic load", function()
     it("logs declarations_loaded at debug once nothing changed", function()
-        local d = daemon.start({ db = true, env = {
+        -- busted keeps one finally per test: it stops both.
+        local d, dd
+        finally(function()
+            if dd then dd:stop() end
+            d:stop()
+        end)
+        d = daemon.start({ db = true, env = {
             QUEEN_EPHEMERAL_REFRESH_S = "1" } })
-        finally(function() d:stop() end)
         daemon.sleep(2.5)
         local _, n = d:read_log():gsub("event=declarations_loaded", "")
         assert.equals(1, n)
-        local dd = daemon.start({ db = true, env = {
+        dd = daemon.start({ db = true, env = {
             QUEEN_EPHEMERAL_REFRESH_S = "1", QUEEN_EPHEMERAL_LOG_DEBUG = "1" } })
-        finally(function() dd:stop() end)
         assert.matches("level=debug event=declarations_loaded count=0",
                        dd:await_log("level=debug event=declarations_loaded", 5))
     end)

@@ -124,12 +124,16 @@ describe("metrics", function()
 
     it("lists the deepest queues' depth only behind the flag, bounded by it",
        function()
-        local off = daemon.start()
-        finally(function() off:stop() end)
+        -- busted keeps one finally per test: it stops both.
+        local off, d
+        finally(function()
+            if d then d:stop() end
+            off:stop()
+        end)
+        off = daemon.start()
         off:push("deep", { "1" })
         assert.falsy(scrape(off):find("queen_ephemeral_queue_depth", 1, true))
-        local d = daemon.start({ env = { QUEEN_EPHEMERAL_METRICS_QUEUES = "2" } })
-        finally(function() d:stop() end)
+        d = daemon.start({ env = { QUEEN_EPHEMERAL_METRICS_QUEUES = "2" } })
         d:push("one", { "1" })
         d:push("three", { "1", "2", "3" })
         d:push('q"\\', { "1", "2" })

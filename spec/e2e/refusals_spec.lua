@@ -260,12 +260,16 @@ describe("refusals", function()
 
     it("logs who got which code with QUEEN_EPHEMERAL_LOG_REFUSALS, not without",
        function()
-        local quiet = daemon.start({ env = { QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "1" } })
-        finally(function() quiet:stop() end)
+        -- busted keeps one finally per test: it stops both.
+        local quiet, d
+        finally(function()
+            if d then d:stop() end
+            quiet:stop()
+        end)
+        quiet = daemon.start({ env = { QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "1" } })
         quiet:push("lq", { "1", "2" })
-        local d = daemon.start({ env = { QUEEN_TENANCY_HEADER = "true",
-                                         QUEEN_EPHEMERAL_LOG_REFUSALS = "true" } })
-        finally(function() d:stop() end)
+        d = daemon.start({ env = { QUEEN_TENANCY_HEADER = "true",
+                                   QUEEN_EPHEMERAL_LOG_REFUSALS = "true" } })
         d:push("lg", { "1" }, nil, TH)
         d:request("GET", "/nowhere")
         local c = d:connect()
