@@ -1,6 +1,7 @@
--- The system routes (admin): the kill switch, policy reload, metering and
--- the cell's membership.
--- They stay reachable while the family is paused, or nobody could unpause.
+-- The system routes (admin): the kill switch, policy reload, metering, a
+-- tenant's queues for the operator, /metrics and the cell's membership
+-- (the grants are ephd.handlers.grants). They stay reachable while the
+-- family is paused, or nobody could unpause.
 local cjson = require("cjson.safe")
 local ffi = require("ffi")
 local core = require("ephd.core")
