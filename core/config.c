@@ -89,6 +89,13 @@ static const knob_t knobs[] = {
      "take the tenant from the x-queen-tenant header"},
     {"QUEEN_EPHEMERAL_REQUIRE_GRANT", "(QUEEN_TENANCY_HEADER)", 0, 1, K_BOOL,
      AT(lua.require_grant), "refuse tenants without a grant row"},
+    {"QUEEN_EPHEMERAL_LOG_REFUSALS", "false", 0, 1, K_BOOL,
+     AT(lua.log_refusals),
+     "log each refused request: tenant, route, status and code"},
+    {"QUEEN_EPHEMERAL_METRICS_QUEUES", "0", 0, 1000, K_U64, AT(metrics_queues),
+     "/metrics lists the depth of this many deepest queues (0: none)"},
+    {"QUEEN_EPHEMERAL_LOG_DEBUG", "false", 0, 1, K_BOOL, AT(log_debug),
+     "log debug events too (a refresh that changed nothing)"},
 };
 
 static int parse_value(const knob_t *k, const char *v, ephd_settings_t *s) {
@@ -154,6 +161,7 @@ static void usage(FILE *out) {
           "  push QUEUE MESSAGE...  push messages (redis-cli style)\n"
           "  pop QUEUE [--wait [S]]  pop, print, optionally wait\n"
           "  ack QUEUE ID...      settle popped messages\n"
+          "  grant list|set|rm    the tenants' grants, applied at once\n"
           "  policy check DIR     load a policy directory, report, exit\n"
           "  policy test DIR      run DIR's busted specs with ephd.testing\n\n"
           "environment (default):\n");

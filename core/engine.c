@@ -851,6 +851,11 @@ void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out) {
   out->dropped_bounds = q->drops_bounds;
   out->dropped_ttl = q->drops_ttl;
   out->dropped_retry = q->drops_retry;
+  /* A walk of its groups (at most QUEEN_EPHEMERAL_MAX_GROUPS and queue
+   * mode), for the status reads only: nothing on the hot path counts. */
+  out->parked = 0;
+  for (uint32_t i = 0; i < q->ngroups; i++)
+    out->parked += q->groups[i]->gate.count;
 }
 
 int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,

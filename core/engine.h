@@ -367,6 +367,11 @@ static inline const char *ephd_queue_name(const ephd_queue_t *q, size_t *len) {
   *len = q->name_len;
   return q->name;
 }
+/* Messages in memory, as last counted (ttl drops wait for the queue's
+ * next touch or sweep). */
+static inline uint64_t ephd_queue_depth(const ephd_queue_t *q) {
+  return q->depth;
+}
 /* The options in force. */
 static inline const ephd_options_t *ephd_queue_options(const ephd_queue_t *q) {
   return &q->opts;
@@ -384,6 +389,7 @@ typedef struct {
   uint32_t partitions;
   uint32_t groups; /* named: queue mode's cursor is not one */
   uint64_t dropped_bounds, dropped_ttl, dropped_retry;
+  uint64_t parked; /* pops parked on its groups' gates (queue mode's too) */
 } ephd_queue_info_t;
 void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out);
 

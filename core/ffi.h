@@ -102,6 +102,7 @@ typedef struct {
   uint64_t tenant_max_queues;
   /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
   const char *allowed_origins;
+  int log_refusals; /* a log line per refused request (ephd.ladder) */
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */
@@ -196,10 +197,14 @@ int ephd_ffi_abi_version(void);
 const ephd_request_t *const *ephd_ffi_request_slot(void);
 const ephd_config_t *ephd_ffi_config(void);
 
-/* Writes a whole response for req; Lua uses it for errors and small bodies.
+/* Writes a whole response for req; Lua uses it for small bodies.
  * extra_headers is NULL or complete "Name: value\r\n" lines. */
 void ephd_ffi_respond(const ephd_request_t *req, int status,
                       const char *extra_headers, const char *body, size_t len);
+/* The same for an error answer: body is its {"error", "code"} text, code
+ * its place in lua/ephd/codes.lua's list (from 0), counted by /metrics. */
+void ephd_ffi_refuse(const ephd_request_t *req, int code, int status,
+                     const char *extra_headers, const char *body, size_t len);
 /* The same with another media type than JSON (the dashboard's page). */
 void ephd_ffi_respond_as(const ephd_request_t *req, int status,
                          const char *content_type, const char *body,
@@ -280,6 +285,16 @@ int ephd_ffi_configure(const ephd_request_t *req, const char *tenant,
                        const ephd_tenant_limits_t *limits);
 int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
                     size_t tenant_len, const char *queue, size_t queue_len);
+
+/* Grant writes (POST and DELETE /api/v1/system/grants): the row written to
+ * queen.ephemeral_quota (row's -1 fields as SQL NULL), then every grant
+ * read back and applied (Lua's apply_grants) before req is answered, so a
+ * grant holds from its answer on. Like configure: held, or
+ * EPHD_E_UNAVAILABLE without answering when no database connection is
+ * available. */
+int ephd_ffi_grant_set(const ephd_request_t *req, const ephd_grant_row_t *row);
+int ephd_ffi_grant_delete(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len);
 
 /* The declaration store's state, for readiness: no database configured,
  * connected, or configured and unreachable right now. */

@@ -98,8 +98,9 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
 }
 
 static void refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
-  ephd_error_write(ephd_http_begin(c, ephd_code_status(code), RETRY_AFTER),
-                   code, message);
+  ephd_error_write(
+      ephd_http_begin_error(c, code, ephd_code_status(code), RETRY_AFTER), code,
+      message);
   ephd_http_end(c);
 }
 

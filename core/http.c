@@ -75,6 +75,7 @@ struct ephd_conn {
   int repeated; /* the HDR_ whose repetition was refused; -1: a name's
                  * trailing whitespace was */
   int route;    /* the metrics' route of the request being answered */
+  int code;     /* its error code; EPHD_CODE_COUNT: not an error */
   int status;   /* of the answer being written */
   uint64_t started; /* when the request's last byte was read */
   /* The deadline the connection is under (see arm), and when the request
@@ -312,6 +313,7 @@ static ephd_buf_t *begin(ephd_conn_t *c, int status, const char *extra,
   ephd_buf_t *o = &c->out;
   c->answered = 1;
   c->status = status;
+  c->code = EPHD_CODE_COUNT;
   if (content_type == NULL)
     append_json_head(o, status);
   else
@@ -338,6 +340,13 @@ ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra) {
   return begin(c, status, extra, NULL);
 }
 
+ephd_buf_t *ephd_http_begin_error(ephd_conn_t *c, ephd_code_t code, int status,
+                                  const char *extra) {
+  ephd_buf_t *o = begin(c, status, extra, NULL);
+  c->code = (int)code;
+  return o;
+}
+
 ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
                                const char *content_type) {
   return begin(c, status, extra, content_type);
@@ -352,7 +361,7 @@ static void finish(ephd_conn_t *c) {
 
 void ephd_http_end(ephd_conn_t *c) {
   if (handlers.answered)
-    handlers.answered(c->route, c->status, uv_hrtime() - c->started);
+    handlers.answered(c->route, c->status, c->code, uv_hrtime() - c->started);
   size_t n = c->out.len - c->body_start;
   char *digits = c->out.base + c->len_field;
   for (int i = LEN_DIGITS - 1; i >= 0; i--) {
@@ -393,17 +402,40 @@ void ephd_ffi_respond(const ephd_request_t *req, int status,
   ephd_http_end(c);
 }
 
+static void log_refused(int status, ephd_code_t code, const char *message) {
+  if (!limits.log_refusals) return;
+  char s[8];
+  snprintf(s, sizeof(s), "%d", status);
+  ephd_log("info", "refused", "status", s, "code", ephd_code_name(code),
+           "error", message, NULL);
+}
+
+/* C's refusals of a request under way (a Lua fault, a write that failed):
+ * no identity at hand, the refusal log's line has none. */
 void ephd_http_refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
-  ephd_error_write(ephd_http_begin(c, ephd_code_status(code), NULL), code,
-                   message);
+  ephd_error_write(ephd_http_begin_error(c, code, ephd_code_status(code), NULL),
+                   code, message);
+  log_refused(ephd_code_status(code), code, message);
+  ephd_http_end(c);
+}
+
+void ephd_ffi_refuse(const ephd_request_t *req, int code, int status,
+                     const char *extra_headers, const char *body, size_t len) {
+  ephd_conn_t *c = ephd_http_conn(req);
+  if (code < 0 || code >= EPHD_CODE_COUNT) code = EPHD_CODE_COUNT;
+  ephd_buf_append(ephd_http_begin_error(c, code, status, extra_headers), body,
+                  len);
   ephd_http_end(c);
 }
 
 /* The HTTP layer's own refusals carry the family's shape code with a status
  * of their own. */
 static void respond_error(ephd_conn_t *c, int status, const char *error) {
-  ephd_error_write(ephd_http_begin(c, status, NULL),
-                   EPHD_CODE_EPHEMERAL_BAD_REQUEST, error);
+  ephd_error_write(
+      ephd_http_begin_error(c, EPHD_CODE_EPHEMERAL_BAD_REQUEST, status, NULL),
+      EPHD_CODE_EPHEMERAL_BAD_REQUEST, error);
+  /* Before any route or identity: the refusal log's line has neither. */
+  log_refused(status, EPHD_CODE_EPHEMERAL_BAD_REQUEST, error);
   ephd_http_end(c);
 }
 

@@ -23,9 +23,10 @@ typedef struct {
    * 503. It may attach its own state to req->op. */
   void (*dispatch)(ephd_request_t *req);
   /* Every answer as it is made, the transport's own (route 0) included:
-   * the route the request was tagged with, its status, and the
-   * nanoseconds from its last byte to its answer. NULL: nobody counts. */
-  void (*answered)(int route, int status, uint64_t ns);
+   * the route the request was tagged with, its status, its error code
+   * (EPHD_CODE_COUNT for an answer that is no error), and the nanoseconds
+   * from its last byte to its answer. NULL: nobody counts. */
+  void (*answered)(int route, int status, int code, uint64_t ns);
   /* A dispatched request is done with: answered, or its client gone
    * before it was. What dispatch attached may go. */
   void (*finished)(ephd_request_t *req);
@@ -39,6 +40,7 @@ typedef struct {
   uint64_t body_timeout_ms;   /* its headers to its last body byte */
   size_t max_unwritten_bytes; /* a connection's answers before it waits */
   size_t max_client_bytes;    /* every connection's buffers together */
+  int log_refusals; /* log the transport's own refusals (a 413, a 408) */
 } ephd_http_limits_t;
 
 int ephd_http_start(uv_loop_t *loop, const char *host, int port,
@@ -62,6 +64,11 @@ ephd_buf_t *ephd_http_begin_as(ephd_conn_t *c, int status, const char *extra,
 void ephd_http_end(ephd_conn_t *c);
 /* A whole {"error", "code"} answer, with the code's status. */
 void ephd_http_refuse(ephd_conn_t *c, ephd_code_t code, const char *message);
+/* Begins an error answer of code (its status, unless the HTTP layer's own
+ * refusals give theirs): the answered handler is told the code. The body
+ * is the caller's to write (ephd_error_write). */
+ephd_buf_t *ephd_http_begin_error(ephd_conn_t *c, ephd_code_t code, int status,
+                                  const char *extra);
 
 /* --- answering later -------------------------------------------------------
  * A request may be held past its dispatch and answered later by anything (a

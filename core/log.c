@@ -58,7 +58,16 @@ static void emit(ephd_buf_t *b) {
   ephd_buf_free(b);
 }
 
+static int debug_on;
+
+void ephd_log_debug(int on) { debug_on = on; }
+
+static int muted(const char *level) {
+  return !debug_on && strcmp(level, "debug") == 0;
+}
+
 void ephd_log(const char *level, const char *event, ...) {
+  if (muted(level)) return;
   ephd_buf_t b;
   ephd_buf_init(&b);
   stamp(&b, level, event);
@@ -78,6 +87,7 @@ void ephd_log(const char *level, const char *event, ...) {
 
 void ephd_ffi_log_fields(const char *level, const char *event,
                          const char *fields) {
+  if (muted(level)) return;
   ephd_buf_t b;
   ephd_buf_init(&b);
   stamp(&b, level, event);

@@ -4,7 +4,9 @@
 #ifndef EPHD_LOG_H
 #define EPHD_LOG_H
 
-/* Fields are (key, value) string pairs ending with NULL. */
+/* Fields are (key, value) string pairs ending with NULL. A "debug" line
+ * is written only after ephd_log_debug(1) (QUEEN_EPHEMERAL_LOG_DEBUG). */
 void ephd_log(const char *level, const char *event, ...);
+void ephd_log_debug(int on);
 
 #endif

@@ -136,6 +136,7 @@ int main(int argc, char **argv) {
   }
   int rc = ephd_config_load(&s, argc, argv, policy_dir, lua_path);
   if (rc != 0) return rc > 0 ? 0 : 2;
+  ephd_log_debug(s.log_debug);
   signal(SIGPIPE, SIG_IGN);
 
   uv_loop_t *loop = uv_default_loop();
@@ -155,7 +156,7 @@ int main(int argc, char **argv) {
   ephd_engine_init(&engine, loop, &ec);
   ephd_clock_init(loop);
   ephd_commands_init(&engine);
-  ephd_metrics_init(&engine);
+  ephd_metrics_init(&engine, (uint32_t)s.metrics_queues);
 
   char err[512];
   if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
@@ -185,6 +186,7 @@ int main(int argc, char **argv) {
       .body_timeout_ms = s.body_timeout_ms,
       .max_unwritten_bytes = s.max_unwritten_bytes,
       .max_client_bytes = s.max_client_bytes,
+      .log_refusals = s.lua.log_refusals,
   };
   ephd_http_handlers_t handlers = {
       .dispatch = ephd_lua_host_dispatch,

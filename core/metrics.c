@@ -1,6 +1,7 @@
 #include "metrics.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
@@ -24,17 +25,26 @@ static char route_names[EPHD_METRICS_ROUTES][32] = {"none"};
 static uint64_t requests[EPHD_METRICS_ROUTES][NSTATUS + 1]; /* + other */
 static uint64_t buckets[EPHD_METRICS_ROUTES][NBUCKET + 1];  /* + +Inf */
 static double seconds_sum[EPHD_METRICS_ROUTES];
+/* Error answers by code, and at EPHD_CODE_COUNT the rest, uncounted: so
+ * counting is one increment, never a branch. */
+static uint64_t refusals[EPHD_CODE_COUNT + 1];
 
-void ephd_metrics_init(const ephd_engine_t *e) { engine = e; }
+static uint32_t queue_depths;
+
+void ephd_metrics_init(const ephd_engine_t *e, uint32_t depths) {
+  engine = e;
+  queue_depths = depths;
+}
 
 void ephd_ffi_metrics_route(int idx, const char *name) {
   if (idx <= 0 || idx >= EPHD_METRICS_ROUTES) return;
   snprintf(route_names[idx], sizeof(route_names[idx]), "%s", name);
 }
 
-void ephd_metrics_observe(int route, int status, uint64_t ns) {
+void ephd_metrics_observe(int route, int status, int code, uint64_t ns) {
   if (route < 0 || route >= EPHD_METRICS_ROUTES) route = 0;
   requests[route][ephd_status_index(status)]++;
+  refusals[code]++; /* EPHD_CODE_COUNT, every answer that is no error */
   double secs = (double)ns / 1e9;
   size_t b = 0;
   while (b < NBUCKET && secs > BUCKETS[b]) b++;
@@ -157,12 +167,108 @@ static void write_http(ephd_buf_t *o) {
   }
 }
 
+static void write_refusals(ephd_buf_t *o) {
+  const char *r = "queen_ephemeral_refusals_total";
+  family(o, r, "counter",
+         "Error answers by code (lua/ephd/codes.lua), the HTTP layer's own "
+         "included.");
+  char labels[64];
+  for (int i = 0; i < EPHD_CODE_COUNT; i++) {
+    snprintf(labels, sizeof(labels), "{code=\"%s\"}",
+             ephd_code_name((ephd_code_t)i));
+    sample(o, r, labels, refusals[i]);
+  }
+}
+
+/* The deepest queues, kept in a min-heap of queue_depths by depth: one
+ * pass over every queue and O(log N) per queue deeper than the shallowest
+ * kept, so the series are at most queue_depths whatever the broker holds.
+ * The pointers live only through the scrape, which changes nothing. */
+typedef struct {
+  uint64_t depth;
+  const ephd_tenant_t *tenant;
+  const ephd_queue_t *queue;
+} deep_t;
+
+static void sift_down(deep_t *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && h[l].depth < h[m].depth) m = l;
+    if (l + 1 < n && h[l + 1].depth < h[m].depth) m = l + 1;
+    if (m == i) return;
+    deep_t t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+static void sift_up(deep_t *h, size_t i) {
+  while (i > 0 && h[(i - 1) / 2].depth > h[i].depth) {
+    deep_t t = h[i];
+    h[i] = h[(i - 1) / 2];
+    h[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+/* A label value: names hold no control characters, but may hold '"' and
+ * '\\', which the text format escapes. */
+static void label_value(ephd_buf_t *o, const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '"' || s[i] == '\\') ephd_buf_append(o, "\\", 1);
+    ephd_buf_append(o, s + i, 1);
+  }
+}
+
+static void write_queue_depths(ephd_buf_t *o) {
+  if (queue_depths == 0) return;
+  const char *d = "queen_ephemeral_queue_depth";
+  family(o, d, "gauge",
+         "Messages in memory of the deepest queues "
+         "(QUEEN_EPHEMERAL_METRICS_QUEUES of them).");
+  deep_t *heap = malloc(queue_depths * sizeof(*heap));
+  if (heap == NULL) abort();
+  size_t n = 0, tpos = 0;
+  const ephd_tenant_t *t;
+  while ((t = ephd_engine_next_tenant(engine, &tpos))) {
+    size_t qpos = 0;
+    const ephd_queue_t *q;
+    while ((q = ephd_tenant_next_queue(t, &qpos))) {
+      deep_t e = {ephd_queue_depth(q), t, q};
+      if (n < queue_depths) {
+        heap[n] = e;
+        sift_up(heap, n++);
+      } else if (e.depth > heap[0].depth) {
+        heap[0] = e;
+        sift_down(heap, n, 0);
+      }
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t tlen, qlen;
+    const char *tenant = ephd_tenant_name(heap[i].tenant, &tlen);
+    const char *queue = ephd_queue_name(heap[i].queue, &qlen);
+    ephd_buf_appends(o, d);
+    ephd_buf_appends(o, "{tenant=\"");
+    label_value(o, tenant, tlen);
+    ephd_buf_appends(o, "\",queue=\"");
+    label_value(o, queue, qlen);
+    ephd_buf_appends(o, "\"} ");
+    ephd_buf_append_u64(o, heap[i].depth);
+    ephd_buf_append(o, "\n", 1);
+  }
+  free(heap);
+}
+
 void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
                       size_t len) {
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *o = ephd_http_begin_as(c, 200, NULL, "text/plain; version=0.0.4");
   write_engine(o, ephd_http_connections());
   write_http(o);
+  write_refusals(o);
+  write_queue_depths(o);
   ephd_forward_metrics(o);
   ephd_fanout_metrics(o);
   ephd_buf_append(o, extra, len);

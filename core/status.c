@@ -77,6 +77,8 @@ void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
       ephd_buf_append_u64(out, info.partitions);
       ephd_buf_appends(out, ",\"groups\":");
       ephd_buf_append_u64(out, info.groups);
+      ephd_buf_appends(out, ",\"parked\":");
+      ephd_buf_append_u64(out, info.parked);
       ephd_buf_appends(out, ",\"drops\":");
       write_drops(out, &info);
       ephd_buf_appends(out, ",\"options\":");

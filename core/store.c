@@ -22,6 +22,10 @@ static int boot_settled, boot_loaded;
 static int down_logged;
 static uint64_t generation;
 static PGresult *rows; /* valid only while apply runs */
+/* The counts of the last loads: a refresh that finds what the last one
+ * found logs at debug, so a quiet broker's log is not a refresh every
+ * 30 s; the first load and every change log at info. */
+static int declarations_count = -1, grants_count = -1;
 
 /* One advisory lock keeps two brokers of a cell from racing the DDL. The
  * members table is core/members.c's, created here with the others so it
@@ -64,6 +68,23 @@ static const char UPSERT_SQL[] =
 static const char DELETE_SQL[] =
     "DELETE FROM queen.ephemeral_queues "
     "WHERE tenant_id = $1::uuid AND queue = $2 RETURNING 1";
+
+/* A grant is set whole: a limit not given is NULL (the broker's default),
+ * sent as '' since the query's parameters are text. PostgreSQL answers
+ * with the row as JSON, nulls included. */
+static const char GRANT_SET_SQL[] =
+    "INSERT INTO queen.ephemeral_quota (tenant_id, enabled, max_bytes, "
+    "max_queues, max_msgs_per_sec) VALUES ($1::uuid, $2::bool, "
+    "NULLIF($3, '')::bigint, NULLIF($4, '')::int, NULLIF($5, '')::int) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET enabled = EXCLUDED.enabled, "
+    "max_bytes = EXCLUDED.max_bytes, max_queues = EXCLUDED.max_queues, "
+    "max_msgs_per_sec = EXCLUDED.max_msgs_per_sec, updated_at = now() "
+    "RETURNING json_build_object('tenant', tenant_id, 'enabled', enabled, "
+    "'maxBytes', max_bytes, 'maxQueues', max_queues, 'maxMsgsPerSec', "
+    "max_msgs_per_sec)::text";
+
+static const char GRANT_DELETE_SQL[] =
+    "DELETE FROM queen.ephemeral_quota WHERE tenant_id = $1::uuid RETURNING 1";
 
 /* --- loading ---------------------------------------------------------- */
 
@@ -110,6 +131,13 @@ static void settle_boot(int loaded) {
   boot_loaded = loaded;
 }
 
+static void log_loaded(const char *event, int count, int *last) {
+  char n[24];
+  snprintf(n, sizeof(n), "%d", count);
+  ephd_log(count == *last ? "debug" : "info", event, "count", n, NULL);
+  *last = count;
+}
+
 static void on_loaded(void *data, PGresult *res, const char *err) {
   (void)data;
   if (res == NULL) {
@@ -122,9 +150,15 @@ static void on_loaded(void *data, PGresult *res, const char *err) {
   apply_declarations();
   rows = NULL;
   ephd_engine_sweep_declarations(engine, generation);
-  char n[24];
-  snprintf(n, sizeof(n), "%d", PQntuples(res));
-  ephd_log("info", "declarations_loaded", "count", n, NULL);
+  log_loaded("declarations_loaded", PQntuples(res), &declarations_count);
+}
+
+/* Applies a load of every grant (GRANTS_SQL's result). */
+static void apply_grant_rows(PGresult *res) {
+  rows = res;
+  apply_grants();
+  rows = NULL;
+  log_loaded("grants_loaded", PQntuples(res), &grants_count);
 }
 
 static void on_grants(void *data, PGresult *res, const char *err) {
@@ -134,9 +168,7 @@ static void on_grants(void *data, PGresult *res, const char *err) {
     ephd_log("error", "grants_load_failed", "reason", err, NULL);
     return;
   }
-  rows = res;
-  apply_grants();
-  rows = NULL;
+  apply_grant_rows(res);
   settle_boot(1);
 }
 
@@ -260,9 +292,10 @@ static write_t *write_new(const ephd_request_t *req, const char *tenant,
   return w;
 }
 
+/* data is the write's hold: cleared, so its answer goes nowhere. */
 static void on_client_left(void *data) {
-  write_t *w = data;
-  w->held = NULL;
+  ephd_deferred_t **held = data;
+  *held = NULL;
 }
 
 /* A write holds its request until the database answers; at the broker's
@@ -271,15 +304,15 @@ static const ephd_deferred_ops_t HELD = {.cancel = on_client_left};
 
 /* Holds the request being dispatched before its query is queued: a
  * connection lost while sending it answers through the callback at once. */
-static void hold(write_t *w, const ephd_request_t *req) {
-  w->held = ephd_http_defer(req, &HELD, w);
+static void hold(ephd_deferred_t **held, const ephd_request_t *req) {
+  *held = ephd_http_defer(req, &HELD, held);
 }
 
 /* Where the held request's answer goes, or NULL if its client has gone:
  * the one way a write's outcome reaches its answer. */
-static ephd_conn_t *release(write_t *w) {
-  ephd_deferred_t *d = w->held;
-  w->held = NULL;
+static ephd_conn_t *release(ephd_deferred_t **held) {
+  ephd_deferred_t *d = *held;
+  *held = NULL;
   return d ? ephd_deferred_conn(d) : NULL;
 }
 
@@ -307,7 +340,7 @@ static void on_configured(void *data, PGresult *res, const char *err) {
   if (res)
     ephd_engine_declare(engine, w->tenant, w->tenant_len, w->queue,
                         w->queue_len, &w->opts, generation);
-  ephd_conn_t *c = release(w);
+  ephd_conn_t *c = release(&w->held);
   if (c && res) {
     ephd_buf_t *out = ephd_http_begin(c, 201, NULL);
     ephd_buf_appends(out, "{\"queue\":");
@@ -349,7 +382,7 @@ int ephd_ffi_configure(const ephd_request_t *req, const char *tenant,
   }
   const char *values[3] = {w->tenant, w->queue, req->body.ptr};
   int lengths[3] = {(int)tenant_len, (int)queue_len, (int)req->body.len};
-  hold(w, req);
+  hold(&w->held, req);
   ephd_pg_query(UPSERT_SQL, 3, values, lengths, on_configured, w);
   return EPHD_HELD;
 }
@@ -377,7 +410,7 @@ static int forget(const char *tenant, size_t tenant_len, const char *queue,
 
 static void on_fanned(void *data) {
   write_t *w = data;
-  ephd_conn_t *c = release(w);
+  ephd_conn_t *c = release(&w->held);
   if (c) answer_delete(c, w->queue, w->queue_len, w->deleted, w->declared);
   write_free(w);
 }
@@ -388,7 +421,7 @@ static void on_fanned(void *data) {
 static void on_deleted(void *data, PGresult *res, const char *err) {
   write_t *w = data;
   if (res == NULL) {
-    answer_failed(release(w), w, EPHD_CODE_EPHEMERAL_DELETE_FAILED,
+    answer_failed(release(&w->held), w, EPHD_CODE_EPHEMERAL_DELETE_FAILED,
                   "the declaration could not be removed", err);
     write_free(w);
     return;
@@ -416,7 +449,121 @@ int ephd_ffi_delete(const ephd_request_t *req, const char *tenant,
   const char *values[2] = {w->tenant, w->queue};
   int lengths[2] = {(int)tenant_len, (int)queue_len};
   w->fanout = ephd_fanout_new(req, EPHD_FANOUT_DELETE, tenant, tenant_len);
-  hold(w, req);
+  hold(&w->held, req);
   ephd_pg_query(DELETE_SQL, 2, values, lengths, on_deleted, w);
   return EPHD_HELD;
+}
+
+/* --- grants ------------------------------------------------------------ */
+
+/* A grant write: the row, then a load of every grant, queued together on
+ * the one connection, so the load sees the row and nothing can come
+ * between them. The request is answered when the load is applied. */
+typedef struct {
+  ephd_deferred_t *held;
+  char tenant[64];
+  int set;             /* a set, else a delete */
+  ephd_code_t failure; /* the code a failed write answers with */
+  char *written;       /* set: the row as JSON; delete: "true" or "false" */
+  char *err;           /* why the write failed, if it did */
+} grant_write_t;
+
+static void grant_write_free(grant_write_t *g) {
+  free(g->written);
+  free(g->err);
+  free(g);
+}
+
+static char *copy(const char *s) {
+  char *c = strdup(s ? s : "unknown error");
+  if (c == NULL) abort();
+  return c;
+}
+
+static void on_grant_written(void *data, PGresult *res, const char *err) {
+  grant_write_t *g = data;
+  if (res == NULL)
+    g->err = copy(err);
+  else if (g->set)
+    g->written = copy(PQgetvalue(res, 0, 0));
+  else
+    g->written = copy(PQntuples(res) > 0 ? "true" : "false");
+}
+
+static void on_grants_reloaded(void *data, PGresult *res, const char *err) {
+  grant_write_t *g = data;
+  if (res) apply_grant_rows(res);
+  ephd_conn_t *c = release(&g->held);
+  if (g->written == NULL) {
+    ephd_log("error", ephd_code_name(g->failure), "tenant", g->tenant, "reason",
+             g->err, NULL);
+    if (c) ephd_http_refuse(c, g->failure, "the grant could not be written");
+  } else if (res == NULL) {
+    /* Written, and applied at the next load: the refresh, a reconnect. */
+    ephd_log("error", "grants_load_failed", "reason", err, NULL);
+    if (c)
+      ephd_http_refuse(c, EPHD_CODE_EPHEMERAL_UNAVAILABLE,
+                       "the grant was written; it applies at the next "
+                       "refresh, the database went away before");
+  } else if (c) {
+    char count[24];
+    snprintf(count, sizeof(count), "%d", PQntuples(res));
+    ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+    if (g->set) {
+      ephd_buf_appends(out, "{\"grant\":");
+      ephd_buf_appends(out, g->written);
+    } else {
+      ephd_buf_appends(out, "{\"tenant\":");
+      ephd_json_write_string(out, g->tenant, strlen(g->tenant));
+      ephd_buf_appends(out, ",\"deleted\":");
+      ephd_buf_appends(out, g->written);
+    }
+    ephd_buf_appends(out, ",\"grants\":");
+    ephd_buf_appends(out, count);
+    ephd_buf_append(out, "}", 1);
+    ephd_http_end(c);
+  }
+  grant_write_free(g);
+}
+
+static int grant_write(const ephd_request_t *req, const char *tenant,
+                       size_t tenant_len, int set, const char *sql, int nparams,
+                       const char *const *values, const int *lengths) {
+  if (!ephd_pg_connected()) return EPHD_E_UNAVAILABLE;
+  grant_write_t *g = calloc(1, sizeof(*g));
+  if (g == NULL) abort();
+  if (tenant_len >= sizeof(g->tenant)) tenant_len = sizeof(g->tenant) - 1;
+  memcpy(g->tenant, tenant, tenant_len);
+  g->set = set;
+  g->failure = set ? EPHD_CODE_EPHEMERAL_CONFIGURE_FAILED
+                   : EPHD_CODE_EPHEMERAL_DELETE_FAILED;
+  hold(&g->held, req);
+  ephd_pg_query(sql, nparams, values, lengths, on_grant_written, g);
+  ephd_pg_query(GRANTS_SQL, 0, NULL, NULL, on_grants_reloaded, g);
+  return EPHD_HELD;
+}
+
+/* A limit as a text parameter: '' for NULL (-1). */
+static int limit_text(char *out, size_t size, int64_t v) {
+  return v < 0 ? 0 : snprintf(out, size, "%lld", (long long)v);
+}
+
+int ephd_ffi_grant_set(const ephd_request_t *req, const ephd_grant_row_t *row) {
+  char limits[3][24];
+  int64_t v[3] = {row->max_bytes, row->max_queues, row->max_msgs_per_sec};
+  const char *values[5] = {row->tenant.ptr, row->enabled ? "true" : "false",
+                           limits[0], limits[1], limits[2]};
+  int lengths[5] = {(int)row->tenant.len, (int)strlen(values[1])};
+  for (int i = 0; i < 3; i++)
+    lengths[2 + i] = limit_text(limits[i], sizeof(limits[i]), v[i]);
+  return grant_write(req, row->tenant.ptr, row->tenant.len, 1, GRANT_SET_SQL, 5,
+                     values, lengths);
+}
+
+int ephd_ffi_grant_delete(const ephd_request_t *req, const char *tenant,
+                          size_t tenant_len) {
+  const char *values[1] = {tenant};
+  int lengths[1] = {(int)tenant_len};
+  return grant_write(req, tenant, tenant_len, 0, GRANT_DELETE_SQL, 1, values,
+                     lengths);
 }

@@ -63,7 +63,7 @@ void ephd_fuzz_boot(void) {
   ephd_engine_init(&engine, loop, &config);
   ephd_clock_init(loop);
   ephd_commands_init(&engine);
-  ephd_metrics_init(&engine);
+  ephd_metrics_init(&engine, 0);
   char err[512];
   if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
                           settings.policy_dir, 60000, 100,

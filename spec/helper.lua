@@ -61,6 +61,15 @@ function helper.core_double(fns, config)
     for name in pairs(package.loaded) do
         if name:find("^ephd%.") then package.loaded[name] = nil end
     end
+    -- An error answer is a response that carries its code (for
+    -- /metrics): a spec that watches responses sees it as one. Made here,
+    -- not in __index, whose closures would keep traces from compiling.
+    local respond = fns and fns.ephd_ffi_respond
+    if respond and not fns.ephd_ffi_refuse then
+        fns.ephd_ffi_refuse = function(req, _, status, headers, body, len)
+            return respond(req, status, headers, body, len)
+        end
+    end
     local C = setmetatable({}, {
         __index = function(_, k)
             if fns and fns[k] then return fns[k] end

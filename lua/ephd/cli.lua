@@ -1,7 +1,7 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
 -- tenant's queues as a table, once or like top), `ephd push`, `pop` and
 -- `ack` (the verbs from a shell, for people used to redis-cli or nats),
--- and `ephd policy test` (a policy directory's busted specs with
+-- `ephd grant set/list/rm` (the tenants' grants), and `ephd policy test` (a policy directory's busted specs with
 -- ephd.testing on the path). `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
@@ -24,17 +24,19 @@ usage: ephd status [--url URL] [--tenant UUID] [--token TOKEN]
                    [--watch] [--interval SECONDS]
 
 Prints every queue of the tenant (GET /api/v1/ephemeral/queues) as a
-table: tier, depth, bytes, partitions, groups and drops by cause. Above
-it: which broker answered (its member id, advertised address and epoch,
-the cell's live members and the partitions it owns of those it holds:
-GET /api/v1/system/cell; without admin, the URL asked), the cell's bytes against its ceiling, the kill switch and the policy
-in force (GET /api/v1/system/ephemeral), and the tenant's pushed,
-delivered and parked counts (GET /api/v1/system/metering; the tenant is
---tenant, or the single tenant without --token). Those two need admin.
-While the surface is paused the listing is refused like every ephemeral
-route: the kill switch is shown, and --watch keeps the last table.
---watch redraws every --interval seconds (1 by default), with push and
-pop rates, until interrupted. Exits 1 when the broker does not answer.
+table: tier, depth, bytes, partitions, groups, pops parked and drops by
+cause. Above it: which broker answered (its member id, advertised address
+and epoch, the cell's live members and the partitions it owns of those it
+holds: GET /api/v1/system/cell; without admin, the URL asked), the cell's
+bytes against its ceiling, the kill switch and the policy in force (GET
+/api/v1/system/ephemeral), and the tenant's pushed, delivered and parked
+counts and rate limit (GET /api/v1/system/metering; the tenant is
+--tenant, or the single tenant without --token). Those need admin. While
+the surface is paused the listing is refused like every ephemeral route;
+with admin the table comes from GET /api/v1/system/queues, which answers
+paused too, and without it --watch keeps the last table. --watch redraws
+every --interval seconds (1 by default), with push and pop rates, until
+interrupted. Exits 1 when the broker does not answer, naming its URL.
 ]] .. CONNECTION_USAGE,
     push = [[
 usage: ephd push QUEUE [--partition P] [--string] [--json] [MESSAGE...]
@@ -69,6 +71,21 @@ ID, each line of stdin is one, up to its first tab, so `ephd pop` pipes
 into it. Prints one line per id: the id and its outcome, one of acked,
 redelivered, stale (minted before a restart) or unknown (already acked
 or redelivered). None is an error. --json prints {"results": [...]}.
+]] .. CONNECTION_USAGE,
+    grant = [[
+usage: ephd grant list [--json]
+       ephd grant set TENANT [--disabled] [--max-bytes N] [--max-queues N]
+                             [--rate N] [--json]
+       ephd grant rm TENANT
+
+The tenants' grants (queen.ephemeral_quota), through the broker's admin
+routes (/api/v1/system/grants), which apply a change before they answer:
+it holds from the next request on, not from the next refresh. list
+prints one line per grant and whether a tenant without one is refused
+(QUEEN_EPHEMERAL_REQUIRE_GRANT). set writes the whole grant: --disabled
+refuses the tenant (403 feature_gated); --max-bytes, --max-queues and
+--rate (messages per second) bound it, and a limit left out is the
+broker's default. rm removes it. --json prints the broker's answer.
 ]] .. CONNECTION_USAGE,
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
@@ -190,7 +207,7 @@ local function human_bytes(n)
 end
 
 local COLUMNS = { "QUEUE", "TIER", "DEPTH", "BYTES", "PARTS", "GROUPS",
-                  "DROPS b/t/r" }
+                  "PARKED", "DROPS b/t/r" }
 
 -- The queue table as lines, widest cell per column, numbers
 -- right-aligned.
@@ -201,6 +218,7 @@ local function table_lines(listing)
         rows[#rows + 1] = {
             q.queue, q.tier, tostring(q.depth), human_bytes(q.bytes),
             tostring(q.partitions), tostring(q.groups),
+            tostring(q.parked or 0),
             format("%d/%d/%d", d.bounds, d.ttl, d.retry),
         }
     end
@@ -290,9 +308,15 @@ function _M.render(frame, shown, previous)
             end
             return n
         end
-        lines[#lines + 1] = format("tenant %s  %s  %s  parked %d",
-                                   frame.tenant, count("pushed"),
-                                   count("delivered"), t.parked)
+        local line = format("tenant %s  %s  %s  parked %d", frame.tenant,
+                            count("pushed"), count("delivered"), t.parked)
+        local l = frame.limits
+        if l then
+            line = line .. (l.rate > 0 and format("  rate %d/s burst %d",
+                                                  l.rate, l.burst)
+                            or "  rate unlimited")
+        end
+        lines[#lines + 1] = line
     end
     lines[#lines + 1] = ""
     if listing then
@@ -312,6 +336,10 @@ end
 local function snapshot(c, tenant)
     local frame = { tenant = tenant, at = socket.gettime() }
     frame.listing, frame.err = c:queues()
+    -- Paused, the family's listing refuses; the operator's does not.
+    if frame.err and frame.err.code == "ephemeral_disabled" then
+        frame.listing = c:system_queues(tenant)
+    end
     if frame.listing then frame.listing.at = frame.at end
     frame.system = c:system()
     frame.cell, frame.url = c:cell(), c.url
@@ -319,6 +347,7 @@ local function snapshot(c, tenant)
     -- A tenant the broker has not seen yet has no counters.
     frame.counters = m and (m.tenants[1] or { pushed = 0, delivered = 0,
                                               parked = 0 })
+    frame.limits = m and m.limits
     return frame
 end
 
@@ -531,6 +560,107 @@ function _M.ack(args, out)
     return 0
 end
 
+-- ephd grant ---------------------------------------------------------------
+
+local function limit_cell(v)
+    return v and tostring(v) or "default"
+end
+
+local GRANT_COLUMNS = { "TENANT", "ENABLED", "MAX BYTES", "MAX QUEUES",
+                        "RATE/S" }
+
+local function grant_list(c, opts, out)
+    local r, err = c:grants()
+    if not r then return failure("grant", c, err) end
+    if opts.json then
+        local items = {}
+        for i, g in ipairs(r.grants) do items[i] = cjson.encode(g) end
+        out:write(format('{"grants":[%s],"count":%d,"requireGrant":%s}\n',
+                         concat(items, ","), r.count,
+                         tostring(r.requireGrant)))
+        return 0
+    end
+    local rows = { GRANT_COLUMNS }
+    for _, g in ipairs(r.grants) do
+        rows[#rows + 1] = { g.tenant, g.enabled and "yes" or "no",
+                            limit_cell(g.maxBytes), limit_cell(g.maxQueues),
+                            limit_cell(g.maxMsgsPerSec) }
+    end
+    local widths = {}
+    for _, row in ipairs(rows) do
+        for i, cell in ipairs(row) do
+            widths[i] = math.max(widths[i] or 0, #cell)
+        end
+    end
+    for _, row in ipairs(rows) do
+        local cells = {}
+        for i, cell in ipairs(row) do
+            cells[i] = cell .. rep(" ", widths[i] - #cell)
+        end
+        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
+    end
+    if #r.grants == 0 then out:write("(no grants)\n") end
+    out:write(format("%d grant%s; a tenant without one is %s\n", r.count,
+                     r.count == 1 and "" or "s",
+                     r.requireGrant and "refused (feature_gated)"
+                     or "served with the defaults"))
+    return 0
+end
+
+local function grant_set(c, opts, tenant, out)
+    local grant = { tenant = tenant, enabled = not opts.disabled }
+    for option, field in pairs({ max_bytes = "maxBytes",
+                                 max_queues = "maxQueues",
+                                 rate = "maxMsgsPerSec" }) do
+        if opts[option] then
+            local n = tonumber(opts[option])
+            if not n or n < 0 or n ~= floor(n) then
+                io.stderr:write("ephd grant: --", (option:gsub("_", "-")),
+                                " is a whole number from 0\n")
+                return usage("grant")
+            end
+            grant[field] = n
+        end
+    end
+    local g, err = c:grant_set(grant)
+    if not g then return failure("grant", c, err) end
+    if opts.json then
+        out:write(cjson.encode(g), "\n")
+        return 0
+    end
+    out:write(format("granted %s: %s, max bytes %s, max queues %s, "
+                     .. "rate %s/s\n", g.tenant,
+                     g.enabled and "enabled" or "DISABLED",
+                     limit_cell(g.maxBytes), limit_cell(g.maxQueues),
+                     limit_cell(g.maxMsgsPerSec)))
+    return 0
+end
+
+function _M.grant(args, out)
+    local action = args[2]
+    local opts, rest = parse(args, 3, with_connection({
+        ["--disabled"] = "flag", ["--max-bytes"] = "value",
+        ["--max-queues"] = "value", ["--rate"] = "value", ["--json"] = "flag",
+    }))
+    if not opts then
+        io.stderr:write("ephd grant: ", rest, "\n")
+        return usage("grant")
+    end
+    if opts.help or action == "--help" or action == "-h" then
+        return usage("grant", out)
+    end
+    local arity = { list = 0, set = 1, rm = 1 }
+    if arity[action] ~= #rest then return usage("grant") end
+    local c = connect("grant", opts)
+    if not c then return 2 end
+    if action == "list" then return grant_list(c, opts, out) end
+    if action == "set" then return grant_set(c, opts, rest[1], out) end
+    local deleted, err = c:grant_delete(rest[1])
+    if deleted == nil then return failure("grant", c, err) end
+    out:write(deleted and "removed " or "no grant for ", rest[1], "\n")
+    return 0
+end
+
 -- ephd policy test --------------------------------------------------------
 
 local function shell_quote(s)
@@ -560,7 +690,7 @@ function _M.policy_test(args, out, lua_path)
 end
 
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
-                   ack = _M.ack }
+                   ack = _M.ack, grant = _M.grant }
 
 -- Returns the process's exit status.
 function _M.main(args, lua_path)
@@ -571,7 +701,8 @@ function _M.main(args, lua_path)
         return _M.policy_test(args, out, lua_path)
     end
     io.stderr:write("ephd: unknown command ", tostring(args[1]),
-                    " (status, push, pop, ack, policy check, policy test; "
+                    " (status, push, pop, ack, grant, policy check, "
+                    .. "policy test; "
                     .. "see ephd --help)\n")
     return 2
 end

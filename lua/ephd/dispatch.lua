@@ -170,10 +170,14 @@ local ctx = {
     switch = false, forwarded = false,
 }
 
+reply.context(ctx)
+
 function _M.dispatch()
     local req = request_slot[0]
     local route, status, message, allow = router.route(req)
     if not route then
+        -- Nobody yet, for the refusal log.
+        ctx.route, ctx.tenant = false, false
         return reply.refuse(req, status == 404 and "route_not_found"
                                  or "ephemeral_bad_request", message, status,
                             allow)

@@ -8,9 +8,13 @@ local encode = cjson.encode
 
 local _M = {}
 
--- code -> status, for every code of the list.
-_M.STATUS = {}
-for _, c in ipairs(codes.CODES) do _M.STATUS[c.code] = c.status end
+-- code -> status, and code -> its place in the list from 0 (C's
+-- ephd_code_t, which the build generates from the same list in order).
+_M.STATUS, _M.INDEX = {}, {}
+for i, c in ipairs(codes.CODES) do
+    _M.STATUS[c.code] = c.status
+    _M.INDEX[c.code] = i - 1
+end
 
 function _M.status(code)
     return _M.STATUS[code]
@@ -21,13 +25,6 @@ function _M.body(code, message)
         error("not a code of the taxonomy: " .. tostring(code), 2)
     end
     return '{"error":' .. encode(message) .. ',"code":"' .. code .. '"}'
-end
-
--- status overrides the code's own for refusals of the HTTP layer around the
--- family (404 outside it, 405 wrong method), which still carry a code.
-function _M.answer(respond, req, code, message, status, headers)
-    local body = _M.body(code, message)
-    respond(req, status or _M.STATUS[code], headers, body, #body)
 end
 
 return _M

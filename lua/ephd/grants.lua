@@ -15,6 +15,11 @@ function _M.get(tenant)
     return rows[tenant]
 end
 
+-- Every grant, by tenant (for the listing; not to be changed).
+function _M.all()
+    return rows
+end
+
 -- Whether the tenant may not use the class at all.
 function _M.gated(tenant, require_grant)
     local g = rows[tenant]

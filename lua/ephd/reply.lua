@@ -1,14 +1,32 @@
 -- Answers from Lua: errors of the taxonomy and small JSON bodies. The hot
--- answers (pop batches, ack results, status reads) are written by C.
+-- answers (pop batches, ack results, status reads) are written by C. An
+-- error goes to C with its code, which /metrics counts, and with
+-- QUEEN_EPHEMERAL_LOG_REFUSALS on it is logged: who got which code.
 local core = require("ephd.core")
 local errors = require("ephd.errors")
+local log = require("ephd.log")
 
 local C = core.C
+local log_refusals = core.config.log_refusals ~= 0
 
 local _M = {}
 
-local function respond(req, status, headers, body, len)
-    C.ephd_ffi_respond(req, status, headers, body, len)
+-- The request being dispatched, for the refusal log: ephd.dispatch hands
+-- its one context over once (its tenant is false before the identity
+-- rung has passed).
+local current = {}
+
+function _M.context(ctx)
+    current = ctx
+end
+
+local function refused(code, status, message)
+    local route = current.route
+    log.info("refused", {
+        tenant = current.tenant or nil,
+        route = route and route.name or nil,
+        status = status, code = code, error = message,
+    })
 end
 
 function _M.json(req, status, body)
@@ -27,11 +45,15 @@ local function utf8(message)
 end
 
 function _M.refuse(req, code, message, status, headers)
-    errors.answer(respond, req, code, utf8(message), status, headers)
+    message = utf8(message)
+    local body = errors.body(code, message)
+    status = status or errors.STATUS[code]
+    if log_refusals then refused(code, status, message) end
+    C.ephd_ffi_refuse(req, errors.INDEX[code], status, headers, body, #body)
 end
 
 function _M.bad_request(req, message)
-    errors.answer(respond, req, "ephemeral_bad_request", utf8(message))
+    _M.refuse(req, "ephemeral_bad_request", message)
 end
 
 return _M

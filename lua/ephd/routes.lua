@@ -49,6 +49,18 @@ return {
       level = "admin", class = "system", handler = "system.metering" },
     { name = "cell", method = "GET", path = "/api/v1/system/cell",
       level = "admin", class = "system", handler = "system.cell" },
+    -- A tenant's listing for the operator, paused or not (ephd status).
+    { name = "system_queues", method = "GET", path = "/api/v1/system/queues",
+      level = "admin", class = "system", handler = "system.queues" },
+    -- Grants (queen.ephemeral_quota): read from memory, written through
+    -- the store and applied before the answer.
+    { name = "grants", method = "GET", path = "/api/v1/system/grants",
+      level = "admin", class = "system", handler = "grants.list" },
+    { name = "grant_set", method = "POST", path = "/api/v1/system/grants",
+      level = "admin", class = "system", handler = "grants.set" },
+    { name = "grant_delete", method = "DELETE",
+      path = "/api/v1/system/grants/:tenant",
+      level = "admin", class = "system", handler = "grants.delete" },
     { name = "metrics", method = "GET", path = "/metrics",
       level = "admin", class = "system", handler = "system.metrics" },
     -- A load balancer probes without credentials, and a paused surface is

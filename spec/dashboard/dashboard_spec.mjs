@@ -21,10 +21,14 @@ async function startBroker(name = "ephd", args = [], env = {}) {
   // The broker's log goes beside the screenshot, not into the test output.
   mkdirSync(artifacts, { recursive: true });
   const log = openSync(`${artifacts}/dashboard-${name}.log`, "w");
+  // Small bounds, so a queue at maxLength and a retry drop are quick to
+  // make.
   const child = spawn(`${build}/ephd`,
                       ["--listen", `127.0.0.1:${port}`, ...args],
                       { stdio: ["ignore", log, log],
-                        env: { ...process.env, ...env } });
+                        env: { ...process.env,
+                               QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH: "100",
+                               QUEEN_EPHEMERAL_RETRY_LIMIT: "1", ...env } });
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 200; i++) {
     try {
@@ -129,8 +133,60 @@ try {
       null, { timeout: 10000 });
     const groups = page.locator('tr[data-queue="presence"] td:nth-child(7)');
     assert.equal(await groups.textContent(), "1");
+    // Parked consumers per queue, beside the card's total.
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="jobs"] td:nth-child(8)')
+        ?.textContent === "1", null, { timeout: 10000 });
+    assert.equal(await page.locator('tr[data-queue="presence"] td:nth-child(8)')
+      .textContent(), "0");
     await push(base, "jobs", 1); // answers the parked pop
     assert.equal((await parked).status, 200);
+  });
+
+  // The table's view ------------------------------------------------------
+  const shownQueues = () => page.$$eval("#queues tr",
+                                        (rows) => rows.map((r) => r.dataset.queue));
+
+  await check("filter, sort by depth and by drops, names by their numbers",
+              async () => {
+    await push(base, "q10", 4);
+    await push(base, "q9", 2);
+    await push(base, "q2", 1);
+    // A failed delivery past retryLimit 1 drops q2's message: a drop.
+    const m = await api(base, "GET", "/api/v1/ephemeral/pop?queue=q2&group=g");
+    await api(base, "POST", "/api/v1/ephemeral/ack", { queue: "q2", group: "g",
+      acks: [{ id: m.json.messages[0].id, status: "failed" }] });
+    await page.fill("#filter", "q");
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="q2"] td:nth-child(11)')
+        ?.textContent === "1", null, { timeout: 10000 });
+    assert.deepEqual(await shownQueues(), ["q2", "q9", "q10"]);
+    assert.match(await page.locator("#shown").textContent(), /^3 of \d+ shown$/);
+    await page.selectOption("#sort", "depth");
+    assert.deepEqual(await shownQueues(), ["q10", "q9", "q2"]);
+    await page.selectOption("#sort", "drops");
+    assert.equal((await shownQueues())[0], "q2");
+    assert.match(page.url(), /\?q=q&sort=drops$/);
+    await page.fill("#filter", "q1");
+    assert.deepEqual(await shownQueues(), ["q10"]);
+    // It holds through the next refresh.
+    await page.waitForTimeout(1200);
+    assert.deepEqual(await shownQueues(), ["q10"]);
+    await page.fill("#filter", "");
+    await page.selectOption("#sort", "name");
+    assert.equal(new URL(page.url()).search, "");
+  });
+
+  await check("the options in force, and a queue at its maxLength",
+              async () => {
+    assert.equal((await push(base, "full", 100)).status, 201);
+    const opts = page.locator('tr[data-queue="full"] td.opts');
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="full"] td.opts .at-bound')
+        ?.textContent.trim() === "at maxLength", null, { timeout: 10000 });
+    assert.match(await opts.textContent(),
+                 /≤100 msgs · ≤16\.0 MiB · reject · lease 30 s · retry 1$/);
+    assert.equal(await page.locator('tr[data-queue="q9"] .at-bound').count(), 0);
   });
 
   await check("a screenshot of the real data is kept", async () => {
@@ -183,13 +239,38 @@ try {
                             `of ${json.partitions.held} partitions`));
   });
 
-  await check("a paused surface shows as paused", async () => {
+  await check("a paused surface shows as paused, and keeps its table live",
+              async () => {
+    const asked = [];
+    page.on("request", (r) => asked.push(new URL(r.url()).pathname));
     await api(base, "POST", "/api/v1/system/ephemeral",
               { enabled: false, reason: "maintenance" });
     await page.waitForFunction(
       () => document.getElementById("surface").textContent === "paused",
       null, { timeout: 10000 });
+    await page.waitForTimeout(1200);
+    // The family's listing refuses; the operator's answers, and the page
+    // says nothing is wrong with the table.
+    assert.ok(asked.includes("/api/v1/system/queues"));
+    assert.equal(await page.locator("#error").textContent(), "");
+    assert.equal(await depthCell("q10").textContent(), "4");
+    assert.ok((await shownQueues()).length >= 6);
     await api(base, "POST", "/api/v1/system/ephemeral", { enabled: true });
+  });
+
+  await check("the tenant, filter and sort come from the page's URL",
+              async () => {
+    const tenant = "00000000-0000-0000-0000-000000000001";
+    await page.goto(`${base}/dashboard?tenant=${tenant}&q=q&sort=depth`);
+    assert.equal(await page.locator("#tenant").inputValue(), tenant);
+    await page.waitForFunction(
+      () => document.querySelectorAll("#queues tr").length === 3, null,
+      { timeout: 10000 });
+    assert.deepEqual(await shownQueues(), ["q10", "q9", "q2"]);
+    await page.fill("#tenant", "abababab-abab-abab-abab-abababababab");
+    await page.locator("#tenant").dispatchEvent("change");
+    assert.match(page.url(),
+                 /\?tenant=abababab-abab-abab-abab-abababababab&q=q&sort=depth$/);
   });
 } finally {
   child.kill();

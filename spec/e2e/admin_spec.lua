@@ -12,6 +12,11 @@ local ADMIN_ROUTES = {
     { "GET", SWITCH },
     { "POST", "/api/v1/system/policy/reload" },
     { "GET", "/api/v1/system/metering" },
+    { "GET", "/api/v1/system/queues" },
+    { "GET", "/api/v1/system/grants" },
+    { "POST", "/api/v1/system/grants",
+      '{"tenant":"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"}' },
+    { "DELETE", "/api/v1/system/grants/aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa" },
 }
 
 local IDENTITIES = {

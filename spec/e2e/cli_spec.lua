@@ -26,7 +26,8 @@ describe("ephd status", function()
         assert.equals(0, code)
         assert.matches("surface enabled", out)
         assert.matches("QUEUE%s+TIER%s+DEPTH%s+BYTES", out)
-        assert.matches("\ncli%-a%s+implicit%s+2%s+7 B%s+1%s+0%s+0/0/0", out)
+        assert.matches("\ncli%-a%s+implicit%s+2%s+7 B%s+1%s+0%s+0%s+0/0/0",
+                       out)
         assert.matches("\ncli%-b%s+implicit%s+1%s+1 B", out)
     end)
 
@@ -86,8 +87,7 @@ describe("ephd status", function()
                                .. " (its id needs admin)", 1, true), out)
     end)
 
-    it("shows the kill switch while paused, and keeps the table watching",
-       function()
+    it("shows the kill switch and the whole table while paused", function()
         local url = " --url http://127.0.0.1:" .. d.port
         local file = os.tmpname()
         -- The watch draws a table, then the pause comes.
@@ -99,11 +99,16 @@ describe("ephd status", function()
         finally(function()
             d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
         end)
+        -- The family's listing refuses, as the contract says; the
+        -- operator's (GET /api/v1/system/queues) answers.
+        assert.refused_with("ephemeral_disabled",
+                            d:request("GET", "/api/v1/ephemeral/queues"))
         local out, code = helper.run(EPHD .. " status" .. url)
         assert.equals(0, code)
         assert.matches("surface PAUSED: maintenance %(since %d%d:%d%d:%d%d, "
                        .. "retry after 9 s%)  policy default v1", out)
-        assert.matches("no listing: while the surface is paused", out)
+        assert.matches("\ncli%-a%s+implicit%s+2%s+7 B", out)
+        assert.not_matches("refused", out)
         daemon.sleep(1.2)
         local f = assert(io.open(file))
         local watched = f:read("*a")
@@ -112,6 +117,63 @@ describe("ephd status", function()
         local last = watched:match(".*\27%[H\27%[2J(.*)$")
         assert.matches("surface PAUSED: maintenance", last)
         assert.matches("\ncli%-a%s+implicit", last)
+        assert.not_matches("as of", last)
+    end)
+
+    it("shows parked consumers per queue and the tenant's rate limit",
+       function()
+        local c = d:connect()
+        finally(function() c:close() end)
+        c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=cli-p"
+                             .. "&group=g&wait=true&timeout=5000"))
+        daemon.sleep(0.2)
+        local out = helper.run(EPHD .. " status --url http://127.0.0.1:"
+                               .. d.port)
+        assert.matches("QUEUE%s+TIER%s+DEPTH%s+BYTES%s+PARTS%s+GROUPS%s+"
+                       .. "PARKED%s+DROPS", out)
+        assert.matches("\ncli%-p%s+implicit%s+0%s+0 B%s+0%s+1%s+1%s+0/0/0",
+                       out)
+        assert.matches("parked 1  rate 5000/s burst 10000", out)
+    end)
+end)
+
+describe("ephd status without admin, paused", function()
+    it("shows the switch and keeps the last table watching", function()
+        local d = daemon.start({
+            args = { "--policy-dir " .. helper.root
+                     .. "/examples/policies/bearer-tokens" },
+            env = { QUEEN_TENANCY_HEADER = "true",
+                    QUEEN_EPHEMERAL_REQUIRE_GRANT = "false" } })
+        finally(function() d:stop() end)
+        local ADMIN = { Authorization = "Bearer admin-token" }
+        local READER = { Authorization = "Bearer dashboard-token" }
+        assert.equals(201, d:push("cli-r", { "1" }, nil,
+            { Authorization = "Bearer producer-token" }).status)
+        -- A refusal names the broker that refused, and why.
+        local out = helper.run(EPHD .. " status --token nope --url "
+                               .. "http://127.0.0.1:" .. d.port)
+        assert.equals("ephd status: http://127.0.0.1:" .. d.port
+                      .. " answered unauthorized (401): unknown token\n", out)
+        local url = " --token dashboard-token --url http://127.0.0.1:"
+                    .. d.port
+        local file = os.tmpname()
+        os.execute("timeout 1.6 " .. EPHD .. " status --watch --interval "
+                   .. "0.2" .. url .. " >" .. file .. " 2>&1 &")
+        daemon.sleep(0.7)
+        assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
+            '{"enabled":false,"reason":"maintenance"}', ADMIN).status)
+        assert.refused_with("forbidden", d:request("GET",
+            "/api/v1/system/queues", nil, READER))
+        out = helper.run(EPHD .. " status" .. url)
+        assert.matches("no listing: while the surface is paused", out)
+        daemon.sleep(1.2)
+        local f = assert(io.open(file))
+        local watched = f:read("*a")
+        f:close()
+        os.remove(file)
+        local last = watched:match(".*\27%[H\27%[2J(.*)$")
+        assert.matches("surface PAUSED: maintenance", last)
+        assert.matches("\ncli%-r%s+implicit", last)
         assert.matches("%(as of %d%d:%d%d:%d%d: the listing is refused "
                        .. "while the surface is paused%)", last)
     end)

@@ -14,7 +14,7 @@
 -- A `sh norun` block starts a server or runs for minutes; each of its
 -- commands must be one CI runs itself (NORUN below), and a
 -- `<!-- docs_spec: restart ARGS -->` before one restarts the broker with
--- ARGS, as the reader would.
+-- ARGS (NAME=value words as its environment), as the reader would.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
 
@@ -114,7 +114,9 @@ end
 
 -- The broker's epoch, from its listening line.
 local function epoch_of(d)
-    return d:await_log(" event=listening ", 5):match(" epoch=(%x+)")
+    -- Its own line: a cell's lines before it name other members' epochs.
+    return d:await_log(" event=listening ", 5)
+        :match(" event=listening [^\n]* epoch=(%x+)")
 end
 
 local FILES = {}
@@ -142,6 +144,7 @@ describe("the manual's commands", function()
         if #list > 0 then
             it(file, function()
                 daemon.forget_declarations()
+                daemon.sql("TRUNCATE queen.ephemeral_quota")
                 local d = daemon.start({ db = true })
                 local epoch = epoch_of(d)
                 -- Whichever broker is current when the spec ends or fails.
@@ -190,7 +193,10 @@ describe("the manual's commands", function()
                         last = nil
                     elseif b.kind == "norun" then
                         for line in b.body:gmatch("[^\n]+") do
+                            -- The environment a command is run with is
+                            -- not the command.
                             local cmd = line:gsub("%s+#.*$", "")
+                                :gsub("^[%u_][%w_]*=%S*%s+", "")
                             local known = false
                             for prefix in pairs(NORUN) do
                                 if cmd:sub(1, #prefix) == prefix then
@@ -202,11 +208,17 @@ describe("the manual's commands", function()
                         end
                         if b.restart then
                             d:stop()
-                            local args = {}
+                            local args, env = {}, {}
                             for a in b.restart:gsub("~", home):gmatch("%S+") do
-                                args[#args + 1] = a
+                                local k, v = a:match("^([%u_][%w_]*)=(.*)$")
+                                if k then
+                                    env[k] = v
+                                else
+                                    args[#args + 1] = a
+                                end
                             end
-                            d = daemon.start({ db = true, args = args })
+                            d = daemon.start({ db = true, args = args,
+                                               env = env })
                             epoch = epoch_of(d)
                         end
                         last = nil

@@ -257,4 +257,38 @@ describe("refusals", function()
         assert.equals(0, d:request("GET", "/api/v1/ephemeral/queues", nil,
                                    as("other-tenant-token")).json.count)
     end)
+
+    it("logs who got which code with QUEEN_EPHEMERAL_LOG_REFUSALS, not without",
+       function()
+        -- busted keeps one finally per test: it stops both.
+        local quiet, d
+        finally(function()
+            if d then d:stop() end
+            quiet:stop()
+        end)
+        quiet = daemon.start({ env = { QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "1" } })
+        quiet:push("lq", { "1", "2" })
+        d = daemon.start({ env = { QUEEN_TENANCY_HEADER = "true",
+                                   QUEEN_EPHEMERAL_LOG_REFUSALS = "true" } })
+        d:push("lg", { "1" }, nil, TH)
+        d:request("GET", "/nowhere")
+        local c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: x\r\n"
+               .. "Content-Length: 999999999999\r\n\r\n")
+        c:receive()
+        c:close()
+        assert.refused_with("unauthorized", d:request("GET",
+            "/api/v1/ephemeral/queues", nil, { ["x-queen-tenant"] = "bad" }))
+        local log = d:await_log("status=413", 5)
+        assert.matches("level=info event=refused code=feature_gated "
+                       .. "error=\"the tenant is not granted ephemeral queues\" "
+                       .. "route=push status=403 tenant=" .. T:gsub("%-", "%%-"),
+                       log)
+        assert.matches("event=refused code=route_not_found error=\"no route "
+                       .. "/nowhere\" status=404\n", log)
+        assert.matches("event=refused code=unauthorized error=[^\n]* "
+                       .. "route=queues status=401\n", log)
+        assert.matches("event=refused status=413 code=ephemeral_bad_request", log)
+        assert.falsy(quiet:read_log():find("event=refused", 1, true))
+    end)
 end)

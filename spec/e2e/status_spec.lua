@@ -33,6 +33,46 @@ describe("status reads", function()
         assert.is_true(list.cellBytes >= 11)
     end)
 
+    it("counts the pops parked on each queue, over its groups", function()
+        local conns = {}
+        finally(function() for _, c in ipairs(conns) do c:close() end end)
+        for _, q in ipairs({ "group=a", "group=b", "partition=x" }) do
+            local c = d:connect()
+            c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=s-park&"
+                                 .. q .. "&wait=true&timeout=5000"))
+            conns[#conns + 1] = c
+        end
+        daemon.sleep(0.2)
+        assert.equals(3, entry(d, "s-park").parked)
+        conns[1]:close()
+        daemon.sleep(0.1)
+        assert.equals(2, entry(d, "s-park").parked)
+        d:push("s-park", { "1" }, "x")
+        daemon.sleep(0.1)
+        assert.equals(0, entry(d, "s-park").parked)
+    end)
+
+    it("lists a tenant's queues to the operator, paused or not", function()
+        d:push("s-op", { "1" })
+        d:request("POST", "/api/v1/system/ephemeral", '{"enabled":false}')
+        finally(function()
+            d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
+        end)
+        assert.refused_with("ephemeral_disabled",
+                            d:request("GET", "/api/v1/ephemeral/queues"))
+        local own = d:request("GET", "/api/v1/system/queues").json
+        local named = d:request("GET", "/api/v1/system/queues?tenant="
+                                .. "00000000-0000-0000-0000-000000000001").json
+        assert.same(own, named)
+        local found
+        for _, e in ipairs(own.queues) do found = found or e.queue == "s-op" end
+        assert.is_true(found)
+        assert.equals(0, d:request("GET", "/api/v1/system/queues?tenant="
+            .. "abababab-abab-abab-abab-abababababab").json.count)
+        assert.refused_with("ephemeral_bad_request", d:request("GET",
+            "/api/v1/system/queues?tenant=acme"))
+    end)
+
     it("reads depth per partition and per group", function()
         d:pop("queue=s2&group=g")
         d:push("s2", { "1", "2" }, "p")

@@ -1,12 +1,14 @@
--- The system routes (admin): the kill switch, policy reload, metering and
--- the cell's membership.
--- They stay reachable while the family is paused, or nobody could unpause.
+-- The system routes (admin): the kill switch, policy reload, metering, a
+-- tenant's queues for the operator, /metrics and the cell's membership
+-- (the grants are ephd.handlers.grants). They stay reachable while the
+-- family is paused, or nobody could unpause.
 local cjson = require("cjson.safe")
 local ffi = require("ffi")
 local core = require("ephd.core")
 local body = require("ephd.body")
 local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
+local limits = require("ephd.limits")
 local log = require("ephd.log")
 local metering = require("ephd.metering")
 local reply = require("ephd.reply")
@@ -115,6 +117,15 @@ local function policy_families()
                          .. '%d'):format(hooks.reloads.ok)
     lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total'
                          .. '{outcome="refused"} %d'):format(hooks.reloads.refused)
+    -- The policy in force: its version as the value, its name as a label
+    -- (one series; a reload to another name replaces it).
+    local active = hooks.active
+    lines[#lines + 1] = "# HELP queen_ephemeral_policy_version The version "
+                        .. "of the policy in force, by name."
+    lines[#lines + 1] = "# TYPE queen_ephemeral_policy_version gauge"
+    lines[#lines + 1] = ('queen_ephemeral_policy_version{name="%s"} %.17g')
+        :format(active.name:gsub('[\\"]', "\\%0"):gsub("\n", "\\n"),
+                active.version)
     return table.concat(lines, "\n") .. "\n"
 end
 
@@ -136,6 +147,19 @@ local METERING_LIMIT, METERING_MAX = 100, 1000
 
 local function tenants_json(list)
     return #list > 0 and encode(list) or "[]"
+end
+
+-- The one tenant's limits in force, as the policy's limits hook decided
+-- them (0: no limit); nothing when the hook failed.
+local function limits_json(tenant)
+    local l = limits.get(tenant)
+    if not l then return "" end
+    return ',"limits":' .. encode({
+        rate = l.rate, burst = l.burst,
+        maxBytes = tonumber(l.c.max_bytes),
+        maxQueues = tonumber(l.c.max_queues),
+        maxParked = tonumber(l.c.max_parked),
+    })
 end
 
 _M.metering = {
@@ -166,13 +190,37 @@ _M.metering = {
         if p.tenant then
             local t = metering.of(p.tenant)
             if t then t.tenant = p.tenant end
-            reply.json(ctx.req, 200, '{"tenants":'
-                       .. tenants_json({ t }) .. '}')
+            reply.json(ctx.req, 200, '{"tenants":' .. tenants_json({ t })
+                       .. limits_json(p.tenant) .. '}')
             return 0
         end
         local top, count = metering.top(p.limit)
         reply.json(ctx.req, 200, '{"tenants":' .. tenants_json(top)
                    .. ',"count":' .. count .. '}')
+        return 0
+    end,
+}
+
+-- GET /api/v1/system/queues[?tenant=UUID]: a tenant's queues (the
+-- caller's without ?tenant=), as GET /api/v1/ephemeral/queues answers
+-- them. The family's listing refuses while the surface is paused, as
+-- every route of the family does (the contract: a paused surface says
+-- nothing about any tenant); this one is the operator's, who paused it
+-- and must still see what is held (ephd status, the dashboard).
+local ONE_TENANT = { tenant = true }
+
+_M.queues = {
+    parse = function(ctx)
+        local q, err = validate.query(ffi.string(ctx.req.query.ptr,
+                                                 ctx.req.query.len), ONE_TENANT)
+        if not q then return err end
+        if q.tenant and not tenancy.valid(q.tenant) then
+            return "tenant must be a UUID"
+        end
+        ctx.param = q.tenant and q.tenant:lower() or ctx.tenant
+    end,
+    commit = function(ctx)
+        C.ephd_ffi_queues(ctx.req, ctx.param, #ctx.param)
         return 0
     end,
 }
