@@ -675,6 +675,16 @@ int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
   return ephd_engine_ready(q, r, group);
 }
 
+void ephd_engine_wake_group(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
+  ephd_gate_t *g = &q->groups[group]->gate;
+  if (r) {
+    ephd_gate_wake(g, r);
+    return;
+  }
+  for (uint32_t i = 0; i < q->nrings && g->head; i++)
+    ephd_gate_wake(g, q->rings[i]);
+}
+
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
   if (r) return ephd_ring_ready(r, &r->cursors[group]);
   for (uint32_t i = 0; i < q->nrings; i++)

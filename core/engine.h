@@ -320,6 +320,9 @@ int ephd_engine_would_deliver(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                               uint64_t now_ms);
 /* Whether a group could take anything now, without taking it. */
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
+/* Wakes group's gate as pushes to r (NULL: to each of q's rings) would:
+ * for waiters a windowed pop held back and no longer holds back. */
+void ephd_engine_wake_group(ephd_queue_t *q, ephd_ring_t *r, uint32_t group);
 /* How many deliveries a group could take now, counting up to cap. */
 uint64_t ephd_engine_available(ephd_queue_t *q, ephd_ring_t *r, uint32_t group,
                                uint64_t cap);

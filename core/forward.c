@@ -112,22 +112,29 @@ static void fail(ephd_conn_t *c, int kind) {
   refuse(c, EPHD_CODE_EPHEMERAL_FORWARD_FAILED, message);
 }
 
-/* The owner's answer as it came: status, Content-Type, Retry-After, body.
- * Header values are copied out bounded (llhttp let no CR or LF through). */
+/* Whether the owner's answer is one an ephd broker gives: a status of the
+ * list (lua/ephd/codes.lua) and a JSON body. Anything else (a proxy's 502
+ * page, a 999, a 204) came from something else on the way, and the client
+ * hears the taxonomy's ephemeral_forward_failed, not a stranger's answer. */
+static int is_ephd_answer(const ephd_relay_response_t *res) {
+  static const char json[] = "application/json";
+  return ephd_status_index(res->status) < EPHD_STATUS_COUNT &&
+         res->content_type.len == sizeof(json) - 1 &&
+         memcmp(res->content_type.ptr, json, sizeof(json) - 1) == 0;
+}
+
+/* The owner's answer (one is_ephd_answer accepts): status, Retry-After
+ * when it is a number of seconds, and body. */
 static void pass_back(ephd_conn_t *c, const ephd_relay_response_t *res) {
-  char type[128], extra[64];
-  const char *ct = "application/json";
-  if (res->content_type.len > 0 && res->content_type.len < sizeof(type)) {
-    memcpy(type, res->content_type.ptr, res->content_type.len);
-    type[res->content_type.len] = 0;
-    ct = type;
-  }
-  extra[0] = 0;
-  if (res->retry_after.len > 0 && res->retry_after.len < 32)
-    snprintf(extra, sizeof(extra), "Retry-After: %.*s\r\n",
-             (int)res->retry_after.len, res->retry_after.ptr);
-  ephd_buf_t *o =
-      ephd_http_begin_as(c, res->status, extra[0] ? extra : NULL, ct);
+  char extra[64];
+  size_t n = res->retry_after.len;
+  int seconds = n > 0 && n <= 10;
+  for (size_t i = 0; seconds && i < n; i++)
+    seconds = res->retry_after.ptr[i] >= '0' && res->retry_after.ptr[i] <= '9';
+  if (seconds)
+    snprintf(extra, sizeof(extra), "Retry-After: %.*s\r\n", (int)n,
+             res->retry_after.ptr);
+  ephd_buf_t *o = ephd_http_begin(c, res->status, seconds ? extra : NULL);
   ephd_buf_append(o, res->body.ptr, res->body.len);
   ephd_http_end(c);
 }
@@ -160,6 +167,8 @@ static void on_answer(void *data, int result,
                       const ephd_relay_response_t *res) {
   forward_t *f = data;
   f->relay = NULL;
+  if (result == EPHD_RELAY_OK && !is_ephd_answer(res))
+    result = EPHD_RELAY_E_MALFORMED;
   if (result == EPHD_RELAY_OK && says_owner_moved(res) && rehash(f)) {
     forwarded[f->verb][OUT_REHASHED]++;
     return;

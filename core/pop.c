@@ -89,9 +89,15 @@ static void on_deadline(void *data) {
   answer_parked(op, op->parked.windowed);
 }
 
+/* A pop gathering its window held its place in line and stopped every
+ * wake at itself: leaving, it hands the messages it waited on to the pops
+ * parked behind it, which would otherwise wait for the next push. */
 static void on_cancel(void *data) {
   ephd_op_state_t *op = data;
   ephd_gate_unpark(&op->parked.waiter);
+  if (op->parked.windowed)
+    ephd_engine_wake_group(op->parked.queue, op->parked.waiter.ring,
+                           op->parked.group);
 }
 
 static const ephd_deferred_ops_t PARKED = {

@@ -464,19 +464,30 @@ static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r) {
     fail_soon(r, EPHD_RELAY_E_CONNECT);
 }
 
+/* The first request of a lane whose deadline has not passed: one whose
+ * has is told queue_timeout by its timer later in this turn, and a slot
+ * given to it would open a connection only to close it (a crowd timing
+ * out together opened one per request to an owner already too slow). */
+static ephd_relay_t *next_waiting(rlist_t *l) {
+  ephd_relay_t *r = l->head;
+  while (r && uv_timer_get_due_in(&r->timer) == 0) r = r->next;
+  return r;
+}
+
 /* Hands free slots to waiting requests, lane by lane in FIFO order: an
  * idle connection if there is one, else a new one. A parked pop holds a
  * slot of the parking lane only, so pushes never wait behind it. */
 static void pump(ephd_relay_peer_t *p) {
   if (stopping) return;
   for (int lane = 0; lane < NLANES; lane++) {
-    while (p->queue[lane].head && p->busy[lane] < lane_cap(lane)) {
+    ephd_relay_t *r;
+    while (p->busy[lane] < lane_cap(lane) &&
+           (r = next_waiting(&p->queue[lane]))) {
       conn_t *c = p->idle_head;
       if (c == NULL && !addresses_ready(p)) {
         resolve(p);
         return;
       }
-      ephd_relay_t *r = p->queue[lane].head;
       rlist_remove(&p->queue[lane], r);
       stats.queued--;
       r->state = R_ACTIVE;

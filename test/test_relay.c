@@ -681,6 +681,24 @@ TEST_IMPL(relay_answer_deadline) {
   return 0;
 }
 
+/* Requests queued behind a silent one, all due at once: each slot the
+ * timeouts free goes to nobody whose own deadline has passed, so no
+ * connection is opened to be closed in the same turn. */
+TEST_IMPL(relay_expired_queued_open_nothing) {
+  defaults();
+  lim.max_conns = 1;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  for (int i = 0; i < 4; i++) ASSERT_EQ(go_as(p, i, "/silent", 40, 0), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_ANSWER_TIMEOUT);
+  for (int i = 1; i < 4; i++)
+    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_QUEUE_TIMEOUT);
+  ASSERT_EQ(st()->connections_opened, 1);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
 TEST_IMPL(relay_retry_once_on_stale_connection) {
   defaults();
   ephd_relay_peer_t *p = start();

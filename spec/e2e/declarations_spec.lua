@@ -331,6 +331,33 @@ describe("declarations", function()
         daemon.sql("ALTER TABLE queen.moved RENAME TO ephemeral_queues")
         assert.equals(201, configure(d, "broken", '{"maxLength":5}').status)
     end)
+
+    -- A pop gathering its windowBuffer holds its place in line, so those
+    -- parked behind it wait; when it leaves, the place goes to them.
+    it("hand a windowed pop's place in line on when its client leaves",
+       function()
+        assert.equals(201, configure(d, "win",
+            '{"windowBuffer":{"ms":5000,"count":10}}').status)
+        local function park(batch)
+            local c = d:connect()
+            c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=win"
+                                 .. "&wait=true&timeout=4000&batch=" .. batch))
+            return c
+        end
+        local gathering = park(10)
+        daemon.sleep(0.1)
+        local behind = park(1)
+        daemon.sleep(0.1)
+        assert.equals(201, d:push("win", { "1", "2" }).status)
+        daemon.sleep(0.1)
+        gathering:close()
+        local t0 = daemon.now()
+        local res = assert(behind:receive(5))
+        behind:close()
+        assert.equals(200, res.status)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.is_true(daemon.now() - t0 < 1, "answered only at its timeout")
+    end)
 end)
 
 describe("declarations refresh", function()
