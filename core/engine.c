@@ -726,7 +726,8 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   ephd_ring_t *r = ephd_queue_ring(q, parsed.partition, parsed.partition_len);
   if (r == NULL) return EPHD_OUTCOME_UNKNOWN;
   ephd_lease_t *l = unmap_lease(q, r, group, parsed.seq);
-  if (l == NULL) return EPHD_OUTCOME_UNKNOWN;
+  if (l == NULL)
+    return parsed.seq < r->fence ? EPHD_OUTCOME_STALE : EPHD_OUTCOME_UNKNOWN;
   ephd_leases_remove(&e->leases, l);
   unlink_lease(r, l);
   if (status != EPHD_ACK_COMPLETED) return fail_delivery(e, l);
@@ -737,17 +738,27 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   return EPHD_OUTCOME_ACKED;
 }
 
+static uint64_t clear_ring(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
+  uint64_t d = ephd_ring_depth(r), b = r->bytes, tables = ring_tables(r);
+  drop_leases(e, r);
+  uint64_t dropped = ephd_ring_clear(r);
+  account(e, q, d, b, r);
+  charge(q, ring_tables(r) - tables);
+  return dropped;
+}
+
 uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
   uint64_t dropped = 0;
-  for (uint32_t i = 0; i < q->nrings; i++) {
-    ephd_ring_t *r = q->rings[i];
-    uint64_t d = ephd_ring_depth(r), b = r->bytes, tables = ring_tables(r);
-    drop_leases(e, r);
-    dropped += ephd_ring_clear(r);
-    account(e, q, d, b, r);
-    charge(q, ring_tables(r) - tables);
-  }
+  for (uint32_t i = 0; i < q->nrings; i++)
+    dropped += clear_ring(e, q, q->rings[i]);
   return dropped;
+}
+
+uint64_t ephd_engine_wipe(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          uint64_t *bytes) {
+  *bytes = r->bytes;
+  r->fence = e->next_seq;
+  return clear_ring(e, q, r);
 }
 
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {

@@ -329,6 +329,13 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
                                ephd_ack_status_t status, uint64_t now_ms);
 
 uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q);
+/* The partition moved to another broker: r is emptied as a reset empties
+ * it, and the ids it delivered so far answer stale from now on (the loss
+ * contract: they were this copy's, and this copy is gone). The ring, its
+ * name and cursors stay, empty, for the fence and a later move back.
+ * Returns the messages dropped; *bytes their payload bytes. */
+uint64_t ephd_engine_wipe(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          uint64_t *bytes);
 /* Answers the queue's parked pops, then frees it. */
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q);
 

@@ -237,6 +237,46 @@ TEST_IMPL(engine_evicted_lease_is_unknown) {
   return stop();
 }
 
+TEST_IMPL(engine_wipe_fences_old_ids) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 3, 0);
+  push(q, "o", 1, 1, 0);
+  ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  uint64_t footprint = q->footprint;
+  char id[64];
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  size_t n = first_id(&out, id, sizeof(id));
+  uint64_t bytes;
+  ASSERT_EQ(ephd_engine_wipe(&e, q, r, &bytes), 3);
+  ASSERT_EQ(bytes, 3);
+  ASSERT_EQ(e.leases.len, 0);
+  ASSERT_EQ(ephd_queue_ring(q, "p", 1), r); /* kept, empty, for its fence */
+  ASSERT(q->footprint < footprint);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ASSERT_EQ(info.depth, 1); /* the other partition is untouched */
+  /* The copy that issued the id is gone: stale, not unknown. */
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_STALE);
+  /* The partition moved back is served as new, its new ids settle. */
+  push(q, "p", 7, 1, 0);
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  n = first_id(&out, id, sizeof(id));
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_ACKED);
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_UNKNOWN);
+  ephd_buf_free(&out);
+  return stop();
+}
+
 TEST_IMPL(engine_reset_and_delete) {
   start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
