@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine.h"
 #include "forward.h"
+#include "handover.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
@@ -169,6 +170,8 @@ int main(int argc, char **argv) {
                    ephd_lua_host_apply_grants);
   ephd_store_boot(5000);
   /* So is the cell, before the first request could need an owner. */
+  ephd_handover_init(&engine, s.cell_token != NULL);
+  ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);

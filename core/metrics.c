@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "ffi.h"
 #include "forward.h"
+#include "handover.h"
 #include "http.h"
 
 static const ephd_engine_t *engine;
@@ -150,6 +151,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_engine(o, ephd_http_connections());
   write_http(o);
   ephd_forward_metrics(o);
+  ephd_handover_metrics(o);
   ephd_buf_append(o, extra, len);
   ephd_http_end(c);
 }
