@@ -7,6 +7,7 @@
 #include "ffi.h"
 #include "id.h"
 #include "json.h"
+#include "transfer.h"
 
 static void *xcalloc(size_t n, size_t size) {
   void *p = calloc(n, size);
@@ -585,6 +586,49 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     ephd_ring_append(r, now_ms, base + payloads[i].off, payloads[i].len);
   account(e, q, d, b, r);
   q->tenant->pushed += n;
+  wake(q, r);
+}
+
+/* A redelivery for c, holding its message. */
+static void hold_redo(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
+                      uint32_t attempts) {
+  ephd_ring_redeliver(r, c, pos, attempts);
+  ephd_ring_at(r, pos)->holds++;
+}
+
+void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                        const ephd_transfer_t *t, const ephd_push_plan_t *plan,
+                        uint64_t now_ms) {
+  for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
+  q->drops_bounds += plan->evict;
+  q->tenant->drops_bounds += plan->evict;
+  uint64_t d = ephd_ring_depth(r), b = r->bytes, base = r->tail;
+  for (uint32_t i = 0; i < t->nmsgs; i++) {
+    const ephd_transfer_msg_t *m = &t->msgs[i];
+    uint64_t age = m->age_ms < now_ms ? m->age_ms : now_ms;
+    ephd_ring_append(r, now_ms - age, t->base + m->off, m->len);
+  }
+  account(e, q, d, b, r);
+  for (uint32_t i = 0; i < t->ngroups; i++) {
+    const ephd_transfer_group_t *tg = &t->groups[i];
+    const char *name = t->base + tg->name_off;
+    uint32_t g;
+    if (!ephd_queue_group_find(q, name, tg->name_len, &g)) {
+      if (tg->name_len && ephd_queue_full_of_groups(e, q)) continue;
+      g = ephd_queue_group_open(q, name, tg->name_len);
+    }
+    ephd_cursor_t *c = &r->cursors[g];
+    uint64_t tables = ephd_cost_cursor_tables(c);
+    for (uint64_t pos = c->next < r->head ? r->head : c->next; pos < base;
+         pos++)
+      hold_redo(r, c, pos, 0);
+    c->next = base + tg->next;
+    for (uint32_t k = 0; k < tg->nredo; k++) {
+      const ephd_transfer_redo_t *rd = &t->redo[tg->redo_first + k];
+      hold_redo(r, c, base + rd->index, rd->attempts);
+    }
+    recharge_tables(q, c, tables);
+  }
   wake(q, r);
 }
 

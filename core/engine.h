@@ -306,6 +306,21 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                       const char *base, const ephd_span_t *payloads, uint32_t n,
                       const ephd_push_plan_t *plan, uint64_t now_ms);
 
+/* A partition handed over by its old owner (transfer.h), merged into r
+ * after a plan of its messages as a push's (plan_push, charged against the
+ * queue's bounds and the budgets like one). Its messages go after what r
+ * holds. Each group it names keeps its place: what it had been given on
+ * the old owner it is not given again, what it had not (and its
+ * redeliveries, its leases) it is. A group that already took some of r's
+ * own messages here (pushed while the partition was in transit) keeps
+ * them taken: what it had not taken of them becomes its redeliveries, so
+ * nothing is given twice. A group past the queue's cap is left out. Not a
+ * push: the tenant's pushed count stays. */
+struct ephd_transfer;
+void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                        const struct ephd_transfer *t,
+                        const ephd_push_plan_t *plan, uint64_t now_ms);
+
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out. Returns the count. */
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
