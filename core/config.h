@@ -31,6 +31,8 @@ typedef struct {
   uint64_t max_partitions;
   uint64_t max_groups;
   uint64_t member_ttl_ms;
+  uint64_t handover_timeout_ms;
+  uint64_t handover_max_bytes;
   /* Where the other brokers of a cell reach this one: http://host:port. */
   char advertise[EPHD_MEMBER_ADDRESS_MAX];
   /* The cell's shared secret for the relay's forward mark; NULL: none. */

@@ -39,7 +39,8 @@ static uint64_t beat_ms; /* when the beat in flight was sent */
 static int beating, taken_over, failing, boot_over;
 static int leaving;
 static void (*on_left)(void);
-static void (*on_change)(const ephd_view_t *view);
+static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
+                         const ephd_view_t *view);
 
 /* One statement, so one round trip a second: this broker's beat, the
  * collection of rows unseen for long (skipping rows another broker is
@@ -211,9 +212,8 @@ static void apply(PGresult *res) {
   }
   uint32_t nwas = view.count;
   ephd_member_t *was = install(next, count);
-  uint32_t changes = log_changes(was, nwas);
+  if (log_changes(was, nwas) && on_change) on_change(was, nwas, &view);
   free(was);
-  if (changes && on_change) on_change(&view);
 }
 
 static void on_beat(void *data, PGresult *res, const char *err) {
@@ -358,7 +358,8 @@ void ephd_members_leave(uint64_t timeout_ms, void (*done)(void)) {
   uv_timer_start(&leave_timer, on_leave_deadline, timeout_ms, 0);
 }
 
-void ephd_members_on_change(void (*fn)(const ephd_view_t *view)) {
+void ephd_members_on_change(void (*fn)(const ephd_member_t *was, uint32_t nwas,
+                                       const ephd_view_t *view)) {
   on_change = fn;
 }
 

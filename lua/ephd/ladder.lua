@@ -80,8 +80,9 @@ local function unvouched_level()
 end
 
 -- The routes a member of the cell relays to their partition's owner
--- (core/forward.h); a mark on any other is refused.
-local RELAYED = { push = true, pop = true, ack = true }
+-- (core/forward.h), and the hand-over of a partition to its new owner
+-- (core/handover.h); a mark on any other is refused.
+local RELAYED = { push = true, pop = true, ack = true, handover = true }
 
 local mark_tenant = ffi.new("ephd_slice_t")
 
@@ -149,8 +150,10 @@ local function granted(ctx)
     end
 end
 
+-- A trusted mark came from a member of the cell, never from a page: the
+-- hand-over's body is a transfer, not JSON.
 local function shaped(ctx)
-    if ctx.route.method == "POST" then
+    if ctx.route.method == "POST" and not ctx.forwarded then
         local why = browser.not_json(ctx.req)
         if why then return why end
     end
