@@ -75,7 +75,7 @@ static int get_u64(reader_t *rd, uint64_t max, char sep, uint64_t *out) {
   const char *start = rd->p;
   while (rd->p < rd->end && *rd->p >= '0' && *rd->p <= '9') {
     uint64_t d = (uint64_t)(*rd->p - '0');
-    if (n > (max - d) / 10) return -1;
+    if (d > max || n > (max - d) / 10) return -1;
     n = n * 10 + d;
     rd->p++;
   }

@@ -356,6 +356,20 @@ TEST_IMPL(engine_accepts_a_transfer) {
   ASSERT_EQ(ephd_engine_pop(&e, q2, r2, h2, 100, 1, 200, &out), 6);
   payloads(&out, got, sizeof(got));
   ASSERT(strcmp(got, "9,1,2,3,4,5") == 0);
+  /* A redelivery of a message past the list, a group past it: refused. */
+  static const char past[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 0 1\ng\n1 0\n";
+  ASSERT_EQ(ephd_transfer_parse(past, sizeof(past) - 1, 512, &t, &why), -1);
+  static const char beyond[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 2 0\ng\n";
+  ASSERT_EQ(ephd_transfer_parse(beyond, sizeof(beyond) - 1, 512, &t, &why), -1);
+  static const char fine[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 1 1\ng\n0 0\n";
+  ASSERT_EQ(ephd_transfer_parse(fine, sizeof(fine) - 1, 512, &t, &why), 0);
+  ephd_transfer_free(&t);
   /* Truncated or padded, it is refused. */
   ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len - 1, 512, &t, &why), -1);
   ephd_buf_append(&wire, "x", 1);
