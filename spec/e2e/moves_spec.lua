@@ -77,6 +77,47 @@ local function pop_all(d, part, group)
 end
 
 describe("ownership moves", function()
+    it("take a hand-over only from a member of the cell, charged like a "
+       .. "push", function()
+        local a = daemon.start({ env = env({
+            QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "2" }) })
+        finally(function() a:stop() end)
+        local tenant = "00000000-0000-0000-0000-000000000001"
+        local function hand(body, mark)
+            return a:request("POST", "/api/v1/ephemeral/handover", body,
+                             { ["Content-Type"] = "application/vnd.ephd-transfer",
+                               ["X-Queen-Forward"] = mark })
+        end
+        local two = "ephd-transfer 1\n1 1 2 1\nqp\n0 1\n1\n0 1\n2\n"
+                    .. "1 1 0\ng\n"
+        -- Unmarked: refused, as any route refuses a body it does not take
+        -- (400), and forbidden even when the body claims to be JSON.
+        local res = hand(two, nil)
+        assert.equals(400, res.status, res.body)
+        res = a:request("POST", "/api/v1/ephemeral/handover", "{}",
+                        { ["Content-Type"] = "application/json" })
+        assert.equals(403, res.status, res.body)
+        assert.equals("forbidden", res.json.code)
+        res = hand(two, "not-the-token-at-all " .. tenant)
+        assert.equals(401, res.status, res.body)
+        res = hand("ephd-transfer 1\n", TOKEN .. " " .. tenant)
+        assert.equals(400, res.status, res.body)
+        assert.equals("ephemeral_bad_request", res.json.code)
+        res = hand(two, TOKEN .. " " .. tenant)
+        assert.equals(200, res.status, res.body)
+        assert.equals(2, res.json.accepted)
+        -- g had been given the first: it is given the second only.
+        res = a:pop("queue=q&partition=p&group=g&batch=10", {
+            ["x-queen-tenant"] = tenant })
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(2, res.json.messages[1].payload)
+        -- At maxLength 2 with reject, a third message is refused whole.
+        res = hand(two, TOKEN .. " " .. tenant)
+        assert.equals(429, res.status, res.body)
+        assert.equals("queue_full", res.json.code)
+    end)
+
     it("hand a joining member its partitions: messages, each group's place, "
        .. "leases as redeliveries", function()
         local a = daemon.start({ db = true, env = env() })
