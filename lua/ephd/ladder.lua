@@ -150,10 +150,8 @@ local function granted(ctx)
     end
 end
 
--- A trusted mark came from a member of the cell, never from a page: the
--- hand-over's body is a transfer, not JSON.
 local function shaped(ctx)
-    if ctx.route.method == "POST" and not ctx.forwarded then
+    if ctx.route.method == "POST" then
         local why = browser.not_json(ctx.req)
         if why then return why end
     end
