@@ -32,7 +32,6 @@ static uint64_t wiped_unplanned, wiped_handover, handed_over;
 /* One partition on its way to its new owner, written out already. */
 typedef struct job {
   struct job *next;
-  ephd_relay_t *relay; /* while in flight */
   uint64_t messages;
   char address[EPHD_MEMBER_ADDRESS_MAX];
   ephd_buf_t headers; /* the forward mark and the media type */
@@ -135,12 +134,16 @@ static void pump(void) {
         .body = {j->body.base, j->body.len},
         .timeout_ms = deadline_ms > now ? deadline_ms - now : 1,
     };
+    ephd_relay_t *sent;
     if (now >= deadline_ms || peer == NULL ||
-        ephd_relay_send(peer, &rq, on_answer, j, &j->relay) != 0) {
+        ephd_relay_send(peer, &rq, on_answer, j, &sent) != 0) {
       dropped(j->messages);
       job_free(j);
       continue;
     }
+    /* The relay copied the request: what the answer needs is the rest. */
+    ephd_buf_free(&j->headers);
+    ephd_buf_free(&j->body);
     in_flight++;
   }
 }
@@ -159,12 +162,14 @@ static void on_deadline(uv_timer_t *t) {
   settle();
 }
 
+/* A move's hand-overs are answered within the timeout from when it
+ * starts; one that starts while another is under way gives both that long
+ * (what is in flight keeps its own deadline). */
 static void start_clock(void) {
   if (!timer_ready) {
     uv_timer_init(loop, &deadline_timer);
     timer_ready = 1;
   }
-  if (queued_head || in_flight) return; /* joins the move under way */
   deadline_ms = uv_now(loop) + limits.timeout_ms;
   uv_timer_start(&deadline_timer, on_deadline, limits.timeout_ms, 0);
 }
