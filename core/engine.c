@@ -603,6 +603,7 @@ void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
   q->drops_bounds += plan->evict;
   q->tenant->drops_bounds += plan->evict;
   uint64_t d = ephd_ring_depth(r), b = r->bytes, base = r->tail;
+  uint64_t limit = q->opts.retry_limit ? q->opts.retry_limit : 1;
   for (uint32_t i = 0; i < t->nmsgs; i++) {
     const ephd_transfer_msg_t *m = &t->msgs[i];
     uint64_t age = m->age_ms < now_ms ? m->age_ms : now_ms;
@@ -625,6 +626,13 @@ void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     c->next = base + tg->next;
     for (uint32_t k = 0; k < tg->nredo; k++) {
       const ephd_transfer_redo_t *rd = &t->redo[tg->redo_first + k];
+      /* A lease on its last allowed delivery travels with attempts at the
+       * limit: dropped for the group, as its expiry would have. */
+      if (rd->attempts >= limit) {
+        q->drops_retry++;
+        q->tenant->drops_retry++;
+        continue;
+      }
       hold_redo(r, c, base + rd->index, rd->attempts);
     }
     recharge_tables(q, c, tables);

@@ -314,8 +314,10 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
  * redeliveries, its leases) it is. A group that already took some of r's
  * own messages here (pushed while the partition was in transit) keeps
  * them taken: what it had not taken of them becomes its redeliveries, so
- * nothing is given twice. A group past the queue's cap is left out. Not a
- * push: the tenant's pushed count stays. */
+ * nothing is given twice. A redelivery at the queue's retryLimit is a
+ * retry drop, as the lease it was would have been at its expiry. A group
+ * past the queue's cap is left out. Not a push: the tenant's pushed count
+ * stays. */
 struct ephd_transfer;
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                         const struct ephd_transfer *t,

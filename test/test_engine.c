@@ -356,6 +356,23 @@ TEST_IMPL(engine_accepts_a_transfer) {
   ASSERT_EQ(ephd_engine_pop(&e, q2, r2, h2, 100, 1, 200, &out), 6);
   payloads(&out, got, sizeof(got));
   ASSERT(strcmp(got, "9,1,2,3,4,5") == 0);
+  /* A lease on its last allowed delivery (retryLimit 3) travels with
+   * attempts 3: a retry drop for its group, not a fourth delivery. */
+  static const char last[] =
+      "ephd-transfer 1\n1 1 1 1\nqz\n0 1\n7\n"
+      "1 1 1\ng\n0 3\n";
+  ASSERT_EQ(ephd_transfer_parse(last, sizeof(last) - 1, 512, &t, &why), 0);
+  ephd_queue_t *qz = ephd_engine_queue_open(&e, "u", 1, "q", 1);
+  ephd_ring_t *rz = ephd_queue_ring_open(qz, "z", 1);
+  ephd_engine_plan_push(&e, qz->tenant, 1, qz, 1, rz, 1, 1, 1, &limits, &plan);
+  uint64_t drops = qz->drops_retry;
+  ephd_engine_accept(&e, qz, rz, &t, &plan, 300);
+  ephd_transfer_free(&t);
+  ASSERT_EQ(qz->drops_retry, drops + 1);
+  uint32_t gz;
+  ASSERT(ephd_queue_group_find(qz, "g", 1, &gz));
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, qz, rz, gz, 10, 1, 300, &out), 0);
   /* A redelivery of a message past the list, a group past it: refused. */
   static const char past[] =
       "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
