@@ -34,6 +34,8 @@ typedef struct {
   uint64_t member_ttl_ms;
   int log_debug;           /* log the debug events too (ephd_log_debug) */
   uint64_t metrics_queues; /* /metrics lists this many deepest queues */
+  uint64_t handover_timeout_ms;
+  uint64_t handover_max_bytes;
   /* Where the other brokers of a cell reach this one: http://host:port. */
   char advertise[EPHD_MEMBER_ADDRESS_MAX];
   /* The cell's shared secret for the relay's forward mark; NULL: none. */

@@ -7,6 +7,7 @@
 #include "ffi.h"
 #include "id.h"
 #include "json.h"
+#include "transfer.h"
 
 static void *xcalloc(size_t n, size_t size) {
   void *p = calloc(n, size);
@@ -588,6 +589,57 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
   wake(q, r);
 }
 
+/* A redelivery for c, holding its message. */
+static void hold_redo(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
+                      uint32_t attempts) {
+  ephd_ring_redeliver(r, c, pos, attempts);
+  ephd_ring_at(r, pos)->holds++;
+}
+
+void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                        const ephd_transfer_t *t, const ephd_push_plan_t *plan,
+                        uint64_t now_ms) {
+  for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
+  q->drops_bounds += plan->evict;
+  q->tenant->drops_bounds += plan->evict;
+  uint64_t d = ephd_ring_depth(r), b = r->bytes, base = r->tail;
+  uint64_t limit = q->opts.retry_limit ? q->opts.retry_limit : 1;
+  for (uint32_t i = 0; i < t->nmsgs; i++) {
+    const ephd_transfer_msg_t *m = &t->msgs[i];
+    uint64_t age = m->age_ms < now_ms ? m->age_ms : now_ms;
+    ephd_ring_append(r, now_ms - age, t->base + m->off, m->len);
+  }
+  account(e, q, d, b, r);
+  for (uint32_t i = 0; i < t->ngroups; i++) {
+    const ephd_transfer_group_t *tg = &t->groups[i];
+    const char *name = t->base + tg->name_off;
+    uint32_t g;
+    if (!ephd_queue_group_find(q, name, tg->name_len, &g)) {
+      if (tg->name_len && ephd_queue_full_of_groups(e, q)) continue;
+      g = ephd_queue_group_open(q, name, tg->name_len);
+    }
+    ephd_cursor_t *c = &r->cursors[g];
+    uint64_t tables = ephd_cost_cursor_tables(c);
+    for (uint64_t pos = c->next < r->head ? r->head : c->next; pos < base;
+         pos++)
+      hold_redo(r, c, pos, 0);
+    c->next = base + tg->next;
+    for (uint32_t k = 0; k < tg->nredo; k++) {
+      const ephd_transfer_redo_t *rd = &t->redo[tg->redo_first + k];
+      /* A lease on its last allowed delivery travels with attempts at the
+       * limit: dropped for the group, as its expiry would have. */
+      if (rd->attempts >= limit) {
+        q->drops_retry++;
+        q->tenant->drops_retry++;
+        continue;
+      }
+      hold_redo(r, c, base + rd->index, rd->attempts);
+    }
+    recharge_tables(q, c, tables);
+  }
+  wake(q, r);
+}
+
 static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,
                            const ephd_msg_t *m, uint64_t seq, uint32_t attempts,
                            ephd_buf_t *out) {
@@ -736,7 +788,8 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   ephd_ring_t *r = ephd_queue_ring(q, parsed.partition, parsed.partition_len);
   if (r == NULL) return EPHD_OUTCOME_UNKNOWN;
   ephd_lease_t *l = unmap_lease(q, r, group, parsed.seq);
-  if (l == NULL) return EPHD_OUTCOME_UNKNOWN;
+  if (l == NULL)
+    return parsed.seq < r->fence ? EPHD_OUTCOME_STALE : EPHD_OUTCOME_UNKNOWN;
   ephd_leases_remove(&e->leases, l);
   unlink_lease(r, l);
   if (status != EPHD_ACK_COMPLETED) return fail_delivery(e, l);
@@ -747,17 +800,27 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
   return EPHD_OUTCOME_ACKED;
 }
 
+static uint64_t clear_ring(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
+  uint64_t d = ephd_ring_depth(r), b = r->bytes, tables = ring_tables(r);
+  drop_leases(e, r);
+  uint64_t dropped = ephd_ring_clear(r);
+  account(e, q, d, b, r);
+  charge(q, ring_tables(r) - tables);
+  return dropped;
+}
+
 uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q) {
   uint64_t dropped = 0;
-  for (uint32_t i = 0; i < q->nrings; i++) {
-    ephd_ring_t *r = q->rings[i];
-    uint64_t d = ephd_ring_depth(r), b = r->bytes, tables = ring_tables(r);
-    drop_leases(e, r);
-    dropped += ephd_ring_clear(r);
-    account(e, q, d, b, r);
-    charge(q, ring_tables(r) - tables);
-  }
+  for (uint32_t i = 0; i < q->nrings; i++)
+    dropped += clear_ring(e, q, q->rings[i]);
   return dropped;
+}
+
+uint64_t ephd_engine_wipe(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          uint64_t *bytes) {
+  *bytes = r->bytes;
+  r->fence = e->next_seq;
+  return clear_ring(e, q, r);
 }
 
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {

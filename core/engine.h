@@ -306,6 +306,23 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                       const char *base, const ephd_span_t *payloads, uint32_t n,
                       const ephd_push_plan_t *plan, uint64_t now_ms);
 
+/* A partition handed over by its old owner (transfer.h), merged into r
+ * after a plan of its messages as a push's (plan_push, charged against the
+ * queue's bounds and the budgets like one). Its messages go after what r
+ * holds. Each group it names keeps its place: what it had been given on
+ * the old owner it is not given again, what it had not (and its
+ * redeliveries, its leases) it is. A group that already took some of r's
+ * own messages here (pushed while the partition was in transit) keeps
+ * them taken: what it had not taken of them becomes its redeliveries, so
+ * nothing is given twice. A redelivery at the queue's retryLimit is a
+ * retry drop, as the lease it was would have been at its expiry. A group
+ * past the queue's cap is left out. Not a push: the tenant's pushed count
+ * stays. */
+struct ephd_transfer;
+void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                        const struct ephd_transfer *t,
+                        const ephd_push_plan_t *plan, uint64_t now_ms);
+
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out. Returns the count. */
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
@@ -332,6 +349,13 @@ ephd_outcome_t ephd_engine_ack(ephd_engine_t *e, ephd_queue_t *q,
                                ephd_ack_status_t status, uint64_t now_ms);
 
 uint64_t ephd_engine_reset(ephd_engine_t *e, ephd_queue_t *q);
+/* The partition moved to another broker: r is emptied as a reset empties
+ * it, and the ids it delivered so far answer stale from now on (the loss
+ * contract: they were this copy's, and this copy is gone). The ring, its
+ * name and cursors stay, empty, for the fence and a later move back.
+ * Returns the messages dropped; *bytes their payload bytes. */
+uint64_t ephd_engine_wipe(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
+                          uint64_t *bytes);
 /* Answers the queue's parked pops, then frees it. */
 void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q);
 

@@ -247,6 +247,17 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
  * broker's cell token; EPHD_E_REFUSED otherwise, and always without one. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
+/* A partition handed over by its old owner (core/transfer.h), sent with a
+ * trusted forward mark: check reads the body (EPHD_E_BAD_REQUEST with
+ * req->op->scan.message when it is not a transfer); commit merges it into
+ * this broker's ring, charged like a push against the queue's bounds and
+ * the budgets: EPHD_OK once req is answered 200 {"accepted":N}, or
+ * EPHD_E_REFUSED with req->op->refusals and req unanswered. */
+int ephd_ffi_transfer_check(const ephd_request_t *req);
+int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
+                             size_t tenant_len,
+                             const ephd_tenant_limits_t *limits);
+
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked

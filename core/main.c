@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "fanout.h"
 #include "forward.h"
+#include "handover.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
@@ -43,6 +44,18 @@ static void on_sighup(uv_signal_t *s, int signum) {
 /* The database connection would keep the loop alive. */
 static void on_left_cell(void) { ephd_store_stop(); }
 
+/* Once the partitions are handed over (or their time is up): whatever the
+ * relay still has pending ends now, and its connections with it, so the
+ * loop can end; then the membership row goes, while the database
+ * connection is still there, so the others stop counting this broker at
+ * their next read, not after the TTL. Until it goes they relay this
+ * broker's partitions here, and hear ephemeral_forward_failed (it listens
+ * no more): retried, and served by the new owners once the row is gone. */
+static void on_handed_over(void) {
+  ephd_relay_close_all();
+  ephd_members_leave(1000, on_left_cell);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
   if (stopping) return;
@@ -52,13 +65,9 @@ static void on_signal(uv_signal_t *s, int signum) {
   ephd_log("info", "stopping", "signal", sig, NULL);
   ephd_http_stop();
   /* After the held requests were answered (a relayed one cancels its own
-   * relay): whatever the relay still has pending ends now, and its
-   * connections with it, so the loop can end. */
-  ephd_relay_close_all();
-  /* The membership row goes while the connection is still there: the
-   * others stop counting this broker at their next read, not after the
-   * TTL. */
-  ephd_members_leave(1000, on_left_cell);
+   * relay), with nothing more coming in: the partitions go to their owners
+   * in the cell without this broker (bounded by the hand-over's timeout). */
+  ephd_handover_leave(ephd_members_view(), on_handed_over);
   /* Answers to parked polls get a moment to be written; a peer that will not
    * read them does not hold the stop past the deadline. */
   uv_timer_start(&stop_deadline, on_deadline, 500, 0);
@@ -171,6 +180,13 @@ int main(int argc, char **argv) {
                    ephd_lua_host_apply_grants);
   ephd_store_boot(5000);
   /* So is the cell, before the first request could need an owner. */
+  ephd_handover_limits_t handover_limits = {
+      .timeout_ms = s.handover_timeout_ms,
+      .max_bytes = s.handover_max_bytes,
+      .max_body_bytes = s.max_body_bytes,
+  };
+  ephd_handover_init(loop, &engine, s.cell_token, &handover_limits);
+  ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);

@@ -39,6 +39,8 @@ static uint64_t beat_ms; /* when the beat in flight was sent */
 static int beating, taken_over, failing, boot_over;
 static int leaving;
 static void (*on_left)(void);
+static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
+                         const ephd_view_t *view);
 
 /* One statement, so one round trip a second: this broker's beat, the
  * collection of rows unseen for long (skipping rows another broker is
@@ -150,11 +152,12 @@ static const row_t *row_of(const row_t *list, uint32_t n, uint64_t id) {
 
 /* One line per member that joined or left this broker's view, by walking
  * both views in id order. A member leaves because its row is gone (it
- * stopped cleanly, or was collected) or because it went unseen. */
-static void log_changes(const ephd_member_t *was, uint32_t nwas) {
+ * stopped cleanly, or was collected) or because it went unseen. Returns
+ * how many joined or left. */
+static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
   char id[17], epoch[12], count[12];
   snprintf(count, sizeof(count), "%" PRIu32, view.count);
-  uint32_t i = 0, j = 0;
+  uint32_t i = 0, j = 0, changes = 0;
   while (i < nwas || j < view.count) {
     uint64_t a = i < nwas ? was[i].id : UINT64_MAX;
     uint64_t b = j < view.count ? view.members[j].id : UINT64_MAX;
@@ -167,14 +170,17 @@ static void log_changes(const ephd_member_t *was, uint32_t nwas) {
                "reason", row_of(rows, nrows, a) ? "unseen" : "gone", "live",
                count, NULL);
       i++;
+      changes++;
     } else {
       format_id(id, b);
       snprintf(epoch, sizeof(epoch), "%08" PRIx32, view.members[j].epoch);
       ephd_log("info", "member_joined", "id", id, "address",
                view.members[j].address, "epoch", epoch, "live", count, NULL);
       j++;
+      changes++;
     }
   }
+  return changes;
 }
 
 static void apply(PGresult *res) {
@@ -206,7 +212,7 @@ static void apply(PGresult *res) {
   }
   uint32_t nwas = view.count;
   ephd_member_t *was = install(next, count);
-  log_changes(was, nwas);
+  if (log_changes(was, nwas) && on_change) on_change(was, nwas, &view);
   free(was);
 }
 
@@ -350,6 +356,11 @@ void ephd_members_leave(uint64_t timeout_ms, void (*done)(void)) {
     return;
   }
   uv_timer_start(&leave_timer, on_leave_deadline, timeout_ms, 0);
+}
+
+void ephd_members_on_change(void (*fn)(const ephd_member_t *was, uint32_t nwas,
+                                       const ephd_view_t *view)) {
+  on_change = fn;
 }
 
 void ephd_members_close(void) {

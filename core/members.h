@@ -35,6 +35,11 @@ const ephd_view_t *ephd_members_view(void);
  * the row is gone, the delete failed, or timeout_ms passed. done may be
  * called before this returns (no database). */
 void ephd_members_leave(uint64_t timeout_ms, void (*done)(void));
+/* fn is called after each read that changed the view's members (not after
+ * one that only refreshed them), with the old members (nwas, sorted by id)
+ * and the new view. */
+void ephd_members_on_change(void (*fn)(const ephd_member_t *was, uint32_t nwas,
+                                       const ephd_view_t *view));
 /* Frees the view, once the loop has stopped. */
 void ephd_members_close(void);
 

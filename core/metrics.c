@@ -8,6 +8,7 @@
 #include "fanout.h"
 #include "ffi.h"
 #include "forward.h"
+#include "handover.h"
 #include "http.h"
 #include "members.h"
 
@@ -271,6 +272,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_queue_depths(o);
   ephd_forward_metrics(o);
   ephd_fanout_metrics(o);
+  ephd_handover_metrics(o);
   ephd_buf_append(o, extra, len);
   ephd_http_end(c);
 }

@@ -47,6 +47,10 @@ typedef struct {
    * leases and waiters name a cursor by (ring, group), never by address. */
   ephd_cursor_t *cursors;
   uint32_t ncursors;
+  /* Deliveries before this seq were of an earlier owner's copy: the ring
+   * was emptied when the partition moved away, and their ids answer stale
+   * (0: never moved). */
+  uint64_t fence;
 } ephd_ring_t;
 
 ephd_ring_t *ephd_ring_new(const char *name, size_t len);

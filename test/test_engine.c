@@ -5,6 +5,7 @@
 #include "ffi.h"
 #include "id.h"
 #include "test.h"
+#include "transfer.h"
 
 static uv_loop_t loop;
 static ephd_engine_t e;
@@ -233,6 +234,164 @@ TEST_IMPL(engine_evicted_lease_is_unknown) {
   uint32_t g = ephd_queue_group_open(q, "g", 1);
   ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
             EPHD_OUTCOME_UNKNOWN);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+TEST_IMPL(engine_wipe_fences_old_ids) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 3, 0);
+  push(q, "o", 1, 1, 0);
+  ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  uint64_t footprint = q->footprint;
+  char id[64];
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  size_t n = first_id(&out, id, sizeof(id));
+  uint64_t bytes;
+  ASSERT_EQ(ephd_engine_wipe(&e, q, r, &bytes), 3);
+  ASSERT_EQ(bytes, 3);
+  ASSERT_EQ(e.leases.len, 0);
+  ASSERT_EQ(ephd_queue_ring(q, "p", 1), r); /* kept, empty, for its fence */
+  ASSERT(q->footprint < footprint);
+  ASSERT_EQ(e.cell_bytes, ephd_cost_tenant(1) + q->footprint);
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ASSERT_EQ(info.depth, 1); /* the other partition is untouched */
+  /* The copy that issued the id is gone: stale, not unknown. */
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_STALE);
+  /* The partition moved back is served as new, its new ids settle. */
+  push(q, "p", 7, 1, 0);
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  n = first_id(&out, id, sizeof(id));
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_ACKED);
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_UNKNOWN);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+/* The payloads of a pop body, in order, as one string ("1,2,3"). */
+static void payloads(const ephd_buf_t *b, char *out, size_t cap) {
+  size_t n = 0;
+  const char *p = b->base, *end = b->base + b->len;
+  out[0] = 0;
+  while ((p = memmem(p, (size_t)(end - p), "\"payload\":", 10))) {
+    p += 10;
+    const char *q = p;
+    while (q < end && *q != '}') q++;
+    n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "," : "",
+                          (int)(q - p), p);
+    p = q;
+  }
+}
+
+TEST_IMPL(engine_accepts_a_transfer) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out, wire;
+  ephd_buf_init(&out);
+  ephd_buf_init(&wire);
+  push(q, "p", 1, 5, 0);
+  ephd_ring_t *r = ephd_queue_ring(q, "p", 1);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  ephd_queue_group_open(q, "h", 1);
+  char id[64];
+  /* g: 1 acked, 2 failed once (a redelivery), 3 to 5 not given yet; h: 1
+   * leased. */
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1);
+  size_t n = first_id(&out, id, sizeof(id));
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
+            EPHD_OUTCOME_ACKED);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1);
+  n = first_id(&out, id, sizeof(id));
+  ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_RETRY, 0),
+            EPHD_OUTCOME_REDELIVERED);
+  ASSERT_EQ(pop(q, "h", 1, 0, &out), 1);
+  ASSERT_EQ(ephd_transfer_write(&wire, q, r, 100), 5);
+  ephd_transfer_t t;
+  const char *why = NULL;
+  ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len, 512, &t, &why), 0);
+  ASSERT_EQ(t.nmsgs, 5);
+  ASSERT_EQ(t.ngroups, 2);
+  ASSERT_EQ(t.msgs[0].age_ms, 100);
+  /* The new owner: two messages pushed while in transit, one given to g. */
+  ephd_queue_t *q2 = ephd_engine_queue_open(&e, "u", 1, "q", 1);
+  push(q2, "p", 8, 2, 50);
+  ephd_ring_t *r2 = ephd_queue_ring(q2, "p", 1);
+  uint32_t g2 = ephd_queue_group_open(q2, "g", 1);
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 1, 1, 100, &out), 1);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q2->tenant, 1, q2, 1, r2, 1, t.nmsgs, t.bytes,
+                        &limits, &plan);
+  ASSERT_EQ(plan.refusals, 0);
+  uint64_t pushed = q2->tenant->pushed;
+  ephd_engine_accept(&e, q2, r2, &t, &plan, 200);
+  ephd_transfer_free(&t);
+  ASSERT_EQ(q2->tenant->pushed, pushed);
+  ASSERT_EQ(ephd_ring_at(r2, r2->tail - 5)->enqueued_ms, 100);
+  ASSERT_EQ(e.cell_bytes,
+            ephd_cost_tenant(1) * 2 + q->footprint + q2->footprint);
+  /* g: what it had not taken here, then its redeliveries and lease, then
+   * what it had never been given; nothing twice. */
+  char got[128];
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 100, 1, 200, &out), 5);
+  payloads(&out, got, sizeof(got));
+  ASSERT(strcmp(got, "9,2,3,4,5") == 0);
+  ASSERT(memmem(out.base, out.len, "\"attempts\":1", 12) != NULL);
+  /* h, new here: what is still here (8 went once g, the only group here
+   * then, took it), then its lease as a redelivery, then the rest. */
+  uint32_t h2;
+  ASSERT(ephd_queue_group_find(q2, "h", 1, &h2));
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, h2, 100, 1, 200, &out), 6);
+  payloads(&out, got, sizeof(got));
+  ASSERT(strcmp(got, "9,1,2,3,4,5") == 0);
+  /* A lease on its last allowed delivery (retryLimit 3) travels with
+   * attempts 3: a retry drop for its group, not a fourth delivery. */
+  static const char last[] =
+      "ephd-transfer 1\n1 1 1 1\nqz\n0 1\n7\n"
+      "1 1 1\ng\n0 3\n";
+  ASSERT_EQ(ephd_transfer_parse(last, sizeof(last) - 1, 512, &t, &why), 0);
+  ephd_queue_t *qz = ephd_engine_queue_open(&e, "u", 1, "q", 1);
+  ephd_ring_t *rz = ephd_queue_ring_open(qz, "z", 1);
+  ephd_engine_plan_push(&e, qz->tenant, 1, qz, 1, rz, 1, 1, 1, &limits, &plan);
+  uint64_t drops = qz->drops_retry;
+  ephd_engine_accept(&e, qz, rz, &t, &plan, 300);
+  ephd_transfer_free(&t);
+  ASSERT_EQ(qz->drops_retry, drops + 1);
+  uint32_t gz;
+  ASSERT(ephd_queue_group_find(qz, "g", 1, &gz));
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, qz, rz, gz, 10, 1, 300, &out), 0);
+  /* A redelivery of a message past the list, a group past it: refused. */
+  static const char past[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 0 1\ng\n1 0\n";
+  ASSERT_EQ(ephd_transfer_parse(past, sizeof(past) - 1, 512, &t, &why), -1);
+  static const char beyond[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 2 0\ng\n";
+  ASSERT_EQ(ephd_transfer_parse(beyond, sizeof(beyond) - 1, 512, &t, &why), -1);
+  static const char fine[] =
+      "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
+      "1 1 1\ng\n0 0\n";
+  ASSERT_EQ(ephd_transfer_parse(fine, sizeof(fine) - 1, 512, &t, &why), 0);
+  ephd_transfer_free(&t);
+  /* Truncated or padded, it is refused. */
+  ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len - 1, 512, &t, &why), -1);
+  ephd_buf_append(&wire, "x", 1);
+  ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len, 512, &t, &why), -1);
+  ephd_buf_free(&wire);
   ephd_buf_free(&out);
   return stop();
 }

@@ -65,8 +65,12 @@ end
 -- application/vnd.api+json), in any case and with parameters
 -- (application/json; charset=utf-8); none of them is a type a page can
 -- send without a preflight. A POST without a body needs no Content-Type.
+-- A forward mark reaching here was trusted by the ladder's identity rung:
+-- it came from a member of the cell, never from a page, and a hand-over's
+-- body is a transfer, not JSON (core/transfer.h).
 function _M.not_json(req)
     if req.json ~= 0 then return end -- exactly application/json, seen by C
+    if req.forward.len ~= 0 then return end
     local t = req.content_type
     if t.len == 0 then
         if req.body.len == 0 then return end

@@ -80,10 +80,11 @@ local function unvouched_level()
 end
 
 -- The routes a member of the cell relays to their partition's owner
--- (core/forward.h), and the admin verbs it fans out to every member
--- (core/fanout.h); a mark on any other is refused.
+-- (core/forward.h), the admin verbs it fans out to every member
+-- (core/fanout.h), and the hand-over of a partition to its new owner
+-- (core/handover.h); a mark on any other is refused.
 local RELAYED = { push = true, pop = true, ack = true, reset = true,
-                  delete = true }
+                  delete = true, handover = true }
 
 local mark_tenant = ffi.new("ephd_slice_t")
 

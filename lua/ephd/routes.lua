@@ -25,6 +25,10 @@ return {
       level = "read-write", class = "family", handler = "pop", head = false },
     { name = "ack", method = "POST", path = "/api/v1/ephemeral/ack",
       level = "read-write", class = "family", handler = "ack" },
+    -- A partition handed over by its old owner (docs/cell.md, "Moves"):
+    -- only with a trusted forward mark, which carries the tenant.
+    { name = "handover", method = "POST", path = "/api/v1/ephemeral/handover",
+      level = "read-write", class = "family", handler = "handover" },
     { name = "configure", method = "POST", path = "/api/v1/ephemeral/configure",
       level = "read-write", class = "family", handler = "configure" },
     { name = "reset", method = "POST", path = "/api/v1/ephemeral/reset",

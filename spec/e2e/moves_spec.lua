@@ -1,0 +1,415 @@
+-- Ownership moves (docs/cell.md, "Moves"): a member joining takes its
+-- partitions from their old owners by a hand-over (messages, each group's
+-- place, redeliveries, leases as redeliveries); what cannot be handed over
+-- is emptied where it was (the loss contract), its old ids answer stale,
+-- and the drop is counted.
+local daemon = require("e2e.daemon")
+
+local TOKEN = "moves-spec-cell-token-0123456789"
+local function env(extra)
+    local e = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
+                QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return e
+end
+
+local function await_live(ds, n, seconds)
+    local t0 = daemon.now()
+    for _, d in ipairs(ds) do
+        while d:cell().live ~= n and daemon.now() - t0 < seconds do
+            daemon.sleep(0.05)
+        end
+        assert.equals(n, d:cell().live, "the cell did not settle")
+    end
+end
+
+local function held(d, queue)
+    local res = d:depth(queue)
+    if res.status == 404 then return {} end
+    assert.equals(200, res.status, res.body)
+    local parts = {}
+    for _, p in ipairs(res.json.partitions) do parts[p.partition] = p.pending end
+    return parts
+end
+
+local function metric(d, pattern)
+    local body = d:request("GET", "/metrics").body
+    return tonumber(body:match(pattern)) or 0
+end
+
+local function WIPES(reason)
+    return 'queen_ephemeral_wipes_total{reason="' .. reason .. '"} (%d+)'
+end
+local HANDED = "queen_ephemeral_handed_over_total (%d+)"
+
+-- a alone owns every partition: three messages each, the first leased by
+-- group g; group h has taken nothing. Returns the leased ids by partition.
+local function fill(a, n)
+    local ids = {}
+    for i = 1, n do
+        local part = "p-" .. i
+        assert.equals(201, a:push("moving", { "1", "2", "3" }, part).status)
+        local res = a:pop("queue=moving&group=g&batch=1&partition=" .. part)
+        assert.equals(1, #res.json.messages)
+        ids[part] = res.json.messages[1].id
+        res = a:pop("queue=moving&group=h&batch=0&partition=" .. part)
+    end
+    return ids
+end
+
+-- The partitions a no longer holds anything of, once b has joined.
+local function moved_from(a, n)
+    local kept, moved = held(a, "moving"), {}
+    for i = 1, n do
+        local part = "p-" .. i
+        if kept[part] == 0 then moved[#moved + 1] = part
+        else assert.equals(3, kept[part], part) end
+    end
+    assert.is_true(#moved > 0 and #moved < n, #moved .. " moved")
+    return moved
+end
+
+local function pop_all(d, part, group)
+    local res = d:pop("queue=moving&group=" .. group .. "&batch=10&partition="
+                      .. part)
+    assert.equals(200, res.status, res.body)
+    return res.json.messages
+end
+
+describe("ownership moves", function()
+    it("take a hand-over only from a member of the cell, charged like a "
+       .. "push", function()
+        local a = daemon.start({ env = env({
+            QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "2" }) })
+        finally(function() a:stop() end)
+        local tenant = "00000000-0000-0000-0000-000000000001"
+        local function hand(body, mark)
+            return a:request("POST", "/api/v1/ephemeral/handover", body,
+                             { ["Content-Type"] = "application/vnd.ephd-transfer",
+                               ["X-Queen-Forward"] = mark })
+        end
+        local two = "ephd-transfer 1\n1 1 2 1\nqp\n0 1\n1\n0 1\n2\n"
+                    .. "1 1 0\ng\n"
+        -- Unmarked: refused, as any route refuses a body it does not take
+        -- (400), and forbidden even when the body claims to be JSON.
+        local res = hand(two, nil)
+        assert.equals(400, res.status, res.body)
+        res = a:request("POST", "/api/v1/ephemeral/handover", "{}",
+                        { ["Content-Type"] = "application/json" })
+        assert.equals(403, res.status, res.body)
+        assert.equals("forbidden", res.json.code)
+        res = hand(two, "not-the-token-at-all " .. tenant)
+        assert.equals(401, res.status, res.body)
+        res = hand("ephd-transfer 1\n", TOKEN .. " " .. tenant)
+        assert.equals(400, res.status, res.body)
+        assert.equals("ephemeral_bad_request", res.json.code)
+        res = hand(two, TOKEN .. " " .. tenant)
+        assert.equals(200, res.status, res.body)
+        assert.equals(2, res.json.accepted)
+        -- g had been given the first: it is given the second only.
+        res = a:pop("queue=q&partition=p&group=g&batch=10", {
+            ["x-queen-tenant"] = tenant })
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(2, res.json.messages[1].payload)
+        -- At maxLength 2 with reject, a third message is refused whole.
+        res = hand(two, TOKEN .. " " .. tenant)
+        assert.equals(429, res.status, res.body)
+        assert.equals("queue_full", res.json.code)
+    end)
+
+    it("hand a joining member its partitions: messages, each group's place, "
+       .. "leases as redeliveries", function()
+        local a = daemon.start({ db = true, env = env() })
+        local b
+        finally(function()
+            a:stop()
+            if b then b:stop() end
+        end)
+        await_live({ a }, 1, 5)
+        local ids = fill(a, 20)
+        b = daemon.start({ db = true, env = env() })
+        await_live({ a, b }, 2, 10)
+        local log = a:await_log("event=partitions_handed_over", 5)
+        local moved = moved_from(a, 20)
+        assert.truthy(log:find("messages=" .. 3 * #moved .. " dropped=0", 1,
+                               true), log)
+        assert.equals(3 * #moved, metric(a, HANDED))
+        assert.equals(0, metric(a, WIPES("unplanned")))
+        assert.equals(0, metric(a, WIPES("handover")))
+        for _, part in ipairs(moved) do
+            assert.equals(3, held(b, "moving")[part], part)
+        end
+        -- The lease's ack at the old owner answers stale (through either
+        -- broker: its id names a); g is given the message again, at the
+        -- new owner, with the rest; h everything; neither twice.
+        local part = moved[1]
+        for _, d in ipairs({ a, b }) do
+            local res = d:ack("moving", "g", { { ids[part], "completed" } })
+            assert.equals(200, res.status, res.body)
+            assert.equals("stale", res.json.results[1].outcome)
+        end
+        local got = pop_all(a, part, "g")
+        assert.equals(3, #got)
+        assert.same({ 1, 0, 0 }, { got[1].attempts, got[2].attempts,
+                                   got[3].attempts })
+        assert.same({ 1, 2, 3 }, { got[1].payload, got[2].payload,
+                                   got[3].payload })
+        assert.equals(0, #pop_all(b, part, "g"))
+        assert.equals(3, #pop_all(b, part, "h"))
+        local res = b:ack("moving", "g", { { got[1].id, "completed" } })
+        assert.equals("acked", res.json.results[1].outcome)
+    end)
+
+    it("empty what cannot be handed over, count it, and its old ids answer "
+       .. "stale", function()
+        local a = daemon.start({ db = true, env = env({
+            QUEEN_EPHEMERAL_HANDOVER_MAX_BYTES = "0" }) })
+        local b
+        finally(function()
+            a:stop()
+            if b then b:stop() end
+        end)
+        await_live({ a }, 1, 5)
+        local ids = fill(a, 20)
+        b = daemon.start({ db = true, env = env() })
+        await_live({ a, b }, 2, 10)
+        local log = a:await_log("event=partitions_handed_over", 5)
+        local moved = moved_from(a, 20)
+        assert.truthy(log:find("messages=0 dropped=" .. 3 * #moved, 1, true),
+                      log)
+        assert.equals(3 * #moved, metric(a, WIPES("handover")))
+        assert.equals(0, metric(a, HANDED))
+        for _, d in ipairs({ a, b }) do
+            local res = d:ack("moving", "g", { { ids[moved[1]], "completed" } })
+            assert.equals("stale", res.json.results[1].outcome)
+        end
+        -- b starts them empty, and serves them.
+        assert.is_nil(held(b, "moving")[moved[1]])
+        assert.equals(201, a:push("moving", { "9" }, moved[1]).status)
+        assert.equals(1, held(b, "moving")[moved[1]])
+    end)
+
+    -- The soak's books, kept by a client of three brokers: every message
+    -- pushed (answered 201) is acked exactly once; a 503 push is pushed
+    -- again as a new message; a delivery whose ack does not answer acked is
+    -- given again later (stale: its copy moved; a 503: its lease expires).
+    local function traffic(ds, parts)
+        local books = { pushed = {}, acked = {}, twice = 0, next = 1,
+                        unsure = {}, answers = {} }
+        local function count(status)
+            books.answers[status] = (books.answers[status] or 0) + 1
+        end
+        local function try(d, f, ...)
+            local ok, res = pcall(f, d, ...)
+            if not ok then count("dead") return nil end
+            count(res.status)
+            return res
+        end
+        local function ack(d, msgs)
+            local acks = {}
+            for i, m in ipairs(msgs) do acks[i] = { m.id, "completed" } end
+            local res = try(d, d.ack, "books", "g", acks)
+            if not res or res.status ~= 200 then return end
+            for i, r in ipairs(res.json.results) do
+                local p = msgs[i].payload
+                if r.outcome == "acked" then
+                    if books.acked[p] then books.twice = books.twice + 1 end
+                    books.acked[p] = true
+                end
+            end
+        end
+        function books.step(live)
+            local d = live[math.random(#live)]
+            local part = "b-" .. math.random(parts)
+            local p = books.next
+            books.next = p + 1
+            local res = try(d, d.push, "books", { tostring(p) }, part)
+            if res and res.status == 201 then books.pushed[p] = true
+            elseif not res or res.json == nil
+                    or res.json.code ~= "owner_moved" then
+                -- Refused at the door, or relayed and maybe applied.
+                books.unsure[p] = true
+            end
+            d = live[math.random(#live)]
+            res = try(d, d.pop, "queue=books&group=g&batch=5&partition=b-"
+                                .. math.random(parts))
+            if res and res.status == 200 and #res.json.messages > 0 then
+                ack(live[math.random(#live)], res.json.messages)
+            end
+        end
+        -- Until everything pushed is acked, or seconds pass.
+        function books.drain(live, seconds)
+            local t0 = daemon.now()
+            repeat
+                local left = 0
+                for p in pairs(books.pushed) do
+                    if not books.acked[p] then left = left + 1 end
+                end
+                if left == 0 then return end
+                for i = 1, parts do
+                    local d = live[math.random(#live)]
+                    local res = try(d, d.pop, "queue=books&group=g&batch=100"
+                                              .. "&partition=b-" .. i)
+                    if res and res.status == 200 and #res.json.messages > 0 then
+                        ack(d, res.json.messages)
+                    end
+                end
+                daemon.sleep(0.1)
+            until daemon.now() - t0 > seconds
+        end
+        function books.report()
+            local lost, pushed, phantom = 0, 0, 0
+            for p in pairs(books.pushed) do
+                pushed = pushed + 1
+                if not books.acked[p] then lost = lost + 1 end
+            end
+            for p in pairs(books.acked) do
+                if not books.pushed[p] and not books.unsure[p] then
+                    phantom = phantom + 1
+                end
+            end
+            return { pushed = pushed, lost = lost, twice = books.twice,
+                     phantom = phantom }
+        end
+        return books
+    end
+
+    local function run_for(books, live, seconds)
+        local t0 = daemon.now()
+        while daemon.now() - t0 < seconds do books.step(live) end
+    end
+
+    local function wait_gone(d, seconds)
+        local t0 = daemon.now()
+        while d:alive() and daemon.now() - t0 < seconds do daemon.sleep(0.01) end
+        assert.is_false(d:alive(), "did not stop")
+        local log = d:read_log()
+        d.stopped = true
+        os.remove(d.log)
+        return log
+    end
+
+    it("lose nothing when one broker of three stops under traffic and starts "
+       .. "again", function()
+        local e = env({ QUEEN_EPHEMERAL_LEASE_S = "1" })
+        local ds = {}
+        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = e }) end
+        finally(function() for _, d in ipairs(ds) do d:stop() end end)
+        await_live(ds, 3, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local books = traffic(ds, 12)
+        run_for(books, { a, b, c }, 1)
+        local held_c = c:cell().partitions.held
+        os.execute("kill -TERM " .. c.pid)
+        -- The client stops sending to c; a and b relay to it until its row
+        -- is gone.
+        local t0 = daemon.now()
+        while c:alive() and daemon.now() - t0 < 10 do books.step({ a, b }) end
+        local log = wait_gone(c, 1)
+        assert.is_true(held_c > 0)
+        assert.truthy(log:find("event=partitions_handed_over", 1, true), log)
+        assert.truthy(log:find("dropped=0", 1, true), log)
+        assert.truthy(log:find(" event=stopped\n", 1, true), log)
+        await_live({ a, b }, 2, 10)
+        run_for(books, { a, b }, 1)
+        -- Every partition is held whole by one of a and b. (A partition
+        -- that moved away keeps an empty ring where it was, for the fence:
+        -- views flap under load, and each flap is a hand-over.)
+        local ha, hb = held(a, "books"), held(b, "books")
+        for i = 1, 12 do
+            local part = "b-" .. i
+            assert.is_false((ha[part] or 0) > 0 and (hb[part] or 0) > 0, part)
+        end
+        -- c again, a new member: a and b hand it its partitions back.
+        local c2 = daemon.start({ db = true, env = e })
+        ds[3] = c2
+        t0 = daemon.now()
+        while (a:cell().live ~= 3 or b:cell().live ~= 3)
+                and daemon.now() - t0 < 10 do
+            books.step({ a, b, c2 })
+        end
+        run_for(books, { a, b, c2 }, 1)
+        for _, d in ipairs({ a, b }) do
+            local l = d:read_log()
+            if l:find("event=partitions_handed_over", 1, true) then
+                assert.is_nil(l:find("dropped=[1-9]"), l)
+            end
+        end
+        assert.is_true(c2:cell().partitions.owned > 0)
+        books.drain({ a, b, c2 }, 10)
+        local r = books.report()
+        assert.is_true(r.pushed > 100, r.pushed .. " pushed")
+        assert.same({ pushed = r.pushed, lost = 0, twice = 0, phantom = 0 }, r)
+        for _, d in ipairs({ a, b, c2 }) do
+            assert.equals(0, metric(d, WIPES("unplanned")))
+            assert.equals(0, metric(d, WIPES("handover")))
+        end
+    end)
+
+    it("answer ephemeral_forward_failed for a killed broker's partitions "
+       .. "until its TTL, then serve them; nothing else is touched",
+       function()
+        local ds = {}
+        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = env() }) end
+        finally(function() for _, d in ipairs(ds) do d:stop() end end)
+        await_live(ds, 3, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        -- Which partitions b owns: pushed through a, they land on b.
+        local of_b, ids = {}, {}
+        for i = 1, 24 do
+            local part = "k-" .. i
+            assert.equals(201, a:push("killed", { "1" }, part).status)
+        end
+        for p in pairs(held(b, "killed")) do
+            of_b[p] = true
+            local res = a:pop("queue=killed&partition=" .. p)
+            ids[#ids + 1] = res.json.messages[1].id
+        end
+        assert.is_true(#ids > 0)
+        local idb = b:cell().self.id
+        os.execute("kill -KILL " .. b.pid)
+        b.stopped = true
+        os.remove(b.log)
+        local t0 = daemon.now()
+        local failed, served_after = 0, nil
+        while daemon.now() - t0 < 3 do
+            for i = 1, 24 do
+                local part = "k-" .. i
+                local s = daemon.now()
+                local res = (i % 2 == 0 and a or c):push("killed", { "2" },
+                                                         part)
+                -- No request waits past the relay's deadline.
+                assert.is_true(daemon.now() - s < 5.5)
+                if of_b[part] then
+                    if res.status == 503 then
+                        -- owner_moved: for a heartbeat, a and c disagree
+                        -- on whether b is still there.
+                        if res.json.code == "ephemeral_forward_failed" then
+                            failed = failed + 1
+                        else
+                            assert.equals("owner_moved", res.json.code)
+                        end
+                    else
+                        assert.equals(201, res.status, res.body)
+                        served_after = served_after or daemon.now() - t0
+                    end
+                else
+                    assert.equals(201, res.status, res.body)
+                end
+            end
+        end
+        assert.is_true(failed > 0)
+        assert.truthy(served_after, "never served by a new owner")
+        for i = 1, 24 do
+            for _, d in ipairs({ a, c }) do
+                assert.equals(201, d:push("killed", { "3" }, "k-" .. i).status)
+            end
+        end
+        -- The killed incarnation's ids answer stale by their epoch.
+        local res = a:ack("killed", nil, { { ids[1], "completed" } })
+        assert.equals("stale", res.json.results[1].outcome)
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. idb .. "'")
+    end)
+end)
