@@ -11,11 +11,6 @@
 #include "members.h"
 #include "relay.h"
 
-/* A relayed push or ack is answered by its owner at once: this bounds the
- * wait for a peer that accepted the connection and does not answer (a
- * stopped process, a full loop). Past it the client hears
- * ephemeral_forward_failed, well within any client's own timeout. */
-#define FORWARD_TIMEOUT_MS 5000
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
 #define PARK_MARGIN_MS 2000
@@ -42,10 +37,16 @@ static uint64_t forwarded[EPHD_FORWARD_VERBS][N_OUTCOMES];
 
 static const char *token;
 static size_t token_len;
+/* A relayed push or ack is answered by its owner at once: this bounds the
+ * wait for a peer that accepted the connection and does not answer (a
+ * stopped process, a full loop). Past it the client hears
+ * ephemeral_forward_failed, well within any client's own timeout. */
+static uint64_t answer_timeout_ms;
 
-void ephd_forward_init(const char *cell_token) {
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms) {
   token = cell_token;
   token_len = cell_token ? strlen(cell_token) : 0;
+  answer_timeout_ms = timeout_ms;
 }
 
 /* One relayed request: what a second send needs (the request's own bytes
@@ -224,7 +225,7 @@ static forward_t *forward_new(const ephd_request_t *req,
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
-  f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : FORWARD_TIMEOUT_MS;
+  f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
   f->target_len = target_len;
   f->headers_len = headers_len;
   f->body_len = req->body.len;

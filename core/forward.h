@@ -30,8 +30,9 @@ typedef enum {
 } ephd_forward_verb_t;
 
 /* The cell token (NULL: none, and this broker never relays nor trusts a
- * mark); the string must outlive the broker. */
-void ephd_forward_init(const char *cell_token);
+ * mark), which must outlive the broker, and the deadline of a relayed
+ * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). */
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms);
 
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;

@@ -172,9 +172,19 @@ int main(int argc, char **argv) {
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);
-  ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
+  /* A peer answers at most what it would accept as a request. */
+  ephd_relay_limits_t relay_limits = {
+      .max_conns = (uint32_t)s.relay_max_conns,
+      .max_parked = (uint32_t)s.relay_max_parked,
+      .max_queued = (uint32_t)s.relay_max_queued,
+      .max_idle = (uint32_t)s.relay_max_idle,
+      .idle_timeout_ms = s.relay_idle_timeout_ms,
+      .resolve_ttl_ms = s.relay_resolve_ttl_ms,
+      .max_header_bytes = s.max_header_bytes,
+      .max_response_bytes = s.max_body_bytes,
+  };
   ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token);
+  ephd_forward_init(s.cell_token, s.relay_timeout_ms);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,
