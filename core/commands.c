@@ -2,10 +2,11 @@
  * operation. */
 #include "commands.h"
 
+#include <string.h>
+
 #include "clock.h"
 #include "forward.h"
 #include "http.h"
-#include "id.h"
 #include "json.h"
 #include "members.h"
 #include "op.h"
@@ -64,62 +65,96 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
-/* The one epoch every id of an ack carries: 1, or 0 when they differ or
- * one does not parse (such an ack is served here, where each id answers
- * for itself). */
-static int ack_epoch(const ephd_ack_item_t *acks, const char *ids, uint32_t n,
-                     uint32_t *epoch) {
-  for (uint32_t i = 0; i < n; i++) {
-    ephd_id_t id;
-    if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return 0;
-    if (i > 0 && id.epoch != *epoch) return 0;
-    *epoch = id.epoch;
-  }
-  return n > 0;
-}
-
 static const char *const outcome_names[] = {"acked", "redelivered", "stale",
                                             "unknown"};
 
+void ephd_ack_write_result(ephd_buf_t *out, int first, const char *id,
+                           size_t len, ephd_outcome_t outcome) {
+  ephd_buf_appends(out, first ? "{\"id\":" : ",{\"id\":");
+  ephd_json_write_string(out, id, len);
+  ephd_buf_appends(out, ",\"outcome\":\"");
+  ephd_buf_appends(out, outcome_names[outcome]);
+  ephd_buf_appends(out, "\"}");
+}
+
+int ephd_ack_outcome_named(const char *name, size_t len,
+                           ephd_outcome_t *outcome) {
+  for (int o = 0; o < 4; o++)
+    if (strlen(outcome_names[o]) == len &&
+        memcmp(outcome_names[o], name, len) == 0) {
+      *outcome = (ephd_outcome_t)o;
+      return 0;
+    }
+  return -1;
+}
+
+/* What settling an ack's ids here needs: its queue and group, found when
+ * the first id is settled. */
+typedef struct {
+  const ephd_scan_t *scan;
+  const char *tenant;
+  size_t tenant_len;
+  const ephd_ack_item_t *acks;
+  const char *ids;
+  ephd_queue_t *q;
+  uint32_t g;
+  uint64_t now;
+  int found;
+} ack_here_t;
+
+static void ack_find(ack_here_t *a) {
+  ephd_engine_t *e = ephd_commands_engine;
+  const ephd_scan_t *s = a->scan;
+  a->q = ephd_engine_queue(e, a->tenant, a->tenant_len, s->queue.ptr,
+                           s->queue.len);
+  a->g = UINT32_MAX;
+  a->now = ephd_ffi_now_ms();
+  a->found = 1;
+  if (a->q) {
+    ephd_engine_touch(e, a->q, a->now);
+    const char *gname = s->has_group ? s->group.ptr : "";
+    size_t glen = s->has_group ? s->group.len : 0;
+    if (!ephd_queue_group_find(a->q, gname, glen, &a->g)) a->g = UINT32_MAX;
+  }
+}
+
+static ephd_outcome_t ack_one(ack_here_t *a, uint32_t i) {
+  return ephd_engine_ack(ephd_commands_engine, a->q, a->g,
+                         a->ids + a->acks[i].off, a->acks[i].len,
+                         a->acks[i].status, a->now);
+}
+
+/* For an ack split over the cell: its ids this broker holds, one by one. */
+static ephd_outcome_t ack_here(void *data, uint32_t i) {
+  ack_here_t *a = data;
+  if (!a->found) ack_find(a);
+  return ack_one(a, i);
+}
+
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len) {
-  ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
   if (op->scanned == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
-  const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
-  const char *ids = op->names.base;
+  ack_here_t a = {.scan = s,
+                  .tenant = tenant,
+                  .tenant_len = tenant_len,
+                  .acks = (const ephd_ack_item_t *)op->items.base,
+                  .ids = op->names.base};
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
-  uint32_t epoch;
-  if (view->count > 1 && ack_epoch(acks, ids, s->count, &epoch) &&
-      ephd_forward_ack(req, view, epoch, tenant, tenant_len) != EPHD_OK)
+  if (view->count > 1 &&
+      ephd_forward_ack(req, view, tenant, tenant_len, s, a.acks, a.ids,
+                       ack_here, &a) != EPHD_OK)
     return EPHD_RELAYED;
-  ephd_queue_t *q =
-      ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
-  uint32_t g = UINT32_MAX;
-  uint64_t now = ephd_ffi_now_ms();
-  if (q) {
-    ephd_engine_touch(e, q, now);
-    const char *gname = s->has_group ? s->group.ptr : "";
-    size_t glen = s->has_group ? s->group.len : 0;
-    if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
-  }
+  ack_find(&a);
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"results\":[");
-  for (uint32_t i = 0; i < s->count; i++) {
-    const char *id = ids + acks[i].off;
-    ephd_outcome_t o =
-        ephd_engine_ack(e, q, g, id, acks[i].len, acks[i].status, now);
-    if (i) ephd_buf_append(out, ",", 1);
-    ephd_buf_appends(out, "{\"id\":");
-    ephd_json_write_string(out, id, acks[i].len);
-    ephd_buf_appends(out, ",\"outcome\":\"");
-    ephd_buf_appends(out, outcome_names[o]);
-    ephd_buf_appends(out, "\"}");
-  }
+  for (uint32_t i = 0; i < s->count; i++)
+    ephd_ack_write_result(out, i == 0, a.ids + a.acks[i].off, a.acks[i].len,
+                          ack_one(&a, i));
   ephd_buf_appends(out, "]}");
   /* The answer ends the request, and its operation with it. */
   ephd_http_end(c);

@@ -7,7 +7,17 @@
 #ifndef EPHD_COMMANDS_H
 #define EPHD_COMMANDS_H
 
+#include "buf.h"
 #include "engine.h"
+
+/* One result of an ack's answer, {"id":"...","outcome":"..."}, after a
+ * comma unless first: the answer of an ack served here, and of one split
+ * over the cell and merged (forward.c). */
+void ephd_ack_write_result(ephd_buf_t *out, int first, const char *id,
+                           size_t len, ephd_outcome_t outcome);
+/* An outcome read back from its name: 0 and *outcome, or -1. */
+int ephd_ack_outcome_named(const char *name, size_t len,
+                           ephd_outcome_t *outcome);
 
 /* The one engine the commands act on, set once at boot. */
 void ephd_commands_init(ephd_engine_t *engine);

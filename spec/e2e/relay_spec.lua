@@ -48,6 +48,22 @@ local function metric(d, pattern)
     return tonumber(body:match(pattern)) or 0
 end
 
+-- A partition of queue that owner holds, found by pushing one message at
+-- a time through via: its name.
+local function partition_on(via, owner, queue, tries)
+    for i = 1, tries or 60 do
+        local part = "p-" .. i
+        assert.equals(201, via:push(queue, { "1" }, part).status)
+        if held(owner, queue)[part] then return part end
+    end
+    error("no partition of " .. queue .. " landed on the owner")
+end
+
+-- The epoch a message id carries (e:<epoch>:<partition>:<seq>).
+local function epoch_of(id)
+    return assert(id:match("^e:(%x+):"), id)
+end
+
 local function start(n, env)
     local ds = {}
     for i = 1, n do ds[i] = daemon.start({ db = true, env = env or ENV }) end
@@ -249,5 +265,82 @@ describe("the relay", function()
                                  .. '"push",outcome="failed"} (%d+)') >= 1)
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. idb .. "'")
+    end)
+    it("pushes on A, pops on B and acks on C: one ack over three holders, "
+       .. "split by holder and merged in the request's order", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        for i = 1, 30 do
+            assert.equals(201, a:push("trip", { tostring(i) }, "p-" .. i).status)
+        end
+        local acks, epochs, n = {}, {}, 0
+        for i = 30, 1, -1 do
+            local res = b:pop("queue=trip&partition=p-" .. i .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            assert.equals(1, #res.json.messages)
+            local id = res.json.messages[1].id
+            acks[#acks + 1] = { id, "completed" }
+            if not epochs[epoch_of(id)] then n = n + 1 end
+            epochs[epoch_of(id)] = true
+        end
+        assert.equals(3, n)
+        local res = c:ack("trip", nil, acks)
+        assert.equals(200, res.status, res.body)
+        assert.equals(30, #res.json.results)
+        for i, r in ipairs(res.json.results) do
+            assert.same({ id = acks[i][1], outcome = "acked" }, r)
+        end
+        for _, d in ipairs(ds) do
+            for p, pending in pairs(held(d, "trip")) do
+                assert.equals(0, pending, p)
+            end
+        end
+        -- c settled its own ids and sent one part to each of a and b.
+        assert.equals(2, metric(c, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"ack",outcome="answered"} (%d+)'))
+    end)
+
+    it("answers stale for the ids of an ack part whose holder cannot be "
+       .. "reached, settles the rest, and 503s an ack that reached none",
+       function()
+        -- A TTL long enough that the killed broker stays in every view.
+        local ds = start(3, { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "5000",
+                              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN })
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local ids = {}
+        for _, d in ipairs(ds) do
+            local part = partition_on(a, d, "gone")
+            assert.equals(201, a:push("gone", { "2", "3" }, part).status)
+            local res = a:pop("queue=gone&partition=" .. part .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            ids[d] = {}
+            for _, m in ipairs(res.json.messages) do
+                ids[d][#ids[d] + 1] = m.id
+            end
+        end
+        local idc = c:cell().self.id
+        os.execute("kill -KILL " .. c.pid)
+        c.stopped = true
+        os.remove(c.log)
+        local order = { { ids[c][1], "stale" }, { ids[a][1], "acked" },
+                        { ids[b][1], "acked" }, { ids[c][2], "stale" } }
+        local acks = {}
+        for i, o in ipairs(order) do acks[i] = { o[1], "completed" } end
+        local res = a:ack("gone", nil, acks)
+        assert.equals(200, res.status, res.body)
+        for i, r in ipairs(res.json.results) do
+            assert.same({ id = order[i][1], outcome = order[i][2] }, r)
+        end
+        assert.equals(#order, #res.json.results)
+        -- Nothing of it here, and its one holder gone: retry the whole.
+        res = b:ack("gone", nil, { { ids[c][3], "completed" } })
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. idc .. "'")
     end)
 end)
