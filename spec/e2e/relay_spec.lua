@@ -343,4 +343,54 @@ describe("the relay", function()
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. idc .. "'")
     end)
+    it("serves a pop naming no partition from this broker's partitions, "
+       .. "else relays it to Default's owner, where a waiting one parks",
+       function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a = ds[1]
+        assert.equals(201, a:push("whole", { "7" }).status)
+        local owner, others = nil, {}
+        for _, d in ipairs(ds) do
+            if held(d, "whole").Default then owner = d
+            else others[#others + 1] = d end
+        end
+        assert.truthy(owner)
+        local x, y = others[1], others[2]
+        local res = x:pop("queue=whole&batch=10")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals("Default", res.json.messages[1].partition)
+        assert.equals(7, res.json.messages[1].payload)
+        -- Relayed before anything was made here.
+        assert.equals(404, x:depth("whole").status)
+        -- Waiting, it parks at Default's owner; a push through y wakes it.
+        local conn = x:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=whole"
+                                .. "&wait=true&timeout=5000"))
+        daemon.sleep(0.3)
+        local t0 = daemon.now()
+        assert.equals(201, y:push("whole", { "8" }).status)
+        res = assert(conn:receive(6))
+        conn:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(8, res.json.messages[1].payload)
+        assert.is_true(daemon.now() - t0 < 2, "woken late")
+        assert.equals(2, metric(x, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+        -- With messages of its own, a broker serves them, relaying nothing.
+        local part = partition_on(a, x, "mine")
+        res = x:pop("queue=mine&batch=100")
+        assert.equals(200, res.status, res.body)
+        assert.is_true(#res.json.messages >= 1)
+        local here = held(x, "mine")
+        for _, m in ipairs(res.json.messages) do
+            assert.truthy(here[m.partition], m.partition)
+        end
+        assert.truthy(here[part])
+        assert.equals(2, metric(x, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+    end)
 end)
