@@ -3,6 +3,7 @@
 -- which only the cell token makes trusted; an owner that is gone is
 -- ephemeral_forward_failed until its TTL passes, then another serves.
 local daemon = require("e2e.daemon")
+local helper = require("helper")
 
 local TOKEN = "relay-spec-cell-token-0123456789"
 local TTL = "400"
@@ -64,6 +65,10 @@ local function epoch_of(id)
     return assert(id:match("^e:(%x+):"), id)
 end
 
+local function quote(s)
+    return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
 local function start(n, env)
     local ds = {}
     for i = 1, n do ds[i] = daemon.start({ db = true, env = env or ENV }) end
@@ -100,6 +105,14 @@ describe("the relay", function()
             end
             local v = d:cell()
             assert.equals(v.partitions.held, v.partitions.owned)
+            -- The listing too counts only this broker's partitions.
+            local listed = { partitions = 0, depth = 0 }
+            for _, q in ipairs(d:request("GET", "/api/v1/ephemeral/queues")
+                                .json.queues) do
+                if q.queue == "rooms" then listed = q end
+            end
+            assert.equals(n, listed.partitions)
+            assert.equals(2 * n, listed.depth)
             if n > 0 then owners = owners + 1 end
         end
         for i = 1, 30 do assert.is_true(seen["room-" .. i], "room-" .. i) end
@@ -392,5 +405,193 @@ describe("the relay", function()
         assert.truthy(here[part])
         assert.equals(2, metric(x, 'queen_ephemeral_forwarded_total{route='
                                    .. '"pop",outcome="answered"} (%d+)'))
+    end)
+    it("serves two groups through different brokers, each receiving "
+       .. "everything", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local expected = {}
+        for i = 1, 20 do
+            assert.equals(201, a:push("fan", { i, 100 + i }, "p-" .. i).status)
+            expected[#expected + 1] = i
+            expected[#expected + 1] = 100 + i
+        end
+        table.sort(expected)
+        -- Each group pops every partition through its broker (both before
+        -- either acks: a ring keeps a message until every group it has
+        -- took it), then acks what it got in one ack through another.
+        local function drain(via, group)
+            local got, acks = {}, {}
+            for i = 1, 20 do
+                local res = via:pop("queue=fan&group=" .. group
+                                    .. "&partition=p-" .. i .. "&batch=10")
+                assert.equals(200, res.status, res.body)
+                for _, m in ipairs(res.json.messages) do
+                    got[#got + 1] = m.payload
+                    acks[#acks + 1] = { m.id, "completed" }
+                end
+            end
+            table.sort(got)
+            assert.same(expected, got)
+            return acks
+        end
+        local function settle(via, group, acks)
+            local res = via:ack("fan", group, acks)
+            assert.equals(200, res.status, res.body)
+            assert.equals(#acks, #res.json.results)
+            for _, r in ipairs(res.json.results) do
+                assert.equals("acked", r.outcome, r.id)
+            end
+        end
+        local g1, g2 = drain(b, "g1"), drain(c, "g2")
+        settle(c, "g1", g1)
+        settle(a, "g2", g2)
+        for _, d in ipairs(ds) do
+            for _, g in ipairs({ "g1", "g2" }) do
+                local res = d:depth("fan", g)
+                if res.status == 200 then
+                    for _, p in ipairs(res.json.partitions) do
+                        assert.equals(0, p.pending, g .. " " .. p.partition)
+                    end
+                end
+            end
+        end
+        -- A queue used without partitions: each group through its broker.
+        assert.equals(201, a:push("plain", { 1, 2, 3 }).status)
+        for group, via in pairs({ g1 = b, g2 = c }) do
+            local res = via:pop("queue=plain&group=" .. group .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            local got = {}
+            for _, m in ipairs(res.json.messages) do got[#got + 1] = m.payload end
+            assert.same({ 1, 2, 3 }, got)
+        end
+    end)
+
+    it("re-hashes once after owner_moved and sends the request to the "
+       .. "owner its own view names now", function()
+        local ds = start(2)
+        local fake
+        finally(function()
+            if fake then os.execute("kill " .. fake) end
+            stop_all(ds)
+        end)
+        await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        for i = 1, 40 do
+            assert.equals(201, a:push("hop", { "1" }, "p-" .. i).status)
+        end
+        local mine = {}
+        for p in pairs(held(b, "hop")) do mine[#mine + 1] = p end
+        table.sort(mine)
+        -- A third member that takes some of b's partitions, and answers
+        -- what it is sent owner_moved once it has left the cell.
+        local id, port = "f00000000000000f", daemon.free_port()
+        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
+            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
+                     .. id .. "'")
+        local p = io.popen("luajit " .. helper.root
+                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
+                           .. quote(leave) .. " 1.5 >/dev/null 2>&1 & echo $!")
+        fake = p:read("*l")
+        p:close()
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
+                   .. port .. "', 4022250974, 600000)")
+        local t0 = daemon.now()
+        while (a:cell().live < 3 or b:cell().live < 3)
+              and daemon.now() - t0 < 5 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(3, a:cell().live)
+        assert.equals(3, b:cell().live)
+        -- The first of b's partitions the newcomer owns goes to it, hears
+        -- owner_moved after the cell saw it leave, and goes back to b.
+        local moved
+        for _, part in ipairs(mine) do
+            t0 = daemon.now()
+            local res = a:push("hop", { "2" }, part)
+            assert.equals(201, res.status, res.body)
+            if daemon.now() - t0 > 1 then
+                moved = part
+                break
+            end
+        end
+        assert.truthy(moved, "the newcomer owned none of b's partitions")
+        assert.equals(2, held(b, "hop")[moved])
+        assert.equals(1, metric(a, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"push",outcome="rehashed"} (%d+)'))
+    end)
+
+    it("answers ephemeral_forward_failed within the relay's deadline when "
+       .. "the owner accepts and never answers; a client that leaves "
+       .. "cancels its relay", function()
+        local ds = start(2, { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "10000",
+                              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+                              QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "500" })
+        local frozen
+        finally(function()
+            if frozen then os.execute("kill -CONT " .. frozen) end
+            stop_all(ds)
+        end)
+        await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local part = partition_on(a, b, "frozen")
+        local push = daemon.format("POST", "/api/v1/ephemeral/push",
+            '{"queue":"frozen","partition":"' .. part
+            .. '","messages":[{"payload":2}]}')
+        -- Stopped, b's kernel still accepts connections: nobody answers.
+        os.execute("kill -STOP " .. b.pid)
+        frozen = b.pid
+        local t0 = daemon.now()
+        local res = a:push("frozen", { "2" }, part)
+        local took = daemon.now() - t0
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        assert.equals("1", res.headers["retry-after"])
+        assert.truthy(res.json.error:find("answer_timeout", 1, true))
+        assert.is_true(took >= 0.45 and took < 1.5, "took " .. took .. " s")
+        -- A client leaving while its push is in flight to b.
+        local conn = a:connect()
+        conn:send(push)
+        daemon.sleep(0.2)
+        conn:close()
+        local cancelled = 'queen_ephemeral_forwarded_total{route="push",'
+                          .. 'outcome="cancelled"} (%d+)'
+        t0 = daemon.now()
+        while metric(a, cancelled) < 1 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(1, metric(a, cancelled))
+        os.execute("kill -CONT " .. b.pid)
+        frozen = nil
+        -- Thawed, b may apply what it had read (the loss contract's
+        -- maybe), and serves on.
+        assert.equals(201, a:push("frozen", { "3" }, part).status)
+        local n = held(b, "frozen")[part]
+        assert.is_true(n >= 2 and n <= 4, n)
+        -- A client leaving its relayed long poll: b unparks it.
+        assert.equals(200, a:pop("queue=frozen&partition=" .. part
+                                 .. "&batch=100&autoAck=true").status)
+        conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=frozen"
+                                .. "&partition=" .. part
+                                .. "&wait=true&timeout=10000"))
+        local parked = "queen_ephemeral_parked_polls (%d+)"
+        t0 = daemon.now()
+        while metric(b, parked) < 1 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(1, metric(b, parked))
+        conn:close()
+        t0 = daemon.now()
+        while metric(b, parked) > 0 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(0, metric(b, parked))
+        assert.equals(1, metric(a, 'queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="cancelled"} (%d+)'))
+        assert.is_true(a:alive() and b:alive())
     end)
 end)
