@@ -65,96 +65,103 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
-static const char *const outcome_names[] = {"acked", "redelivered", "stale",
-                                            "unknown"};
-
-void ephd_ack_write_result(ephd_buf_t *out, int first, const char *id,
-                           size_t len, ephd_outcome_t outcome) {
-  ephd_buf_appends(out, first ? "{\"id\":" : ",{\"id\":");
-  ephd_json_write_string(out, id, len);
-  ephd_buf_appends(out, ",\"outcome\":\"");
-  ephd_buf_appends(out, outcome_names[outcome]);
-  ephd_buf_appends(out, "\"}");
-}
+const char *const ephd_ack_outcome_names[4] = {"acked", "redelivered", "stale",
+                                               "unknown"};
 
 int ephd_ack_outcome_named(const char *name, size_t len,
                            ephd_outcome_t *outcome) {
   for (int o = 0; o < 4; o++)
-    if (strlen(outcome_names[o]) == len &&
-        memcmp(outcome_names[o], name, len) == 0) {
+    if (strlen(ephd_ack_outcome_names[o]) == len &&
+        memcmp(ephd_ack_outcome_names[o], name, len) == 0) {
       *outcome = (ephd_outcome_t)o;
       return 0;
     }
   return -1;
 }
 
-/* What settling an ack's ids here needs: its queue and group, found when
- * the first id is settled. */
+/* The ack's queue and its group's cursor (UINT32_MAX: none), touched as
+ * used. */
+static ephd_queue_t *ack_queue(const ephd_scan_t *s, const char *tenant,
+                               size_t tenant_len, uint64_t now, uint32_t *g) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_queue_t *q =
+      ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
+  *g = UINT32_MAX;
+  if (q) {
+    ephd_engine_touch(e, q, now);
+    const char *gname = s->has_group ? s->group.ptr : "";
+    size_t glen = s->has_group ? s->group.len : 0;
+    if (!ephd_queue_group_find(q, gname, glen, g)) *g = UINT32_MAX;
+  }
+  return q;
+}
+
+/* An ack split over the cell settles the ids this broker holds one by one
+ * through here: its queue is found at the first. */
 typedef struct {
   const ephd_scan_t *scan;
   const char *tenant;
   size_t tenant_len;
   const ephd_ack_item_t *acks;
   const char *ids;
+  int found;
   ephd_queue_t *q;
   uint32_t g;
   uint64_t now;
-  int found;
 } ack_here_t;
 
-static void ack_find(ack_here_t *a) {
-  ephd_engine_t *e = ephd_commands_engine;
-  const ephd_scan_t *s = a->scan;
-  a->q = ephd_engine_queue(e, a->tenant, a->tenant_len, s->queue.ptr,
-                           s->queue.len);
-  a->g = UINT32_MAX;
-  a->now = ephd_ffi_now_ms();
-  a->found = 1;
-  if (a->q) {
-    ephd_engine_touch(e, a->q, a->now);
-    const char *gname = s->has_group ? s->group.ptr : "";
-    size_t glen = s->has_group ? s->group.len : 0;
-    if (!ephd_queue_group_find(a->q, gname, glen, &a->g)) a->g = UINT32_MAX;
-  }
-}
-
-static ephd_outcome_t ack_one(ack_here_t *a, uint32_t i) {
-  return ephd_engine_ack(ephd_commands_engine, a->q, a->g,
-                         a->ids + a->acks[i].off, a->acks[i].len,
-                         a->acks[i].status, a->now);
-}
-
-/* For an ack split over the cell: its ids this broker holds, one by one. */
 static ephd_outcome_t ack_here(void *data, uint32_t i) {
   ack_here_t *a = data;
-  if (!a->found) ack_find(a);
-  return ack_one(a, i);
+  if (!a->found) {
+    a->now = ephd_ffi_now_ms();
+    a->q = ack_queue(a->scan, a->tenant, a->tenant_len, a->now, &a->g);
+    a->found = 1;
+  }
+  const ephd_ack_item_t *it = &a->acks[i];
+  return ephd_engine_ack(ephd_commands_engine, a->q, a->g, a->ids + it->off,
+                         it->len, it->status, a->now);
+}
+
+/* Out of line: a cell of one's ack keeps a frame without ack_here_t. */
+static __attribute__((noinline)) int ack_forward(
+    const ephd_request_t *req, const ephd_view_t *view, const char *tenant,
+    size_t tenant_len, const ephd_scan_t *s, const ephd_ack_item_t *acks,
+    const char *ids) {
+  ack_here_t a = {.scan = s,
+                  .tenant = tenant,
+                  .tenant_len = tenant_len,
+                  .acks = acks,
+                  .ids = ids};
+  return ephd_forward_ack(req, view, tenant, tenant_len, s, acks, ids, ack_here,
+                          &a);
 }
 
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len) {
+  ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
   if (op->scanned == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
-  ack_here_t a = {.scan = s,
-                  .tenant = tenant,
-                  .tenant_len = tenant_len,
-                  .acks = (const ephd_ack_item_t *)op->items.base,
-                  .ids = op->names.base};
+  const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
+  const char *ids = op->names.base;
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 &&
-      ephd_forward_ack(req, view, tenant, tenant_len, s, a.acks, a.ids,
-                       ack_here, &a) != EPHD_OK)
+      ack_forward(req, view, tenant, tenant_len, s, acks, ids) != EPHD_OK)
     return EPHD_RELAYED;
-  ack_find(&a);
+  uint64_t now = ephd_ffi_now_ms();
+  uint32_t g;
+  ephd_queue_t *q = ack_queue(s, tenant, tenant_len, now, &g);
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"results\":[");
-  for (uint32_t i = 0; i < s->count; i++)
-    ephd_ack_write_result(out, i == 0, a.ids + a.acks[i].off, a.acks[i].len,
-                          ack_one(&a, i));
+  for (uint32_t i = 0; i < s->count; i++) {
+    const char *id = ids + acks[i].off;
+    ephd_outcome_t o =
+        ephd_engine_ack(e, q, g, id, acks[i].len, acks[i].status, now);
+    ephd_ack_write_result(out, i == 0, id, acks[i].len, o);
+  }
   ephd_buf_appends(out, "]}");
   /* The answer ends the request, and its operation with it. */
   ephd_http_end(c);
