@@ -342,8 +342,8 @@ static void split_answer(ephd_conn_t *c, ack_split_t *sp) {
 }
 
 /* One result, {"id":..,"outcome":..}, at *p: its outcome, or -1. */
-static int merge_one(const char **p, const char *end, ephd_buf_t *key,
-                     ephd_outcome_t *outcome) {
+static int outcome_of(const char **p, const char *end, ephd_buf_t *key,
+                      ephd_outcome_t *outcome) {
   const char *s = *p;
   if (s >= end || *s++ != '{') return -1;
   int first = 1, named = 0, m;
@@ -358,11 +358,9 @@ static int merge_one(const char **p, const char *end, ephd_buf_t *key,
   return m == 0 && named ? 0 : -1;
 }
 
-/* The owner's {"results":[...]}, one result per id sent, in their order,
- * into the outcomes of part k's ids: 0, or -1 (some outcomes maybe
- * written) when it is not that. */
-static int merge(ack_split_t *sp, uint32_t k, const char *p, size_t len) {
-  const char *end = p + len;
+int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                              uint32_t n) {
+  const char *p = body, *end = body + len;
   ephd_buf_t key;
   ephd_buf_init(&key);
   int first = 1, got = 0, m;
@@ -376,27 +374,39 @@ static int merge(ack_split_t *sp, uint32_t k, const char *p, size_t len) {
     }
     if (got || p >= end || *p++ != '[') goto fail;
     got = 1;
-    for (int n = 0;; n++) {
-      p = ephd_json_ws(p, end);
-      if (p < end && *p == ']' && n == 0) {
-        p++;
-        break;
-      }
-      while (i < sp->count && sp->id[i].part != k) i++;
-      if (i == sp->count || merge_one(&p, end, &key, &sp->id[i++].outcome) != 0)
-        goto fail;
+    p = ephd_json_ws(p, end);
+    if (p < end && *p == ']') {
+      p++;
+      continue;
+    }
+    for (;;) {
+      if (i == n || outcome_of(&p, end, &key, &out[i++]) != 0) goto fail;
       p = ephd_json_ws(p, end);
       if (p >= end) goto fail;
-      if (*p++ == ']') break;
-      if (p[-1] != ',') goto fail;
+      if (*p == ']') break;
+      if (*p++ != ',') goto fail;
+      p = ephd_json_ws(p, end);
     }
+    p++;
   }
-  while (i < sp->count && sp->id[i].part != k) i++;
   ephd_buf_free(&key);
-  return m == 0 && got && i == sp->count ? 0 : -1;
+  return m == 0 && got && i == n ? 0 : -1;
 fail:
   ephd_buf_free(&key);
   return -1;
+}
+
+/* Part k's results into its ids' outcomes: 0, or -1 when they are not
+ * one per id sent. */
+static int merge(ack_split_t *sp, uint32_t k, const char *body, size_t len) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < sp->count; i++) n += sp->id[i].part == k;
+  ephd_outcome_t *got = malloc(n * sizeof(*got));
+  int rc = got ? ephd_forward_ack_outcomes(body, len, got, n) : -1;
+  for (uint32_t i = 0, j = 0; rc == 0 && i < sp->count; i++)
+    if (sp->id[i].part == k) sp->id[i].outcome = got[j++];
+  free(got);
+  return rc;
 }
 
 /* Part k's answer into its ids' outcomes: its results, or stale for each,

@@ -67,6 +67,13 @@ int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
                      const char *ids, ephd_forward_ack_here_fn here,
                      void *data);
 
+/* The outcomes of an ack's answer, {"results":[{"id":..,"outcome":..},
+ * ...]} as a member writes it: 0 with out[0..n) when it holds exactly n
+ * results, each with a known outcome, in their order; -1 otherwise (out
+ * partly written). What a split ack reads of each part's answer. */
+int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                              uint32_t n);
+
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
 void ephd_forward_metrics(ephd_buf_t *o);
 
