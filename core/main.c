@@ -198,6 +198,20 @@ int main(int argc, char **argv) {
       .answered = ephd_metrics_observe,
       .finished = ephd_op_release,
   };
+  /* Before the port opens: a client may signal as soon as it can connect,
+   * and SIGHUP's default would end the process (the callbacks run only in
+   * the loop, once everything below is ready). */
+  uv_signal_init(loop, &sigterm);
+  uv_signal_init(loop, &sigint);
+  uv_signal_start(&sigterm, on_signal, SIGTERM);
+  uv_signal_start(&sigint, on_signal, SIGINT);
+  uv_signal_init(loop, &sighup);
+  uv_signal_start(&sighup, on_sighup, SIGHUP);
+  uv_unref((uv_handle_t *)&sighup);
+  /* Signal watchers stay installed to the end, so a second signal during the
+   * stop is absorbed, but they do not keep the loop alive on their own. */
+  uv_unref((uv_handle_t *)&sigterm);
+  uv_unref((uv_handle_t *)&sigint);
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits, &handlers,
                       err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
@@ -216,17 +230,6 @@ int main(int argc, char **argv) {
   snprintf(pid, sizeof(pid), "%d", (int)uv_os_getpid());
   ephd_log("info", "listening", "addr", addr, "epoch", epoch, "pid", pid, NULL);
 
-  uv_signal_init(loop, &sigterm);
-  uv_signal_init(loop, &sigint);
-  uv_signal_start(&sigterm, on_signal, SIGTERM);
-  uv_signal_start(&sigint, on_signal, SIGINT);
-  uv_signal_init(loop, &sighup);
-  uv_signal_start(&sighup, on_sighup, SIGHUP);
-  uv_unref((uv_handle_t *)&sighup);
-  /* Signal watchers stay installed to the end, so a second signal during the
-   * stop is absorbed, but they do not keep the loop alive on their own. */
-  uv_unref((uv_handle_t *)&sigterm);
-  uv_unref((uv_handle_t *)&sigint);
   uv_timer_init(loop, &stop_deadline);
   uv_run(loop, UV_RUN_DEFAULT);
 
