@@ -2,10 +2,11 @@
  * operation. */
 #include "commands.h"
 
+#include <string.h>
+
 #include "clock.h"
 #include "forward.h"
 #include "http.h"
-#include "id.h"
 #include "json.h"
 #include "members.h"
 #include "op.h"
@@ -64,22 +65,76 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   return EPHD_OK;
 }
 
-/* The one epoch every id of an ack carries: 1, or 0 when they differ or
- * one does not parse (such an ack is served here, where each id answers
- * for itself). */
-static int ack_epoch(const ephd_ack_item_t *acks, const char *ids, uint32_t n,
-                     uint32_t *epoch) {
-  for (uint32_t i = 0; i < n; i++) {
-    ephd_id_t id;
-    if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return 0;
-    if (i > 0 && id.epoch != *epoch) return 0;
-    *epoch = id.epoch;
-  }
-  return n > 0;
+const char *const ephd_ack_outcome_names[4] = {"acked", "redelivered", "stale",
+                                               "unknown"};
+
+int ephd_ack_outcome_named(const char *name, size_t len,
+                           ephd_outcome_t *outcome) {
+  for (int o = 0; o < 4; o++)
+    if (strlen(ephd_ack_outcome_names[o]) == len &&
+        memcmp(ephd_ack_outcome_names[o], name, len) == 0) {
+      *outcome = (ephd_outcome_t)o;
+      return 0;
+    }
+  return -1;
 }
 
-static const char *const outcome_names[] = {"acked", "redelivered", "stale",
-                                            "unknown"};
+/* The ack's queue and its group's cursor (UINT32_MAX: none), touched as
+ * used. */
+static ephd_queue_t *ack_queue(const ephd_scan_t *s, const char *tenant,
+                               size_t tenant_len, uint64_t now, uint32_t *g) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_queue_t *q =
+      ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
+  *g = UINT32_MAX;
+  if (q) {
+    ephd_engine_touch(e, q, now);
+    const char *gname = s->has_group ? s->group.ptr : "";
+    size_t glen = s->has_group ? s->group.len : 0;
+    if (!ephd_queue_group_find(q, gname, glen, g)) *g = UINT32_MAX;
+  }
+  return q;
+}
+
+/* An ack split over the cell settles the ids this broker holds one by one
+ * through here: its queue is found at the first. */
+typedef struct {
+  const ephd_scan_t *scan;
+  const char *tenant;
+  size_t tenant_len;
+  const ephd_ack_item_t *acks;
+  const char *ids;
+  int found;
+  ephd_queue_t *q;
+  uint32_t g;
+  uint64_t now;
+} ack_here_t;
+
+static ephd_outcome_t ack_here(void *data, uint32_t i) {
+  ack_here_t *a = data;
+  if (!a->found) {
+    a->now = ephd_ffi_now_ms();
+    a->q = ack_queue(a->scan, a->tenant, a->tenant_len, a->now, &a->g);
+    a->found = 1;
+  }
+  const ephd_ack_item_t *it = &a->acks[i];
+  return ephd_engine_ack(ephd_commands_engine, a->q, a->g, a->ids + it->off,
+                         it->len, it->status, a->now);
+}
+
+/* Out of line: a cell of one's ack keeps a frame without ack_here_t. */
+static __attribute__((noinline)) int ack_forward(
+    const ephd_request_t *req, const ephd_view_t *view, const char *tenant,
+    size_t tenant_len, const ephd_scan_t *s, const ephd_ack_item_t *acks,
+    const char *ids) {
+  ack_here_t a = {.scan = s,
+                  .tenant = tenant,
+                  .tenant_len = tenant_len,
+                  .acks = acks,
+                  .ids = ids};
+  return ephd_forward_ack(req, view, tenant, tenant_len, s, acks, ids, ack_here,
+                          &a);
+}
 
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len) {
@@ -92,20 +147,12 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
   const char *ids = op->names.base;
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
-  uint32_t epoch;
-  if (view->count > 1 && ack_epoch(acks, ids, s->count, &epoch) &&
-      ephd_forward_ack(req, view, epoch, tenant, tenant_len) != EPHD_OK)
+  if (view->count > 1 &&
+      ack_forward(req, view, tenant, tenant_len, s, acks, ids) != EPHD_OK)
     return EPHD_RELAYED;
-  ephd_queue_t *q =
-      ephd_engine_queue(e, tenant, tenant_len, s->queue.ptr, s->queue.len);
-  uint32_t g = UINT32_MAX;
   uint64_t now = ephd_ffi_now_ms();
-  if (q) {
-    ephd_engine_touch(e, q, now);
-    const char *gname = s->has_group ? s->group.ptr : "";
-    size_t glen = s->has_group ? s->group.len : 0;
-    if (!ephd_queue_group_find(q, gname, glen, &g)) g = UINT32_MAX;
-  }
+  uint32_t g;
+  ephd_queue_t *q = ack_queue(s, tenant, tenant_len, now, &g);
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
   ephd_buf_appends(out, "{\"results\":[");
@@ -113,12 +160,7 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
     const char *id = ids + acks[i].off;
     ephd_outcome_t o =
         ephd_engine_ack(e, q, g, id, acks[i].len, acks[i].status, now);
-    if (i) ephd_buf_append(out, ",", 1);
-    ephd_buf_appends(out, "{\"id\":");
-    ephd_json_write_string(out, id, acks[i].len);
-    ephd_buf_appends(out, ",\"outcome\":\"");
-    ephd_buf_appends(out, outcome_names[o]);
-    ephd_buf_appends(out, "\"}");
+    ephd_ack_write_result(out, i == 0, id, acks[i].len, o);
   }
   ephd_buf_appends(out, "]}");
   /* The answer ends the request, and its operation with it. */

@@ -73,6 +73,22 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_HANDOVER_MAX_BYTES", "268435456", 0, UINT64_MAX >> 1,
      K_U64, AT(handover_max_bytes),
      "what one move hands over at most (the rest is dropped)"},
+    {"QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS", "5000", 100, 600000, K_U64,
+     AT(relay_timeout_ms),
+     "a relayed request's answer deadline (a waiting pop: its timeout + 2 s)"},
+    {"QUEEN_EPHEMERAL_RELAY_MAX_CONNS", "64", 1, 65536, K_U64,
+     AT(relay_max_conns), "relayed pushes, acks and pops in flight per peer"},
+    {"QUEEN_EPHEMERAL_RELAY_MAX_PARKED", "4096", 1, 1000000, K_U64,
+     AT(relay_max_parked), "relayed waiting pops in flight per peer"},
+    {"QUEEN_EPHEMERAL_RELAY_MAX_QUEUED", "1024", 0, 1000000, K_U64,
+     AT(relay_max_queued), "relayed requests waiting per peer and lane (503)"},
+    {"QUEEN_EPHEMERAL_RELAY_MAX_IDLE", "64", 0, 65536, K_U64,
+     AT(relay_max_idle), "idle connections to a peer kept for reuse"},
+    {"QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS", "60000", 100, 86400000, K_U64,
+     AT(relay_idle_timeout_ms),
+     "an idle connection to a peer is closed (below IDLE_TIMEOUT_S)"},
+    {"QUEEN_EPHEMERAL_RELAY_RESOLVE_TTL_MS", "30000", 0, 86400000, K_U64,
+     AT(relay_resolve_ttl_ms), "a peer's advertised name is resolved again"},
     {"QUEEN_EPHEMERAL_RATE", "5000", 0, UINT32_MAX, K_U64, AT(lua.rate),
      "messages per second a tenant may push (0: no limit)"},
     {"QUEEN_EPHEMERAL_BURST", "10000", 1, UINT32_MAX, K_U64, AT(lua.burst),
@@ -295,6 +311,21 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
             "and _MAX_HEADER_BYTES, and _MAX_UNWRITTEN_BYTES), or 0\n",
             (unsigned long long)s->max_client_bytes,
             (unsigned long long)one_request);
+    return -1;
+  }
+  /* Closing idle connections is the relay's job, not its peers': a peer
+   * closing one as the relay reuses it is the race relay.h retries. The
+   * default yields to a short server idle timeout; a value given does not. */
+  if (s->relay_idle_timeout_ms >= s->idle_timeout_s * 1000 &&
+      getenv("QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS") == NULL)
+    s->relay_idle_timeout_ms = s->idle_timeout_s * 1000 / 2;
+  if (s->relay_idle_timeout_ms >= s->idle_timeout_s * 1000) {
+    fprintf(stderr,
+            "ephd: QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS=%llu is not usable: "
+            "expected less than QUEEN_EPHEMERAL_IDLE_TIMEOUT_S (%llu ms), so "
+            "the relay closes its idle connections before its peers do\n",
+            (unsigned long long)s->relay_idle_timeout_ms,
+            (unsigned long long)s->idle_timeout_s * 1000);
     return -1;
   }
   s->lua.allowed_origins = getenv("EPHD_ALLOWED_ORIGINS");

@@ -83,6 +83,9 @@ typedef struct ephd_tenant {
   uint64_t drops_bounds, drops_ttl, drops_retry;
 } ephd_tenant_t;
 
+/* The partition of a push that names none (Queen's). */
+#define EPHD_DEFAULT_PARTITION "Default"
+
 typedef enum {
   EPHD_ACK_COMPLETED,
   EPHD_ACK_FAILED,

@@ -266,8 +266,9 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
 int ephd_ffi_pop(const ephd_request_t *req);
 
 /* ack: scan into req->op, then settle every id and answer req with the
- * results. In a cell, an ack whose ids all carry another live member's
- * epoch is EPHD_RELAYED there, answered by C (core/forward.h). */
+ * results. In a cell, an ack whose ids another live member holds (by the
+ * epoch they carry) is EPHD_RELAYED: relayed whole, or split by holder and
+ * merged, answered by C (core/forward.h). */
 int ephd_ffi_ack_scan(const ephd_request_t *req);
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len);

@@ -6,16 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "errors.h"
 #include "http.h"
+#include "id.h"
+#include "json.h"
 #include "members.h"
 #include "relay.h"
 
-/* A relayed push or ack is answered by its owner at once: this bounds the
- * wait for a peer that accepted the connection and does not answer (a
- * stopped process, a full loop). Past it the client hears
- * ephemeral_forward_failed, well within any client's own timeout. */
-#define FORWARD_TIMEOUT_MS 5000
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
 #define PARK_MARGIN_MS 2000
@@ -42,10 +40,16 @@ static uint64_t forwarded[EPHD_FORWARD_VERBS][N_OUTCOMES];
 
 static const char *token;
 static size_t token_len;
+/* A relayed push or ack is answered by its owner at once: this bounds the
+ * wait for a peer that accepted the connection and does not answer (a
+ * stopped process, a full loop). Past it the client hears
+ * ephemeral_forward_failed, well within any client's own timeout. */
+static uint64_t answer_timeout_ms;
 
-void ephd_forward_init(const char *cell_token) {
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms) {
   token = cell_token;
   token_len = cell_token ? strlen(cell_token) : 0;
+  answer_timeout_ms = timeout_ms;
 }
 
 /* One relayed request: what a second send needs (the request's own bytes
@@ -234,7 +238,7 @@ static forward_t *forward_new(const ephd_request_t *req,
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
-  f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : FORWARD_TIMEOUT_MS;
+  f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
   f->target_len = target_len;
   f->headers_len = headers_len;
   f->body_len = req->body.len;
@@ -292,17 +296,351 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
   return EPHD_RELAYED;
 }
 
+/* An ack split over the cell: its ids by holder, the parts sent at once,
+ * the answer written when the last part is in. One allocation: the split,
+ * its parts, its ids' places and outcomes, and the ids' bytes. */
+typedef struct ack_split ack_split_t;
+
+typedef struct {
+  ack_split_t *split;
+  ephd_relay_t *relay; /* NULL once answered, or never sent */
+} ack_part_t;
+
+typedef struct {
+  uint32_t off, len; /* in the split's bytes */
+  uint32_t part;     /* HERE, or the part holding it */
+  ephd_outcome_t outcome;
+} ack_id_t;
+
+#define HERE UINT32_MAX
+
+struct ack_split {
+  ephd_deferred_t *deferred;
+  uint32_t count, parts, pending;
+  int served;  /* ids settled here, or a part answered with its results */
+  int failure; /* the first part's relay failure, for a 503 */
+  ack_part_t *part;
+  ack_id_t *id;
+  char *bytes;
+};
+
+/* The member whose epoch id i carries, as an index into view, or HERE. */
+static uint32_t holder(const ephd_view_t *view, const ephd_ack_item_t *acks,
+                       const char *ids, uint32_t i) {
+  ephd_id_t id;
+  if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return HERE;
+  for (uint32_t m = 0; m < view->count; m++)
+    if (view->members[m].epoch == id.epoch) return m == view->self ? HERE : m;
+  return HERE;
+}
+
+/* Every id's outcome in the request's order; a 503 when nothing of the ack
+ * was applied anywhere (no id here, no part reached), which the client can
+ * retry whole. */
+static void split_answer(ephd_conn_t *c, ack_split_t *sp) {
+  if (!sp->served) {
+    fail(c, sp->failure);
+    return;
+  }
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"results\":[");
+  for (uint32_t i = 0; i < sp->count; i++)
+    ephd_ack_write_result(out, i == 0, sp->bytes + sp->id[i].off, sp->id[i].len,
+                          sp->id[i].outcome);
+  ephd_buf_appends(out, "]}");
+  ephd_http_end(c);
+}
+
+/* One result, {"id":..,"outcome":..}, at *p: its outcome, or -1. */
+static int outcome_of(const char **p, const char *end, ephd_buf_t *key,
+                      ephd_outcome_t *outcome) {
+  const char *s = *p;
+  if (s >= end || *s++ != '{') return -1;
+  int first = 1, named = 0, m;
+  while ((m = ephd_json_member(&s, end, key, &first)) == 1) {
+    const char *v = s;
+    if ((s = ephd_json_skip(s, end)) == NULL) return -1;
+    if (key->len == 7 && memcmp(key->base, "outcome", 7) == 0 && *v == '"' &&
+        ephd_ack_outcome_named(v + 1, (size_t)(s - v - 2), outcome) == 0)
+      named = 1;
+  }
+  *p = s;
+  return m == 0 && named ? 0 : -1;
+}
+
+int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                              uint32_t n) {
+  const char *p = body, *end = body + len;
+  ephd_buf_t key;
+  ephd_buf_init(&key);
+  int first = 1, got = 0, m;
+  uint32_t i = 0;
+  p = ephd_json_ws(p, end);
+  if (p >= end || *p++ != '{') goto fail;
+  while ((m = ephd_json_member(&p, end, &key, &first)) == 1) {
+    if (key.len != 7 || memcmp(key.base, "results", 7) != 0) {
+      if ((p = ephd_json_skip(p, end)) == NULL) goto fail;
+      continue;
+    }
+    if (got || p >= end || *p++ != '[') goto fail;
+    got = 1;
+    p = ephd_json_ws(p, end);
+    if (p < end && *p == ']') {
+      p++;
+      continue;
+    }
+    for (;;) {
+      if (i == n || outcome_of(&p, end, &key, &out[i++]) != 0) goto fail;
+      p = ephd_json_ws(p, end);
+      if (p >= end) goto fail;
+      if (*p == ']') break;
+      if (*p++ != ',') goto fail;
+      p = ephd_json_ws(p, end);
+    }
+    p++;
+  }
+  ephd_buf_free(&key);
+  return m == 0 && got && i == n ? 0 : -1;
+fail:
+  ephd_buf_free(&key);
+  return -1;
+}
+
+/* Part k's results into its ids' outcomes: 0, or -1 when they are not
+ * one per id sent. */
+static int merge(ack_split_t *sp, uint32_t k, const char *body, size_t len) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < sp->count; i++) n += sp->id[i].part == k;
+  ephd_outcome_t *got = malloc(n * sizeof(*got));
+  int rc = got ? ephd_forward_ack_outcomes(body, len, got, n) : -1;
+  for (uint32_t i = 0, j = 0; rc == 0 && i < sp->count; i++)
+    if (sp->id[i].part == k) sp->id[i].outcome = got[j++];
+  free(got);
+  return rc;
+}
+
+/* Part k's answer into its ids' outcomes: its results, or stale for each,
+ * the loss contract's answer for an id whose holder did not say (it could
+ * not be reached, or refused the part: nothing of it was applied, unless a
+ * deadline passed after the owner read it). */
+static void part_done(ack_split_t *sp, uint32_t k, int result,
+                      const ephd_relay_response_t *res) {
+  if (result == EPHD_RELAY_OK && res->status == 200 &&
+      merge(sp, k, res->body.ptr, res->body.len) == 0) {
+    sp->served = 1;
+    return;
+  }
+  if (result == EPHD_RELAY_OK)
+    sp->served = 1; /* it answered: the client hears its ids' outcome */
+  else if (sp->failure == 0)
+    sp->failure = result;
+  for (uint32_t i = 0; i < sp->count; i++)
+    if (sp->id[i].part == k) sp->id[i].outcome = EPHD_OUTCOME_STALE;
+}
+
+static void on_part_answer(void *data, int result,
+                           const ephd_relay_response_t *res) {
+  ack_part_t *part = data;
+  ack_split_t *sp = part->split;
+  part->relay = NULL;
+  forwarded[EPHD_FORWARD_ACK]
+           [result == EPHD_RELAY_OK ? OUT_ANSWERED : OUT_FAILED]++;
+  part_done(sp, (uint32_t)(part - sp->part), result, res);
+  if (--sp->pending == 0) {
+    split_answer(ephd_deferred_conn(sp->deferred), sp);
+    free(sp);
+  }
+}
+
+/* The parts still out are dropped, their ids left stale. */
+static void split_cancel_parts(ack_split_t *sp, int outcome) {
+  for (uint32_t k = 0; k < sp->parts; k++)
+    if (sp->part[k].relay) {
+      ephd_relay_cancel(sp->part[k].relay);
+      sp->part[k].relay = NULL;
+      forwarded[EPHD_FORWARD_ACK][outcome]++;
+      if (sp->failure == 0) sp->failure = EPHD_RELAY_E_STOPPING;
+    }
+}
+
+static void on_split_cancel(void *data) {
+  ack_split_t *sp = data;
+  split_cancel_parts(sp, OUT_CANCELLED);
+  free(sp);
+}
+
+/* The broker stops: what is in is answered, the parts still out stale. */
+static void on_split_stop(void *data) {
+  ack_split_t *sp = data;
+  split_cancel_parts(sp, OUT_STOPPED);
+  split_answer(ephd_deferred_conn(sp->deferred), sp);
+  free(sp);
+}
+
+static const ephd_deferred_ops_t SPLIT = {
+    .deadline = NULL, /* each part's relay has its own deadline */
+    .cancel = on_split_cancel,
+    .stop = on_split_stop,
+};
+
+static const char *const STATUS_NAMES[] = {"completed", "failed", "retry"};
+
+/* Part k's body: the ack's queue and group, and its ids with their
+ * statuses (an error string is ignored by every broker: not sent). */
+static void part_body(ephd_buf_t *b, const ephd_scan_t *scan,
+                      const ephd_ack_item_t *acks, const ack_split_t *sp,
+                      uint32_t k) {
+  ephd_buf_appends(b, "{\"queue\":");
+  ephd_json_write_string(b, scan->queue.ptr, scan->queue.len);
+  if (scan->has_group) {
+    ephd_buf_appends(b, ",\"group\":");
+    ephd_json_write_string(b, scan->group.ptr, scan->group.len);
+  }
+  ephd_buf_appends(b, ",\"acks\":[");
+  int first = 1;
+  for (uint32_t i = 0; i < sp->count; i++) {
+    if (sp->id[i].part != k) continue;
+    ephd_buf_appends(b, first ? "{\"id\":" : ",{\"id\":");
+    first = 0;
+    ephd_json_write_string(b, sp->bytes + sp->id[i].off, sp->id[i].len);
+    ephd_buf_appends(b, ",\"status\":\"");
+    ephd_buf_appends(b, STATUS_NAMES[acks[i].status]);
+    ephd_buf_appends(b, "\"}");
+  }
+  ephd_buf_appends(b, "]}");
+}
+
+static ack_split_t *split_new(const ephd_view_t *view,
+                              const ephd_ack_item_t *acks, const char *ids,
+                              uint32_t count, uint32_t *member_of_part) {
+  size_t bytes = 0;
+  for (uint32_t i = 0; i < count; i++) bytes += acks[i].len;
+  uint32_t parts = view->count - 1;
+  ack_split_t *sp = malloc(sizeof(*sp) + parts * sizeof(ack_part_t) +
+                           count * sizeof(ack_id_t) + bytes);
+  if (sp == NULL) return NULL;
+  sp->part = (ack_part_t *)(sp + 1);
+  sp->id = (ack_id_t *)(sp->part + parts);
+  sp->bytes = (char *)(sp->id + count);
+  sp->count = count;
+  sp->parts = 0;
+  sp->pending = 0;
+  sp->served = 0;
+  sp->failure = 0;
+  /* Parts numbered in order of first appearance; member_of_part maps back. */
+  uint32_t part_of_member[view->count];
+  for (uint32_t m = 0; m < view->count; m++) part_of_member[m] = HERE;
+  size_t off = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t m = holder(view, acks, ids, i);
+    if (m != HERE && part_of_member[m] == HERE) {
+      member_of_part[sp->parts] = m;
+      part_of_member[m] = sp->parts++;
+    }
+    ack_id_t *id = &sp->id[i];
+    id->off = (uint32_t)off;
+    id->len = acks[i].len;
+    id->part = m == HERE ? HERE : part_of_member[m];
+    id->outcome = EPHD_OUTCOME_STALE;
+    memcpy(sp->bytes + off, ids + acks[i].off, acks[i].len);
+    off += acks[i].len;
+  }
+  return sp;
+}
+
+/* The mark's headers, as forward_new writes them, for a JSON body. */
+static void mark_headers(ephd_buf_t *b, const char *tenant, size_t tenant_len) {
+  ephd_buf_appends(b, "Content-Type: application/json\r\nX-Queen-Forward: ");
+  ephd_buf_append(b, token, token_len);
+  ephd_buf_append(b, " ", 1);
+  ephd_buf_append(b, tenant, tenant_len);
+  ephd_buf_append(b, "\r\n", 2);
+}
+
+static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
+                     const char *tenant, size_t tenant_len,
+                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
+                     const char *ids, ephd_forward_ack_here_fn here,
+                     void *data) {
+  uint32_t member_of_part[view->count];
+  ack_split_t *sp = split_new(view, acks, ids, scan->count, member_of_part);
+  ephd_conn_t *c = ephd_http_conn(req);
+  if (sp == NULL) {
+    fail(c, EPHD_RELAY_E_INVALID);
+    return EPHD_RELAYED;
+  }
+  /* This broker's own ids first: nothing of theirs waits on a peer. */
+  for (uint32_t i = 0; i < sp->count; i++)
+    if (sp->id[i].part == HERE) {
+      sp->id[i].outcome = here(data, i);
+      sp->served = 1;
+    }
+  ephd_buf_t headers, body;
+  ephd_buf_init(&headers);
+  ephd_buf_init(&body);
+  mark_headers(&headers, tenant, tenant_len);
+  for (uint32_t k = 0; k < sp->parts; k++) {
+    ack_part_t *part = &sp->part[k];
+    part->split = sp;
+    part->relay = NULL;
+    body.len = 0;
+    part_body(&body, scan, acks, sp, k);
+    ephd_relay_peer_t *peer =
+        ephd_relay_peer(view->members[member_of_part[k]].address);
+    ephd_relay_request_t rq = {
+        .method = {"POST", 4},
+        .target = req->path,
+        .headers = {headers.base, headers.len},
+        .body = {body.base, body.len},
+        .timeout_ms = answer_timeout_ms,
+    };
+    int rc =
+        peer ? ephd_relay_send(peer, &rq, on_part_answer, part, &part->relay)
+             : EPHD_RELAY_E_INVALID;
+    if (rc == 0) {
+      sp->pending++;
+    } else {
+      forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;
+      part_done(sp, k, rc, NULL);
+    }
+  }
+  ephd_buf_free(&headers);
+  ephd_buf_free(&body);
+  if (sp->pending == 0) {
+    /* Every part refused at once: answered now, nothing held. */
+    split_answer(c, sp);
+    free(sp);
+    return EPHD_RELAYED;
+  }
+  sp->deferred = ephd_http_defer(req, &SPLIT, sp);
+  return EPHD_RELAYED;
+}
+
 int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     uint32_t epoch, const char *tenant, size_t tenant_len) {
+                     const char *tenant, size_t tenant_len,
+                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
+                     const char *ids, ephd_forward_ack_here_fn here,
+                     void *data) {
   if (token == NULL || req->forward.len > 0) return EPHD_OK;
-  const ephd_member_t *owner = NULL;
-  for (uint32_t i = 0; i < view->count; i++)
-    if (view->members[i].epoch == epoch) owner = &view->members[i];
-  if (owner == NULL || owner == &view->members[view->self]) return EPHD_OK;
+  /* Whose ids: this broker's only (served as in a cell of one), one other
+   * member's only (relayed whole, as it came), or several holders'. */
+  uint32_t only = HERE;
+  int mixed = 0;
+  for (uint32_t i = 0; i < scan->count && !mixed; i++) {
+    uint32_t m = holder(view, acks, ids, i);
+    if (i == 0)
+      only = m;
+    else if (m != only)
+      mixed = 1;
+  }
+  if (mixed)
+    return split_ack(req, view, tenant, tenant_len, scan, acks, ids, here,
+                     data);
+  if (only == HERE) return EPHD_OK;
   ephd_slice_t none = {"", 0};
   forward_t *f =
       forward_new(req, EPHD_FORWARD_ACK, 0, tenant, tenant_len, none, none);
-  int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;
+  int rc = f ? send_to(f, &view->members[only]) : EPHD_RELAY_E_INVALID;
   if (rc != 0) {
     forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;
     free(f);

@@ -18,7 +18,9 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "engine.h"
 #include "ffi.h"
+#include "op.h"
 #include "placement.h"
 
 /* The verbs the relay carries: the metrics' route label. */
@@ -30,8 +32,9 @@ typedef enum {
 } ephd_forward_verb_t;
 
 /* The cell token (NULL: none, and this broker never relays nor trusts a
- * mark); the string must outlive the broker. */
-void ephd_forward_init(const char *cell_token);
+ * mark), which must outlive the broker, and the deadline of a relayed
+ * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). */
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms);
 
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
@@ -44,14 +47,32 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
                        const char *tenant, size_t tenant_len,
                        ephd_slice_t queue, ephd_slice_t partition);
 
-/* An ack, in a view of more than one member, whose ids all carry the epoch
- * of another live member: that incarnation issued them and holds their
- * messages, so the ack goes there (an exact owner, where hashing would
- * name the partition's owner now, maybe not the one that holds them).
- * EPHD_OK when it is served here: no token, marked already, the epoch is
- * this broker's or no live member's (the ids then answer stale here). */
+/* Settles id i of an ack here and says how it went. */
+typedef ephd_outcome_t (*ephd_forward_ack_here_fn)(void *data, uint32_t i);
+
+/* An ack, in a view of more than one member, goes where its ids' epochs
+ * say: the incarnation that issued an id holds its message (an exact
+ * holder, where hashing would name the partition's owner now, maybe not
+ * the one that holds it). EPHD_OK when every id is served here (no token,
+ * marked already, or each id carries this broker's epoch, no live
+ * member's, or does not parse: those answer stale or unknown here).
+ * Otherwise EPHD_RELAYED, the request answered or held: all of its ids
+ * held by one other member, it is relayed whole; held by several, it is
+ * split by holder, here's ids settled now through here(data, i), each
+ * other part relayed once, and the results merged in the request's order
+ * (docs/cell.md says what the ids of a part not answered get). */
 int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     uint32_t epoch, const char *tenant, size_t tenant_len);
+                     const char *tenant, size_t tenant_len,
+                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
+                     const char *ids, ephd_forward_ack_here_fn here,
+                     void *data);
+
+/* The outcomes of an ack's answer, {"results":[{"id":..,"outcome":..},
+ * ...]} as a member writes it: 0 with out[0..n) when it holds exactly n
+ * results, each with a known outcome, in their order; -1 otherwise (out
+ * partly written). What a split ack reads of each part's answer. */
+int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                              uint32_t n);
 
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
 void ephd_forward_metrics(ephd_buf_t *o);

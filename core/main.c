@@ -190,9 +190,19 @@ int main(int argc, char **argv) {
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);
-  ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
+  /* A peer answers at most what it would accept as a request. */
+  ephd_relay_limits_t relay_limits = {
+      .max_conns = (uint32_t)s.relay_max_conns,
+      .max_parked = (uint32_t)s.relay_max_parked,
+      .max_queued = (uint32_t)s.relay_max_queued,
+      .max_idle = (uint32_t)s.relay_max_idle,
+      .idle_timeout_ms = s.relay_idle_timeout_ms,
+      .resolve_ttl_ms = s.relay_resolve_ttl_ms,
+      .max_header_bytes = s.max_header_bytes,
+      .max_response_bytes = s.max_body_bytes,
+  };
   ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token);
+  ephd_forward_init(s.cell_token, s.relay_timeout_ms);
   ephd_fanout_init(s.cell_token);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
@@ -209,6 +219,20 @@ int main(int argc, char **argv) {
       .answered = ephd_metrics_observe,
       .finished = ephd_op_release,
   };
+  /* Before the port opens: a client may signal as soon as it can connect,
+   * and SIGHUP's default would end the process (the callbacks run only in
+   * the loop, once everything below is ready). */
+  uv_signal_init(loop, &sigterm);
+  uv_signal_init(loop, &sigint);
+  uv_signal_start(&sigterm, on_signal, SIGTERM);
+  uv_signal_start(&sigint, on_signal, SIGINT);
+  uv_signal_init(loop, &sighup);
+  uv_signal_start(&sighup, on_sighup, SIGHUP);
+  uv_unref((uv_handle_t *)&sighup);
+  /* Signal watchers stay installed to the end, so a second signal during the
+   * stop is absorbed, but they do not keep the loop alive on their own. */
+  uv_unref((uv_handle_t *)&sigterm);
+  uv_unref((uv_handle_t *)&sigint);
   if (ephd_http_start(loop, s.listen_host, s.listen_port, &limits, &handlers,
                       err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
@@ -227,17 +251,6 @@ int main(int argc, char **argv) {
   snprintf(pid, sizeof(pid), "%d", (int)uv_os_getpid());
   ephd_log("info", "listening", "addr", addr, "epoch", epoch, "pid", pid, NULL);
 
-  uv_signal_init(loop, &sigterm);
-  uv_signal_init(loop, &sigint);
-  uv_signal_start(&sigterm, on_signal, SIGTERM);
-  uv_signal_start(&sigint, on_signal, SIGINT);
-  uv_signal_init(loop, &sighup);
-  uv_signal_start(&sighup, on_sighup, SIGHUP);
-  uv_unref((uv_handle_t *)&sighup);
-  /* Signal watchers stay installed to the end, so a second signal during the
-   * stop is absorbed, but they do not keep the loop alive on their own. */
-  uv_unref((uv_handle_t *)&sigterm);
-  uv_unref((uv_handle_t *)&sigint);
   uv_timer_init(loop, &stop_deadline);
   uv_run(loop, UV_RUN_DEFAULT);
 

@@ -128,8 +128,9 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   const ephd_pop_args_t *a = &op->pub.pop;
   const ephd_tenant_limits_t *limits = a->limits;
   /* A pop naming its partition goes to its owner; one that does not is
-   * served here, from the partitions this broker holds (docs/cell.md). A
-   * cell of one reads the view's count and nothing else. */
+   * served here from the partitions this broker holds, else goes to
+   * Default's owner (below; docs/cell.md). A cell of one reads the view's
+   * count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 && a->partition &&
       ephd_forward_route(
@@ -147,6 +148,18 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   uint32_t g = 0;
   int new_ring = a->partition && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
+  uint64_t now = ephd_ffi_now_ms();
+  /* Nothing here for a pop of the whole queue: Default's owner, where a
+   * push naming no partition lands, has the likeliest messages, and a pop
+   * that waits parks there. Checked before anything is made here. */
+  if (view->count > 1 && !a->partition &&
+      !ephd_engine_would_deliver(e, q, NULL, 0, new_group, g, now) &&
+      ephd_forward_route(
+          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, view, a->tenant,
+          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+          (ephd_slice_t){EPHD_DEFAULT_PARTITION,
+                         sizeof(EPHD_DEFAULT_PARTITION) - 1}) != EPHD_OK)
+    return EPHD_RELAYED;
   /* Everything a pop would create is planned before any of it exists: a
    * refused pop leaves no tenant, queue, partition or group behind. */
   uint32_t refusals = 0;
@@ -164,7 +177,6 @@ int ephd_ffi_pop(const ephd_request_t *req) {
                              a->partition_len, named_group, glen, limits);
   /* Whether it would park is known before anything exists too, so a pop
    * refused for the tenant's parked slots leaves nothing behind either. */
-  uint64_t now = ephd_ffi_now_ms();
   if (a->wait && a->timeout_ms && limits && limits->max_parked && t &&
       ephd_tenant_parked(t) >= limits->max_parked &&
       !ephd_engine_would_deliver(e, q, r, new_ring, new_group, g, now))

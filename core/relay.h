@@ -67,7 +67,9 @@ typedef struct {
  * (so we, not the peer, close idle connections, which keeps the race the
  * retry covers rare), and the server's own default body and header
  * limits (QUEEN_EPHEMERAL_MAX_BODY_BYTES, QUEEN_EPHEMERAL_MAX_HEADER_BYTES):
- * a peer answers at most what it would accept. */
+ * a peer answers at most what it would accept. The broker takes them from
+ * its knobs (QUEEN_EPHEMERAL_RELAY_*, whose defaults these are, and those
+ * two); the tests and fuzzers from here. */
 #define EPHD_RELAY_LIMITS_DEFAULT                                            \
   {                                                                          \
     .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \

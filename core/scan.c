@@ -242,8 +242,8 @@ int ephd_ffi_push_scan(const ephd_request_t *req) {
   int rc = scan_body(req, &PUSH);
   ephd_scan_t *s = &req->op->scan;
   if (!s->has_partition) {
-    s->partition.ptr = "Default";
-    s->partition.len = 7;
+    s->partition.ptr = EPHD_DEFAULT_PARTITION;
+    s->partition.len = sizeof(EPHD_DEFAULT_PARTITION) - 1;
   }
   size_t max = ephd_ffi_config()->max_name_bytes;
   s->names_clean = rc == EPHD_OK && name_clean(s->queue, max) &&

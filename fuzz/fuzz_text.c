@@ -3,12 +3,16 @@
  * decoding (EPHD_TEXT_URL: never longer than its input), JSON values
  * (EPHD_TEXT_JSON: what skips is what a string walk agrees, and a string
  * decodes to UTF-8), and strict UTF-8 (EPHD_TEXT_UTF8: the validator, the
- * JSON walk and a reference written from RFC 3629's table all agree). */
+ * JSON walk and a reference written from RFC 3629's table all agree), and
+ * an ack's answer as a split ack reads a member's (EPHD_TEXT_ACK_ANSWER:
+ * what reads as n outcomes, written again, reads as the same). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "buf.h"
+#include "commands.h"
 #include "ffi.h"
+#include "forward.h"
 #include "id.h"
 #include "json.h"
 
@@ -84,6 +88,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *end = ephd_json_skip(quoted, quoted + size + 2);
   if ((end == quoted + size + 2) != want) abort();
   free(quoted);
+#elif defined(EPHD_TEXT_ACK_ANSWER)
+  /* The first byte says how many results to expect. */
+  uint32_t n = size ? (unsigned char)s[0] % 16 : 0;
+  ephd_outcome_t got[16], again[16];
+  if (size && ephd_forward_ack_outcomes(s + 1, size - 1, got, n) == 0) {
+    ephd_buf_t b;
+    ephd_buf_init(&b);
+    ephd_buf_appends(&b, "{\"results\":[");
+    for (uint32_t i = 0; i < n; i++)
+      ephd_ack_write_result(&b, i == 0, "e:1:p:1", 7, got[i]);
+    ephd_buf_appends(&b, "]}");
+    if (ephd_forward_ack_outcomes(b.base, b.len, again, n) != 0 ||
+        memcmp(got, again, n * sizeof(got[0])) != 0)
+      abort();
+    ephd_buf_free(&b);
+  }
 #else
   const char *end = ephd_json_skip(s, s + size);
   if (end && (end < s || end > s + size)) abort();

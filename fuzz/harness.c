@@ -16,7 +16,9 @@
 #include "commands.h"
 #include "config.h"
 #include "engine.h"
+#include "fanout.h"
 #include "forward.h"
+#include "handover.h"
 #include "http.h"
 #include "lua_host.h"
 #include "members.h"
@@ -74,11 +76,17 @@ void ephd_fuzz_boot(void) {
   ephd_store_start(loop, &engine, NULL, 30000, ephd_lua_host_apply_declarations,
                    ephd_lua_host_apply_grants);
   /* A cell of one, as main() boots it without a database: the cell's status
-   * read and the relay's paths are reachable from any input. */
+   * read, the relay's, the fan-out's and the hand-over's paths are
+   * reachable from any input. */
+  ephd_handover_limits_t handover_limits = {
+      .timeout_ms = 5000, .max_bytes = 1 << 20, .max_body_bytes = 1 << 20};
+  ephd_handover_init(loop, &engine, NULL, &handover_limits);
+  ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000);
   ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
   ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(NULL);
+  ephd_forward_init(NULL, 5000);
+  ephd_fanout_init(NULL);
   /* A small output bound, so that pipelined inputs pause and resume. */
   ephd_http_limits_t limits = {.max_body_bytes = 1 << 20,
                                .max_header_bytes = 16384,

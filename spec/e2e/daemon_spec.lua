@@ -21,6 +21,13 @@ describe("the daemon", function()
             "QUEEN_EPHEMERAL_MAX_BODY_BYTES%s+67108864",
             "QUEEN_EPHEMERAL_MEMBER_TTL_MS%s+4000",
             "QUEEN_EPHEMERAL_CELL_TOKEN",
+            "QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS%s+5000",
+            "QUEEN_EPHEMERAL_RELAY_MAX_CONNS%s+64",
+            "QUEEN_EPHEMERAL_RELAY_MAX_PARKED%s+4096",
+            "QUEEN_EPHEMERAL_RELAY_MAX_QUEUED%s+1024",
+            "QUEEN_EPHEMERAL_RELAY_MAX_IDLE%s+64",
+            "QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS%s+60000",
+            "QUEEN_EPHEMERAL_RELAY_RESOLVE_TTL_MS%s+30000",
         }) do
             assert.truthy(out:find(knob), knob)
         end
@@ -42,6 +49,27 @@ describe("the daemon", function()
             assert.is_not.equals(0, rc)
             assert.truthy(out:find("QUEEN_EPHEMERAL_LEASE_S", 1, true), bad)
         end
+    end)
+
+    it("stops at boot on a relay knob it cannot use, naming it", function()
+        for _, bad in ipairs({ "QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS=99",
+                               "QUEEN_EPHEMERAL_RELAY_MAX_CONNS=0",
+                               "QUEEN_EPHEMERAL_RELAY_MAX_PARKED=x",
+                               "QUEEN_EPHEMERAL_RELAY_MAX_QUEUED=-1",
+                               "QUEEN_EPHEMERAL_RELAY_MAX_IDLE=65537",
+                               "QUEEN_EPHEMERAL_RELAY_RESOLVE_TTL_MS=1.5" }) do
+            local out, rc = helper.run(bad .. " " .. helper.build
+                                       .. "/ephd --listen 127.0.0.1:1")
+            assert.is_not.equals(0, rc)
+            assert.truthy(out:find(bad:match("^[%w_]+"), 1, true), bad)
+        end
+        -- The relay closes its idle connections before its peers would.
+        local out, rc = helper.run("QUEEN_EPHEMERAL_IDLE_TIMEOUT_S=10 "
+            .. "QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS=10000 " .. helper.build
+            .. "/ephd --listen 127.0.0.1:1")
+        assert.is_not.equals(0, rc)
+        assert.truthy(out:find("QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS=10000 "
+                               .. "is not usable", 1, true), out)
     end)
 
     it("stops at boot on a policy directory that does not load", function()

@@ -3,6 +3,7 @@
 -- which only the cell token makes trusted; an owner that is gone is
 -- ephemeral_forward_failed until its TTL passes, then another serves.
 local daemon = require("e2e.daemon")
+local helper = require("helper")
 
 local TOKEN = "relay-spec-cell-token-0123456789"
 local TTL = "400"
@@ -20,6 +21,26 @@ local function held(d, queue)
         parts[p.partition] = p.pending
     end
     return parts
+end
+
+-- A partition of queue that owner holds, found by pushing one message at
+-- a time through via: its name.
+local function partition_on(via, owner, queue, tries)
+    for i = 1, tries or 60 do
+        local part = "p-" .. i
+        assert.equals(201, via:push(queue, { "1" }, part).status)
+        if held(owner, queue)[part] then return part end
+    end
+    error("no partition of " .. queue .. " landed on the owner")
+end
+
+-- The epoch a message id carries (e:<epoch>:<partition>:<seq>).
+local function epoch_of(id)
+    return assert(id:match("^e:(%x+):"), id)
+end
+
+local function quote(s)
+    return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
 local function start(n, env)
@@ -58,6 +79,14 @@ describe("the relay", function()
             end
             local v = d:cell()
             assert.equals(v.partitions.held, v.partitions.owned)
+            -- The listing too counts only this broker's partitions.
+            local listed = { partitions = 0, depth = 0 }
+            for _, q in ipairs(d:request("GET", "/api/v1/ephemeral/queues")
+                                .json.queues) do
+                if q.queue == "rooms" then listed = q end
+            end
+            assert.equals(n, listed.partitions)
+            assert.equals(2 * n, listed.depth)
             if n > 0 then owners = owners + 1 end
         end
         for i = 1, 30 do assert.is_true(seen["room-" .. i], "room-" .. i) end
@@ -223,5 +252,320 @@ describe("the relay", function()
                                  .. '"push",outcome="failed"} (%d+)') >= 1)
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. idb .. "'")
+    end)
+    it("pushes on A, pops on B and acks on C: one ack over three holders, "
+       .. "split by holder and merged in the request's order", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        for i = 1, 30 do
+            assert.equals(201, a:push("trip", { tostring(i) }, "p-" .. i).status)
+        end
+        local acks, epochs, n = {}, {}, 0
+        for i = 30, 1, -1 do
+            local res = b:pop("queue=trip&partition=p-" .. i .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            assert.equals(1, #res.json.messages)
+            local id = res.json.messages[1].id
+            acks[#acks + 1] = { id, "completed" }
+            if not epochs[epoch_of(id)] then n = n + 1 end
+            epochs[epoch_of(id)] = true
+        end
+        assert.equals(3, n)
+        local res = c:ack("trip", nil, acks)
+        assert.equals(200, res.status, res.body)
+        assert.equals(30, #res.json.results)
+        for i, r in ipairs(res.json.results) do
+            assert.same({ id = acks[i][1], outcome = "acked" }, r)
+        end
+        for _, d in ipairs(ds) do
+            for p, pending in pairs(held(d, "trip")) do
+                assert.equals(0, pending, p)
+            end
+        end
+        -- c settled its own ids and sent one part to each of a and b.
+        assert.equals(2, c:metric('queen_ephemeral_forwarded_total{route='
+                                   .. '"ack",outcome="answered"} (%d+)'))
+    end)
+
+    it("answers stale for the ids of an ack part whose holder cannot be "
+       .. "reached, settles the rest, and 503s an ack that reached none",
+       function()
+        -- A TTL long enough that the killed broker stays in every view.
+        local ds = start(3, { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "5000",
+                              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN })
+        finally(function() stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local ids = {}
+        for _, d in ipairs(ds) do
+            local part = partition_on(a, d, "gone")
+            assert.equals(201, a:push("gone", { "2", "3" }, part).status)
+            local res = a:pop("queue=gone&partition=" .. part .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            ids[d] = {}
+            for _, m in ipairs(res.json.messages) do
+                ids[d][#ids[d] + 1] = m.id
+            end
+        end
+        local idc = c:cell().self.id
+        os.execute("kill -KILL " .. c.pid)
+        c.stopped = true
+        os.remove(c.log)
+        local order = { { ids[c][1], "stale" }, { ids[a][1], "acked" },
+                        { ids[b][1], "acked" }, { ids[c][2], "stale" } }
+        local acks = {}
+        for i, o in ipairs(order) do acks[i] = { o[1], "completed" } end
+        local res = a:ack("gone", nil, acks)
+        assert.equals(200, res.status, res.body)
+        for i, r in ipairs(res.json.results) do
+            assert.same({ id = order[i][1], outcome = order[i][2] }, r)
+        end
+        assert.equals(#order, #res.json.results)
+        -- Nothing of it here, and its one holder gone: retry the whole.
+        res = b:ack("gone", nil, { { ids[c][3], "completed" } })
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. idc .. "'")
+    end)
+    it("serves a pop naming no partition from this broker's partitions, "
+       .. "else relays it to Default's owner, where a waiting one parks",
+       function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a = ds[1]
+        assert.equals(201, a:push("whole", { "7" }).status)
+        local owner, others = nil, {}
+        for _, d in ipairs(ds) do
+            if held(d, "whole").Default then owner = d
+            else others[#others + 1] = d end
+        end
+        assert.truthy(owner)
+        local x, y = others[1], others[2]
+        local res = x:pop("queue=whole&batch=10")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals("Default", res.json.messages[1].partition)
+        assert.equals(7, res.json.messages[1].payload)
+        -- Relayed before anything was made here.
+        assert.equals(404, x:depth("whole").status)
+        -- Waiting, it parks at Default's owner; a push through y wakes it.
+        local conn = x:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=whole"
+                                .. "&wait=true&timeout=5000"))
+        daemon.sleep(0.3)
+        local t0 = daemon.now()
+        assert.equals(201, y:push("whole", { "8" }).status)
+        res = assert(conn:receive(6))
+        conn:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(8, res.json.messages[1].payload)
+        assert.is_true(daemon.now() - t0 < 2, "woken late")
+        assert.equals(2, x:metric('queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+        -- With messages of its own, a broker serves them, relaying nothing.
+        local part = partition_on(a, x, "mine")
+        res = x:pop("queue=mine&batch=100")
+        assert.equals(200, res.status, res.body)
+        assert.is_true(#res.json.messages >= 1)
+        local here = held(x, "mine")
+        for _, m in ipairs(res.json.messages) do
+            assert.truthy(here[m.partition], m.partition)
+        end
+        assert.truthy(here[part])
+        assert.equals(2, x:metric('queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="answered"} (%d+)'))
+    end)
+    it("serves two groups through different brokers, each receiving "
+       .. "everything", function()
+        local ds = start(3)
+        finally(function() stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local expected = {}
+        for i = 1, 20 do
+            assert.equals(201, a:push("fan", { i, 100 + i }, "p-" .. i).status)
+            expected[#expected + 1] = i
+            expected[#expected + 1] = 100 + i
+        end
+        table.sort(expected)
+        -- Each group pops every partition through its broker (both before
+        -- either acks: a ring keeps a message until every group it has
+        -- took it), then acks what it got in one ack through another.
+        local function drain(via, group)
+            local got, acks = {}, {}
+            for i = 1, 20 do
+                local res = via:pop("queue=fan&group=" .. group
+                                    .. "&partition=p-" .. i .. "&batch=10")
+                assert.equals(200, res.status, res.body)
+                for _, m in ipairs(res.json.messages) do
+                    got[#got + 1] = m.payload
+                    acks[#acks + 1] = { m.id, "completed" }
+                end
+            end
+            table.sort(got)
+            assert.same(expected, got)
+            return acks
+        end
+        local function settle(via, group, acks)
+            local res = via:ack("fan", group, acks)
+            assert.equals(200, res.status, res.body)
+            assert.equals(#acks, #res.json.results)
+            for _, r in ipairs(res.json.results) do
+                assert.equals("acked", r.outcome, r.id)
+            end
+        end
+        local g1, g2 = drain(b, "g1"), drain(c, "g2")
+        settle(c, "g1", g1)
+        settle(a, "g2", g2)
+        for _, d in ipairs(ds) do
+            for _, g in ipairs({ "g1", "g2" }) do
+                local res = d:depth("fan", g)
+                if res.status == 200 then
+                    for _, p in ipairs(res.json.partitions) do
+                        assert.equals(0, p.pending, g .. " " .. p.partition)
+                    end
+                end
+            end
+        end
+        -- A queue used without partitions: each group through its broker.
+        assert.equals(201, a:push("plain", { 1, 2, 3 }).status)
+        for group, via in pairs({ g1 = b, g2 = c }) do
+            local res = via:pop("queue=plain&group=" .. group .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            local got = {}
+            for _, m in ipairs(res.json.messages) do got[#got + 1] = m.payload end
+            assert.same({ 1, 2, 3 }, got)
+        end
+    end)
+
+    it("re-hashes once after owner_moved and sends the request to the "
+       .. "owner its own view names now", function()
+        local ds = start(2)
+        local fake
+        finally(function()
+            if fake then os.execute("kill " .. fake) end
+            stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        for i = 1, 40 do
+            assert.equals(201, a:push("hop", { "1" }, "p-" .. i).status)
+        end
+        local mine = {}
+        for p in pairs(held(b, "hop")) do mine[#mine + 1] = p end
+        table.sort(mine)
+        -- A third member that takes some of b's partitions, and answers
+        -- what it is sent owner_moved once it has left the cell.
+        local id, port = "f00000000000000f", daemon.free_port()
+        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
+            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
+                     .. id .. "'")
+        local p = io.popen("luajit " .. helper.root
+                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
+                           .. quote(leave) .. " 1.5 >/dev/null 2>&1 & echo $!")
+        fake = p:read("*l")
+        p:close()
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
+                   .. port .. "', 4022250974, 600000)")
+        local t0 = daemon.now()
+        while (a:cell().live < 3 or b:cell().live < 3)
+              and daemon.now() - t0 < 5 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(3, a:cell().live)
+        assert.equals(3, b:cell().live)
+        -- The first of b's partitions the newcomer owns goes to it, hears
+        -- owner_moved after the cell saw it leave, and goes back to b.
+        local moved
+        for _, part in ipairs(mine) do
+            t0 = daemon.now()
+            local res = a:push("hop", { "2" }, part)
+            assert.equals(201, res.status, res.body)
+            if daemon.now() - t0 > 1 then
+                moved = part
+                break
+            end
+        end
+        assert.truthy(moved, "the newcomer owned none of b's partitions")
+        assert.equals(2, held(b, "hop")[moved])
+        assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
+                                   .. '"push",outcome="rehashed"} (%d+)'))
+    end)
+
+    it("answers ephemeral_forward_failed within the relay's deadline when "
+       .. "the owner accepts and never answers; a client that leaves "
+       .. "cancels its relay", function()
+        local ds = start(2, { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "10000",
+                              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+                              QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "500" })
+        local frozen
+        finally(function()
+            if frozen then os.execute("kill -CONT " .. frozen) end
+            stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local part = partition_on(a, b, "frozen")
+        local push = daemon.format("POST", "/api/v1/ephemeral/push",
+            '{"queue":"frozen","partition":"' .. part
+            .. '","messages":[{"payload":2}]}')
+        -- Stopped, b's kernel still accepts connections: nobody answers.
+        os.execute("kill -STOP " .. b.pid)
+        frozen = b.pid
+        local t0 = daemon.now()
+        local res = a:push("frozen", { "2" }, part)
+        local took = daemon.now() - t0
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        assert.equals("1", res.headers["retry-after"])
+        assert.truthy(res.json.error:find("answer_timeout", 1, true))
+        assert.is_true(took >= 0.45 and took < 1.5, "took " .. took .. " s")
+        -- A client leaving while its push is in flight to b.
+        local conn = a:connect()
+        conn:send(push)
+        daemon.sleep(0.2)
+        conn:close()
+        local cancelled = 'queen_ephemeral_forwarded_total{route="push",'
+                          .. 'outcome="cancelled"} (%d+)'
+        t0 = daemon.now()
+        while a:metric(cancelled) < 1 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(1, a:metric(cancelled))
+        os.execute("kill -CONT " .. b.pid)
+        frozen = nil
+        -- Thawed, b may apply what it had read (the loss contract's
+        -- maybe), and serves on.
+        assert.equals(201, a:push("frozen", { "3" }, part).status)
+        local n = held(b, "frozen")[part]
+        assert.is_true(n >= 2 and n <= 4, n)
+        -- A client leaving its relayed long poll: b unparks it.
+        assert.equals(200, a:pop("queue=frozen&partition=" .. part
+                                 .. "&batch=100&autoAck=true").status)
+        conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=frozen"
+                                .. "&partition=" .. part
+                                .. "&wait=true&timeout=10000"))
+        local parked = "queen_ephemeral_parked_polls (%d+)"
+        t0 = daemon.now()
+        while b:metric(parked) < 1 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(1, b:metric(parked))
+        conn:close()
+        t0 = daemon.now()
+        while b:metric(parked) > 0 and daemon.now() - t0 < 2 do
+            daemon.sleep(0.05)
+        end
+        assert.equals(0, b:metric(parked))
+        assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
+                                   .. '"pop",outcome="cancelled"} (%d+)'))
+        assert.is_true(a:alive() and b:alive())
     end)
 end)

@@ -1,0 +1,31 @@
+-- A member of a cell that is not a broker, for relay_spec's re-hash: it
+-- listens on 127.0.0.1:PORT and, for each request, leaves the cell (runs
+-- the SQL given, which deletes its row), waits until the brokers have read
+-- that, and answers 503 owner_moved, as an owner whose view changed would.
+-- usage: luajit moved_owner.lua PORT SQL_COMMAND WAIT_S
+local socket = require("socket")
+
+local port, leave, wait = tonumber(arg[1]), arg[2], tonumber(arg[3])
+local server = assert(socket.bind("127.0.0.1", port))
+io.stdout:write("listening\n")
+io.stdout:flush()
+local BODY = '{"error":"this broker does not own the partition; retry soon",'
+             .. '"code":"owner_moved"}'
+while true do
+    local c = server:accept()
+    c:settimeout(5)
+    local length = 0
+    while true do
+        local line = c:receive("*l")
+        if not line or line == "" then break end
+        local n = line:lower():match("^content%-length:%s*(%d+)")
+        if n then length = tonumber(n) end
+    end
+    if length > 0 then c:receive(length) end
+    os.execute(leave)
+    socket.sleep(wait)
+    c:send("HTTP/1.1 503 Service Unavailable\r\n"
+           .. "Content-Type: application/json\r\nRetry-After: 1\r\n"
+           .. "Content-Length: " .. #BODY .. "\r\n\r\n" .. BODY)
+    c:close()
+end
