@@ -2,6 +2,8 @@
 -- listens on 127.0.0.1:PORT and, for each request, leaves the cell (runs
 -- the SQL given, which deletes its row), waits until the brokers have read
 -- that, and answers 503 owner_moved, as an owner whose view changed would.
+-- A hand-over the brokers send it on its joining is refused at once, so
+-- it stays in the cell until a relayed request reaches it.
 -- usage: luajit moved_owner.lua PORT SQL_COMMAND WAIT_S
 local socket = require("socket")
 
@@ -14,6 +16,7 @@ local BODY = '{"error":"this broker does not own the partition; retry soon",'
 while true do
     local c = server:accept()
     c:settimeout(5)
+    local target = (c:receive("*l") or ""):match("^%u+ (%S+)")
     local length = 0
     while true do
         local line = c:receive("*l")
@@ -22,10 +25,19 @@ while true do
         if n then length = tonumber(n) end
     end
     if length > 0 then c:receive(length) end
+    if target == "/api/v1/ephemeral/handover" then
+        local refused = '{"error":"not a broker","code":"ephemeral_unavailable"}'
+        c:send("HTTP/1.1 503 Service Unavailable\r\n"
+               .. "Content-Type: application/json\r\nContent-Length: "
+               .. #refused .. "\r\n\r\n" .. refused)
+        c:close()
+        goto next
+    end
     os.execute(leave)
     socket.sleep(wait)
     c:send("HTTP/1.1 503 Service Unavailable\r\n"
            .. "Content-Type: application/json\r\nRetry-After: 1\r\n"
            .. "Content-Length: " .. #BODY .. "\r\n\r\n" .. BODY)
     c:close()
+    ::next::
 end
