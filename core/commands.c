@@ -18,8 +18,8 @@ void ephd_commands_init(ephd_engine_t *engine) {
 }
 
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
-                         size_t tenant_len,
-                         const ephd_tenant_limits_t *limits) {
+                         size_t tenant_len, const ephd_tenant_limits_t *limits,
+                         uint32_t taken) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
@@ -30,8 +30,8 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 &&
-      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, view, tenant, tenant_len,
-                         s->queue, s->partition) != EPHD_OK)
+      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, taken, view, tenant,
+                         tenant_len, s->queue, s->partition) != EPHD_OK)
     return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);

@@ -237,10 +237,14 @@ int ephd_ffi_json_members(const char *json, size_t len);
  * decoding it), let Lua check names and policy, then commit all or nothing:
  * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
  * req->op->refusals and req unanswered; in a cell, EPHD_RELAYED when
- * another member owns the partition (C answers: core/forward.h). */
+ * another member owns the partition (C answers: core/forward.h). taken:
+ * what the tenant's rate was charged for it, given back (the dispatch
+ * module's refund) when a relayed push is refused by its owner, as Lua
+ * gives it back when a rung here refuses one. */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
-                         size_t tenant_len, const ephd_tenant_limits_t *limits);
+                         size_t tenant_len, const ephd_tenant_limits_t *limits,
+                         uint32_t taken);
 
 /* A request marked as relayed by a member of the cell (req->forward):
  * EPHD_OK and the tenant the edge established, when the mark carries this

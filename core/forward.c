@@ -45,11 +45,14 @@ static size_t token_len;
  * stopped process, a full loop). Past it the client hears
  * ephemeral_forward_failed, well within any client's own timeout. */
 static uint64_t answer_timeout_ms;
+static ephd_forward_refund_fn refund;
 
-void ephd_forward_init(const char *cell_token, uint64_t timeout_ms) {
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
+                       ephd_forward_refund_fn fn) {
   token = cell_token;
   token_len = cell_token ? strlen(cell_token) : 0;
   answer_timeout_ms = timeout_ms;
+  refund = fn;
 }
 
 /* One relayed request: what a second send needs (the request's own bytes
@@ -60,6 +63,7 @@ typedef struct {
   ephd_forward_verb_t verb;
   int rehashed;
   int parks;           /* a pop that waits: the relay's parking lane */
+  uint32_t taken;      /* the rate a push was charged at this edge */
   uint64_t timeout_ms; /* the relay's deadline for each send */
   uint64_t owner;      /* the member it was last sent to */
   size_t target_len, headers_len, body_len, tenant_len, queue_len,
@@ -181,6 +185,10 @@ static void on_answer(void *data, int result,
   if (result == EPHD_RELAY_OK) {
     forwarded[f->verb][OUT_ANSWERED]++;
     pass_back(c, res);
+    /* The owner refused it and appended nothing: as when a rung here
+     * refuses a push, the rate it took is given back. */
+    if (f->taken && (res->status < 200 || res->status > 299) && refund)
+      refund(f_tenant(f), f->tenant_len, f->taken);
   } else {
     forwarded[f->verb][OUT_FAILED]++;
     fail(c, result);
@@ -222,8 +230,9 @@ static char *put(char *p, const char *s, size_t n) {
  * body, and the key placement hashed. */
 static forward_t *forward_new(const ephd_request_t *req,
                               ephd_forward_verb_t verb, uint64_t park_ms,
-                              const char *tenant, size_t tenant_len,
-                              ephd_slice_t queue, ephd_slice_t partition) {
+                              uint32_t taken, const char *tenant,
+                              size_t tenant_len, ephd_slice_t queue,
+                              ephd_slice_t partition) {
   static const char ct[] = "Content-Type: application/json\r\n";
   static const char mark[] = "X-Queen-Forward: ";
   size_t ct_len = req->body.len ? sizeof(ct) - 1 : 0;
@@ -238,6 +247,7 @@ static forward_t *forward_new(const ephd_request_t *req,
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
+  f->taken = taken;
   f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
   f->target_len = target_len;
   f->headers_len = headers_len;
@@ -264,9 +274,10 @@ static forward_t *forward_new(const ephd_request_t *req,
 }
 
 int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       uint64_t park_ms, const ephd_view_t *view,
-                       const char *tenant, size_t tenant_len,
-                       ephd_slice_t queue, ephd_slice_t partition) {
+                       uint64_t park_ms, uint32_t taken,
+                       const ephd_view_t *view, const char *tenant,
+                       size_t tenant_len, ephd_slice_t queue,
+                       ephd_slice_t partition) {
   /* Without a token no mark can be trusted: every broker serves what it is
    * sent, as before the relay (docs/cell.md). */
   if (token == NULL) return EPHD_OK;
@@ -283,8 +294,8 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
            "this broker does not own the partition; retry soon");
     return EPHD_RELAYED;
   }
-  forward_t *f =
-      forward_new(req, verb, park_ms, tenant, tenant_len, queue, partition);
+  forward_t *f = forward_new(req, verb, park_ms, taken, tenant, tenant_len,
+                             queue, partition);
   int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;
   if (rc != 0) {
     forwarded[verb][OUT_FAILED]++;
@@ -639,7 +650,7 @@ int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
   if (only == HERE) return EPHD_OK;
   ephd_slice_t none = {"", 0};
   forward_t *f =
-      forward_new(req, EPHD_FORWARD_ACK, 0, tenant, tenant_len, none, none);
+      forward_new(req, EPHD_FORWARD_ACK, 0, 0, tenant, tenant_len, none, none);
   int rc = f ? send_to(f, &view->members[only]) : EPHD_RELAY_E_INVALID;
   if (rc != 0) {
     forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;

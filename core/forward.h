@@ -31,21 +31,30 @@ typedef enum {
   EPHD_FORWARD_VERBS
 } ephd_forward_verb_t;
 
+/* Gives a tenant back rate it was charged (the Lua side's). */
+typedef void (*ephd_forward_refund_fn)(const char *tenant, size_t tenant_len,
+                                       uint32_t cost);
+
 /* The cell token (NULL: none, and this broker never relays nor trusts a
  * mark), which must outlive the broker, and the deadline of a relayed
- * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). */
-void ephd_forward_init(const char *cell_token, uint64_t timeout_ms);
+ * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). refund
+ * gives back what the rate took for a relayed push its owner refused. */
+void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
+                       ephd_forward_refund_fn refund);
 
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
  * otherwise EPHD_RELAYED, the request answered or held: sent to its owner,
  * or, marked (a relay already), refused as owner_moved. park_ms: how long
- * the owner may hold it (a pop's timeout when it waits), or 0. The
+ * the owner may hold it (a pop's timeout when it waits), or 0. taken: what
+ * the rate was charged for a push, given back if the owner answers
+ * anything but a success (a refused push appends nothing), or 0. The
  * request is sent again as it came: its path, query and body. */
 int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       uint64_t park_ms, const ephd_view_t *view,
-                       const char *tenant, size_t tenant_len,
-                       ephd_slice_t queue, ephd_slice_t partition);
+                       uint64_t park_ms, uint32_t taken,
+                       const ephd_view_t *view, const char *tenant,
+                       size_t tenant_len, ephd_slice_t queue,
+                       ephd_slice_t partition);
 
 /* Settles id i of an ack here and says how it went. */
 typedef ephd_outcome_t (*ephd_forward_ack_here_fn)(void *data, uint32_t i);

@@ -293,6 +293,22 @@ void ephd_lua_host_apply_declarations(void) {
 
 void ephd_lua_host_apply_grants(void) { call_simple("apply_grants"); }
 
+void ephd_lua_host_refund(const char *tenant, size_t tenant_len,
+                          uint32_t cost) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
+  lua_getfield(L, -1, "refund");
+  lua_remove(L, -2);
+  lua_pushlstring(L, tenant, tenant_len);
+  lua_pushinteger(L, (lua_Integer)cost);
+  if (lua_pcall(L, 2, 0, -4) != 0) {
+    ephd_log("error", "lua_failed", "call", "refund", "error",
+             lua_tostring(L, -1), NULL);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* --- reload --------------------------------------------------------------*/
 
 typedef struct {

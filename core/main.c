@@ -202,7 +202,7 @@ int main(int argc, char **argv) {
       .max_response_bytes = s.max_body_bytes,
   };
   ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token, s.relay_timeout_ms);
+  ephd_forward_init(s.cell_token, s.relay_timeout_ms, ephd_lua_host_refund);
   ephd_fanout_init(s.cell_token);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,

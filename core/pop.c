@@ -134,8 +134,8 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 && a->partition &&
       ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, view, a->tenant,
-          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
+          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
           (ephd_slice_t){a->partition, a->partition_len}) != EPHD_OK)
     return EPHD_RELAYED;
   ephd_tenant_t *t = ephd_engine_tenant(e, a->tenant, a->tenant_len);
@@ -155,8 +155,8 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   if (view->count > 1 && !a->partition &&
       !ephd_engine_would_deliver(e, q, NULL, 0, new_group, g, now) &&
       ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, view, a->tenant,
-          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
+          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
           (ephd_slice_t){EPHD_DEFAULT_PARTITION,
                          sizeof(EPHD_DEFAULT_PARTITION) - 1}) != EPHD_OK)
     return EPHD_RELAYED;

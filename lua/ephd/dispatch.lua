@@ -12,6 +12,7 @@ local limits = require("ephd.limits")
 local log = require("ephd.log")
 local metering = require("ephd.metering")
 local policy = require("ephd.policy")
+local rate = require("ephd.rate")
 local reply = require("ephd.reply")
 local router = require("ephd.router")
 
@@ -88,6 +89,10 @@ function _M.check(dir, files, default_dir, default_files)
 end
 
 _M.apply_declarations = declarations.apply
+
+-- A push relayed to its owner and refused there gives back what the rate
+-- took at this edge (core/forward.c), as a refusal here does.
+_M.refund = rate.refund
 
 local grant_row = ffi.new("ephd_grant_row_t")
 

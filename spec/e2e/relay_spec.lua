@@ -211,6 +211,41 @@ describe("the relay", function()
                                    .. '"ack",outcome="answered"} (%d+)'))
     end)
 
+    -- A direct push that a later rung refuses gives its rate back, so a
+    -- producer retrying against queue_full (a 429 whose contract is "wait
+    -- and retry and you get in") is not turned into rate_limited; a push
+    -- relayed to the owner is the same push.
+    it("gives the rate back when the owner refuses a relayed push",
+       function()
+        local env = { QUEEN_EPHEMERAL_RATE = "3", QUEEN_EPHEMERAL_BURST = "3" }
+        for k, v in pairs(ENV) do env[k] = v end
+        local ds = start(2, env)
+        finally(function() stop_all(ds) end)
+        await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local cfg = b:request("POST", "/api/v1/ephemeral/configure",
+                              '{"queue":"tight","options":{"maxLength":1}}')
+        assert.equals(201, cfg.status, cfg.body)
+        local part
+        for i = 1, 40 do
+            part = "p-" .. i
+            assert.equals(201, b:push("tight", { "1" }, part).status)
+            if held(b, "tight")[part] then break end
+            part = nil
+            daemon.sleep(0.4) -- the bucket refills: 3 a second
+        end
+        assert.truthy(part, "b owned no partition")
+        daemon.sleep(1.1)
+        for _, d in ipairs({ b, a }) do
+            for i = 1, 6 do
+                local res = d:push("tight", { "2" }, part)
+                assert.equals(429, res.status, res.body)
+                assert.equals("queue_full", res.json.code,
+                              d.port .. " push " .. i .. ": " .. res.body)
+            end
+        end
+    end)
+
     it("answers ephemeral_forward_failed while a killed owner is within its "
        .. "TTL, then serves from the new owner", function()
         local ds = start(3)

@@ -57,9 +57,10 @@ function _M.commit(ctx)
         return 0
     end
     -- EPHD_OK and EPHD_RELAYED (to its owner, or owner_moved) were
-    -- answered by C.
+    -- answered by C; a relayed push the owner refuses gives back what the
+    -- rate took (dispatch.refund).
     local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                      ctx.limits.c)
+                                      ctx.limits.c, ctx.taken or 0)
     if rc ~= C.EPHD_OK and rc ~= C.EPHD_RELAYED then
         return op.refusals
     end
