@@ -221,7 +221,7 @@ describe("the relay", function()
         for k, v in pairs(ENV) do env[k] = v end
         local ds = start(2, env)
         finally(function() stop_all(ds) end)
-        await_cell(ds, 10)
+        daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         local cfg = b:request("POST", "/api/v1/ephemeral/configure",
                               '{"queue":"tight","options":{"maxLength":1}}')
