@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 20 };
+enum { EPHD_FFI_ABI_VERSION = 21 };
 
 enum {
   EPHD_OK = 0,
@@ -221,6 +221,10 @@ long ephd_ffi_url_decode(const char *in, size_t len, char *out,
  * checks every string it walks; this is for names that were percent-decoded
  * instead. */
 int ephd_ffi_utf8_valid(const char *s, size_t len);
+/* A tenant id (a UUID, its hex digits in either case) written lowercase
+ * into out (36 bytes): EPHD_OK, or EPHD_E_BAD_REQUEST when it is not one
+ * (core/uuid.h). */
+int ephd_ffi_uuid_lower(const char *p, size_t len, char *out);
 
 /* The raw text of a top-level member of a JSON object (the last one when
  * repeated): EPHD_OK, EPHD_E_NOT_FOUND (absent) or EPHD_E_BAD_REQUEST (not
@@ -248,7 +252,9 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
 
 /* A request marked as relayed by a member of the cell (req->forward):
  * EPHD_OK and the tenant the edge established, when the mark carries this
- * broker's cell token; EPHD_E_REFUSED otherwise, and always without one. */
+ * broker's cell token and a tenant in the form the edge writes it (a
+ * lowercase UUID); EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED
+ * without the token, and always at a broker without one. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
 /* A partition handed over by its old owner (core/transfer.h), sent with a

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "members.h"
 #include "relay.h"
+#include "uuid.h"
 
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
@@ -675,7 +676,8 @@ int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
   if (diff != 0) return EPHD_E_REFUSED;
   tenant->ptr = m + token_len + 1;
   tenant->len = len - token_len - 1;
-  return EPHD_OK;
+  return ephd_uuid_canonical(tenant->ptr, tenant->len) ? EPHD_OK
+                                                       : EPHD_E_BAD_REQUEST;
 }
 
 void ephd_forward_metrics(ephd_buf_t *o) {

@@ -45,7 +45,8 @@ end
 local PURE = { ephd_ffi_url_decode = true, ephd_ffi_json_field = true,
                ephd_ffi_json_members = true, ephd_ffi_routes_define = true,
                ephd_ffi_route = true,
-               ephd_ffi_log_fields = true, ephd_ffi_utf8_valid = true }
+               ephd_ffi_log_fields = true, ephd_ffi_utf8_valid = true,
+               ephd_ffi_uuid_lower = true }
 
 -- Brackets around policy code: no watchdog in unit specs.
 local NOOP = { ephd_ffi_policy_enter = function() end,

@@ -7,6 +7,7 @@
 #include "json.h"
 #include "map.h"
 #include "test.h"
+#include "uuid.h"
 
 TEST_IMPL(map_put_get_del) {
   ephd_map_t m;
@@ -286,5 +287,25 @@ TEST_IMPL(errors_statuses) {
   for (int c = 0; c < EPHD_CODE_COUNT; c++)
     ASSERT(ephd_status_index(ephd_code_status((ephd_code_t)c)) <
            EPHD_STATUS_COUNT);
+  return 0;
+}
+
+TEST_IMPL(uuid_lowered_and_canonical) {
+  char out[EPHD_UUID_LEN];
+  const char *mixed = "0A1b2C3d-4E5f-6789-aBcD-EF0123456789";
+  ASSERT_EQ(ephd_ffi_uuid_lower(mixed, strlen(mixed), out), EPHD_OK);
+  ASSERT_MEM_EQ(out, sizeof(out), "0a1b2c3d-4e5f-6789-abcd-ef0123456789");
+  ASSERT(ephd_uuid_canonical(out, sizeof(out)));
+  ASSERT(!ephd_uuid_canonical(mixed, strlen(mixed)));
+  const char *bad[] = {"0a1b2c3d-4e5f-6789-abcd-ef012345678",   /* short */
+                       "0a1b2c3d-4e5f-6789-abcd-ef01234567890", /* long */
+                       "0a1b2c3d_4e5f-6789-abcd-ef0123456789",  /* a dash */
+                       "0a1b2c3d-4e5f-6789-abcd-ef012345678g",  /* not hex */
+                       "0a1b2c3d4-e5f-6789-abcd-ef0123456789"}; /* moved */
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    ASSERT_EQ(ephd_ffi_uuid_lower(bad[i], strlen(bad[i]), out),
+              EPHD_E_BAD_REQUEST);
+    ASSERT(!ephd_uuid_canonical(bad[i], strlen(bad[i])));
+  }
   return 0;
 }

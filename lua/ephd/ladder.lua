@@ -95,20 +95,20 @@ local mark_tenant = ffi.new("ephd_slice_t")
 -- unauthorized (401), whatever else the request carries: nobody skips the
 -- ladder without the token.
 local function forwarded(ctx)
-    local req = ctx.req
-    if C.ephd_ffi_forward_tenant(req, mark_tenant) ~= C.EPHD_OK then
+    local rc = C.ephd_ffi_forward_tenant(ctx.req, mark_tenant)
+    if rc == C.EPHD_E_REFUSED then
         return "the forward mark does not carry this cell's token", nil,
+               "unauthorized"
+    elseif rc ~= C.EPHD_OK then
+        return "the forward mark's tenant must be a lowercase UUID", nil,
                "unauthorized"
     end
     local route = ctx.route
     if not RELAYED[route.name] then
         return route.name .. " is never relayed", nil, "forbidden"
     end
-    local tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
-    if not tenancy.valid(tenant) then
-        return "the forward mark's tenant must be a UUID", nil, "unauthorized"
-    end
-    ctx.tenant, ctx.level = tenant:lower(), route.level
+    ctx.tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
+    ctx.level = route.level
 end
 
 -- A request a browser marks as another origin's is refused first here,

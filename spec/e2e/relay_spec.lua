@@ -115,6 +115,17 @@ describe("the relay", function()
             local res = push(mark)
             assert.equals(401, res.status, mark)
             assert.equals("unauthorized", res.json.code)
+            assert.truthy(res.json.error:find("token", 1, true), res.body)
+        end
+        -- The token with a tenant no edge writes: not a UUID, or not in
+        -- the lowercase form an edge keeps tenants in.
+        for _, tenant in ipairs({ "tenant-a",
+                                  "0000000A-0000-0000-0000-00000000000B",
+                                  TENANT .. "0" }) do
+            local res = push(TOKEN .. " " .. tenant)
+            assert.equals(401, res.status, tenant)
+            assert.equals("the forward mark's tenant must be a lowercase UUID",
+                          res.json.error)
         end
         assert.equals(404, a:depth("forged").status)
         -- With the token, the mark stands for identity, grant and rate.

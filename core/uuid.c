@@ -1,0 +1,38 @@
+#include "uuid.h"
+
+#include "ffi.h"
+
+static int is_dash(size_t i) { return i == 8 || i == 13 || i == 18 || i == 23; }
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+static int lower_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+int ephd_uuid_canonical(const char *p, size_t len) {
+  if (len != EPHD_UUID_LEN) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (is_dash(i) ? p[i] != '-' : !lower_hex(p[i])) return 0;
+  return 1;
+}
+
+int ephd_ffi_uuid_lower(const char *p, size_t len, char *out) {
+  if (len != EPHD_UUID_LEN) return EPHD_E_BAD_REQUEST;
+  for (size_t i = 0; i < len; i++) {
+    if (is_dash(i)) {
+      if (p[i] != '-') return EPHD_E_BAD_REQUEST;
+      out[i] = '-';
+    } else {
+      int v = hex_value(p[i]);
+      if (v < 0) return EPHD_E_BAD_REQUEST;
+      out[i] = "0123456789abcdef"[v];
+    }
+  }
+  return EPHD_OK;
+}
