@@ -1,5 +1,8 @@
 #include "placement.h"
 
+#include <endian.h>
+#include <string.h>
+
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
@@ -9,18 +12,21 @@ static uint64_t mix(uint64_t x) {
   return x;
 }
 
-/* Bytes are read one by one into the word, so the order is the same on
- * every machine, whatever its own. */
+/* Words are read little-endian, so the order is the same on every
+ * machine, whatever its own: a whole word at once (le64toh is nothing on
+ * the machines we run on), the tail byte by byte. */
 static uint64_t absorb(uint64_t h, const char *p, size_t n) {
   h = mix(h ^ (uint64_t)n);
-  while (n > 0) {
-    size_t take = n < 8 ? n : 8;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, p, sizeof(w));
+    h = mix(h ^ le64toh(w));
+  }
+  if (n > 0) {
     uint64_t w = 0;
-    for (size_t i = 0; i < take; i++)
+    for (size_t i = 0; i < n; i++)
       w |= (uint64_t)(unsigned char)p[i] << (8 * i);
     h = mix(h ^ w);
-    p += take;
-    n -= take;
   }
   return h;
 }

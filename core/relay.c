@@ -869,21 +869,16 @@ static int token_usable(ephd_slice_t s) {
 /* Whole "Name: value\r\n" lines, no empty one: a stray line break would
  * end the headers early and smuggle the rest to the peer as a request. */
 static int headers_usable(ephd_slice_t h) {
-  if (h.len == 0) return 1;
-  if (h.len < 2 || h.ptr[h.len - 2] != '\r' || h.ptr[h.len - 1] != '\n')
-    return 0;
-  size_t line = 0;
-  for (size_t i = 0; i < h.len; i++) {
-    char ch = h.ptr[i];
-    if (ch == '\r') {
-      if (i + 1 >= h.len || h.ptr[i + 1] != '\n' || line == 0) return 0;
-      i++;
-      line = 0;
-    } else if (ch == '\n' || ch == 0) {
+  const char *p = h.ptr, *end = h.ptr + h.len;
+  if (h.len && memchr(p, 0, h.len)) return 0;
+  /* Line by line with memchr, which goes a vector at a time: every relayed
+   * request's headers pass here. */
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (nl == NULL || nl - p < 2 || nl[-1] != '\r' ||
+        memchr(p, '\r', (size_t)(nl - 1 - p)))
       return 0;
-    } else {
-      line++;
-    }
+    p = nl + 1;
   }
   return 1;
 }

@@ -905,20 +905,22 @@ TEST_IMPL(relay_refuses_unusable_requests) {
   ephd_relay_peer_t *p = start();
   ASSERT(p != NULL);
   ephd_relay_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0};
-  ephd_relay_request_t bad[7];
-  for (int i = 0; i < 7; i++) bad[i] = r;
+  ephd_relay_request_t bad[9];
+  for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
   bad[1].target = S("x");
   bad[2].target = S("/a b");
   bad[3].method = S("");
   bad[4].headers = S("X-A: 1"); /* no CRLF */
   bad[5].headers = S("X-A: 1\r\n\r\nGET /smuggled HTTP/1.1\r\n");
-  bad[6].headers = S("X-A: 1\nX-B: 2\r\n"); /* bare LF */
-  for (int i = 0; i < 7; i++)
+  bad[6].headers = S("X-A: 1\nX-B: 2\r\n");          /* bare LF */
+  bad[7].headers = S("X-A: 1\rX-B: 2\r\n");          /* bare CR */
+  bad[8].headers = (ephd_slice_t){"X-A: \0\r\n", 8}; /* a NUL */
+  for (int i = 0; i < 9; i++)
     ASSERT_EQ(ephd_relay_send(p, &bad[i], on_done, &res[0], &handles[0]),
               EPHD_RELAY_E_INVALID);
   ASSERT_EQ(st()->requests, 0);
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_INVALID], 7);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_INVALID], 9);
   const char *name = ephd_relay_kind_name(EPHD_RELAY_E_ANSWER_TIMEOUT);
   ASSERT_MEM_EQ(name, strlen(name), "answer_timeout");
   name = ephd_relay_kind_name(EPHD_RELAY_E_INVALID);
