@@ -8,6 +8,7 @@
 #include "http.h"
 #include "log.h"
 #include "members.h"
+#include "prom.h"
 #include "relay.h"
 
 /* A member that accepted the connection and does not answer (a stopped
@@ -157,20 +158,11 @@ int ephd_fanout_send(ephd_fanout_t *f, void (*done)(void *data), void *data) {
 
 void ephd_fanout_metrics(ephd_buf_t *o) {
   const char *name = "queen_ephemeral_fanout_total";
-  ephd_buf_appends(o,
-                   "# HELP queen_ephemeral_fanout_total Reset and delete "
-                   "requests sent to the other live members of the cell, "
-                   "by route and what the member said.\n"
-                   "# TYPE queen_ephemeral_fanout_total counter\n");
-  char line[128];
-  for (int v = 0; v < EPHD_FANOUT_VERBS; v++)
-    for (int k = 0; k < N_OUTCOMES; k++) {
-      snprintf(line, sizeof(line), "%s{route=\"%s\",outcome=\"%s\"} ", name,
-               VERB_NAMES[v], OUTCOME_NAMES[k]);
-      ephd_buf_appends(o, line);
-      ephd_buf_append_u64(o, fanned[v][k]);
-      ephd_buf_append(o, "\n", 1);
-    }
+  ephd_prom_family(o, name, "counter",
+                   "Reset and delete requests sent to the other live members "
+                   "of the cell, by route and what the member said.");
+  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_FANOUT_VERBS, "outcome",
+                 OUTCOME_NAMES, N_OUTCOMES, &fanned[0][0]);
 }
 
 /* --- reset: the answer Lua made, held until the members answered ------- */

@@ -12,6 +12,7 @@
 #include "id.h"
 #include "json.h"
 #include "members.h"
+#include "prom.h"
 #include "relay.h"
 #include "uuid.h"
 
@@ -682,45 +683,32 @@ int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
 
 void ephd_forward_metrics(ephd_buf_t *o) {
   const char *name = "queen_ephemeral_forwarded_total";
-  ephd_buf_appends(o,
-                   "# HELP queen_ephemeral_forwarded_total Requests relayed "
-                   "to their partition's owner, and marked ones received "
-                   "for a partition not owned (owner_moved), by route and "
-                   "outcome.\n# TYPE queen_ephemeral_forwarded_total "
-                   "counter\n");
-  char line[160];
-  for (int v = 0; v < EPHD_FORWARD_VERBS; v++)
-    for (int k = 0; k < N_OUTCOMES; k++) {
-      snprintf(line, sizeof(line), "%s{route=\"%s\",outcome=\"%s\"} ", name,
-               VERB_NAMES[v], OUTCOME_NAMES[k]);
-      ephd_buf_appends(o, line);
-      ephd_buf_append_u64(o, forwarded[v][k]);
-      ephd_buf_append(o, "\n", 1);
-    }
+  ephd_prom_family(o, name, "counter",
+                   "Requests relayed to their partition's owner, and marked "
+                   "ones received for a partition not owned (owner_moved), "
+                   "by route and outcome.");
+  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_FORWARD_VERBS, "outcome",
+                 OUTCOME_NAMES, N_OUTCOMES, &forwarded[0][0]);
   const ephd_relay_stats_t *s = ephd_relay_stats();
-  ephd_buf_appends(o,
-                   "# HELP queen_ephemeral_relay_seconds Seconds from a "
-                   "request's send to a peer broker (relayed, or an admin "
-                   "verb fanned out) to its whole answer.\n"
-                   "# TYPE queen_ephemeral_relay_seconds histogram\n");
+  const char *seconds = "queen_ephemeral_relay_seconds";
+  ephd_prom_family(o, seconds, "histogram",
+                   "Seconds from a request's send to a peer broker (relayed, "
+                   "or an admin verb fanned out) to its whole answer.");
+  char labels[48];
   uint64_t cum = 0;
   for (int b = 0; b <= EPHD_RELAY_LATENCY_BUCKETS; b++) {
     cum += s->latency_buckets[b];
     if (b < EPHD_RELAY_LATENCY_BUCKETS)
-      snprintf(line, sizeof(line),
-               "queen_ephemeral_relay_seconds_bucket{le=\"%g\"} ",
+      snprintf(labels, sizeof(labels), "{le=\"%g\"}",
                (double)ephd_relay_latency_bounds_ns[b] / 1e9);
     else
-      snprintf(line, sizeof(line),
-               "queen_ephemeral_relay_seconds_bucket{le=\"+Inf\"} ");
-    ephd_buf_appends(o, line);
-    ephd_buf_append_u64(o, cum);
-    ephd_buf_append(o, "\n", 1);
+      snprintf(labels, sizeof(labels), "{le=\"+Inf\"}");
+    ephd_prom_sample(o, "queen_ephemeral_relay_seconds_bucket", labels, cum);
   }
-  snprintf(line, sizeof(line), "queen_ephemeral_relay_seconds_sum %.6f\n",
+  char sum[64];
+  snprintf(sum, sizeof(sum), "queen_ephemeral_relay_seconds_sum %.6f\n",
            (double)s->latency_ns_sum / 1e9);
-  ephd_buf_appends(o, line);
-  ephd_buf_appends(o, "queen_ephemeral_relay_seconds_count ");
-  ephd_buf_append_u64(o, s->latency_count);
-  ephd_buf_append(o, "\n", 1);
+  ephd_buf_appends(o, sum);
+  ephd_prom_sample(o, "queen_ephemeral_relay_seconds_count", "",
+                   s->latency_count);
 }

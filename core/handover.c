@@ -10,6 +10,7 @@
 #include "http.h"
 #include "log.h"
 #include "op.h"
+#include "prom.h"
 #include "relay.h"
 #include "transfer.h"
 
@@ -407,21 +408,16 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
 }
 
 void ephd_handover_metrics(ephd_buf_t *o) {
-  ephd_buf_appends(o,
-                   "# HELP queen_ephemeral_wipes_total Messages dropped "
-                   "because their partition moved to another broker: "
-                   "without a hand-over (unplanned), or past what a "
-                   "hand-over could carry (handover).\n"
-                   "# TYPE queen_ephemeral_wipes_total counter\n"
-                   "queen_ephemeral_wipes_total{reason=\"unplanned\"} ");
-  ephd_buf_append_u64(o, wiped_unplanned);
-  ephd_buf_appends(o, "\nqueen_ephemeral_wipes_total{reason=\"handover\"} ");
-  ephd_buf_append_u64(o, wiped_handover);
-  ephd_buf_appends(o,
-                   "\n# HELP queen_ephemeral_handed_over_total Messages "
-                   "handed over to a partition's new owner and accepted "
-                   "there.\n# TYPE queen_ephemeral_handed_over_total "
-                   "counter\nqueen_ephemeral_handed_over_total ");
-  ephd_buf_append_u64(o, handed_over);
-  ephd_buf_append(o, "\n", 1);
+  const char *wipes = "queen_ephemeral_wipes_total";
+  ephd_prom_family(o, wipes, "counter",
+                   "Messages dropped because their partition moved to another "
+                   "broker: without a hand-over (unplanned), or past what a "
+                   "hand-over could carry (handover).");
+  ephd_prom_sample(o, wipes, "{reason=\"unplanned\"}", wiped_unplanned);
+  ephd_prom_sample(o, wipes, "{reason=\"handover\"}", wiped_handover);
+  const char *handed = "queen_ephemeral_handed_over_total";
+  ephd_prom_family(o, handed, "counter",
+                   "Messages handed over to a partition's new owner and "
+                   "accepted there.");
+  ephd_prom_sample(o, handed, "", handed_over);
 }

@@ -11,6 +11,7 @@
 #include "handover.h"
 #include "http.h"
 #include "members.h"
+#include "prom.h"
 
 static const ephd_engine_t *engine;
 
@@ -53,76 +54,65 @@ void ephd_metrics_observe(int route, int status, int code, uint64_t ns) {
   seconds_sum[route] += secs;
 }
 
-static void family(ephd_buf_t *o, const char *name, const char *type,
-                   const char *help) {
-  ephd_buf_appends(o, "# HELP ");
-  ephd_buf_appends(o, name);
-  ephd_buf_append(o, " ", 1);
-  ephd_buf_appends(o, help);
-  ephd_buf_appends(o, "\n# TYPE ");
-  ephd_buf_appends(o, name);
-  ephd_buf_append(o, " ", 1);
-  ephd_buf_appends(o, type);
-  ephd_buf_append(o, "\n", 1);
-}
-
-static void sample(ephd_buf_t *o, const char *name, const char *labels,
-                   uint64_t v) {
-  ephd_buf_appends(o, name);
-  ephd_buf_appends(o, labels);
-  ephd_buf_append(o, " ", 1);
-  ephd_buf_append_u64(o, v);
-  ephd_buf_append(o, "\n", 1);
-}
-
 static void write_engine(ephd_buf_t *o, size_t connections) {
   /* Summed over tenants, not queues: a scrape costs nothing per queue. */
   ephd_engine_totals_t t;
   ephd_engine_totals(engine, &t);
   const char *m = "queen_ephemeral_messages_total";
-  family(o, m, "counter",
-         "Messages by verb: pushed item by item, popped as deliveries, "
-         "acked as settled leases.");
-  sample(o, m, "{verb=\"pushed\"}", t.pushed);
-  sample(o, m, "{verb=\"popped\"}", t.delivered);
-  sample(o, m, "{verb=\"acked\"}", t.acked);
+  ephd_prom_family(
+      o, m, "counter",
+      "Messages by verb: pushed item by item, popped as deliveries, "
+      "acked as settled leases.");
+  ephd_prom_sample(o, m, "{verb=\"pushed\"}", t.pushed);
+  ephd_prom_sample(o, m, "{verb=\"popped\"}", t.delivered);
+  ephd_prom_sample(o, m, "{verb=\"acked\"}", t.acked);
   const char *d = "queen_ephemeral_dropped_total";
-  family(o, d, "counter", "Messages dropped, by cause.");
-  sample(o, d, "{cause=\"bounds\"}", t.dropped_bounds);
-  sample(o, d, "{cause=\"ttl\"}", t.dropped_ttl);
-  sample(o, d, "{cause=\"retry\"}", t.dropped_retry);
-  family(o, "queen_ephemeral_bytes", "gauge",
-         "The whole broker's footprint (cellBytes): payloads, per-message "
-         "overhead, names and structures.");
-  sample(o, "queen_ephemeral_bytes", "", t.cell_bytes);
-  family(o, "queen_ephemeral_tenants", "gauge",
-         "Tenant records in memory (forgotten after the idle time without "
-         "a queue).");
-  sample(o, "queen_ephemeral_tenants", "", t.tenants);
-  family(o, "queen_ephemeral_queues", "gauge", "Queues in memory.");
-  sample(o, "queen_ephemeral_queues", "", t.queues);
-  family(o, "queen_ephemeral_parked_polls", "gauge",
-         "Pops parked on a gate, waiting for a message.");
-  sample(o, "queen_ephemeral_parked_polls", "", t.parked);
-  family(o, "queen_ephemeral_connections", "gauge", "Open connections.");
-  sample(o, "queen_ephemeral_connections", "", connections);
-  family(o, "queen_ephemeral_members_live", "gauge",
-         "Live members of the cell in this broker's view, itself included "
-         "(1: a cell of one).");
-  sample(o, "queen_ephemeral_members_live", "", ephd_members_view()->count);
+  ephd_prom_family(o, d, "counter", "Messages dropped, by cause.");
+  ephd_prom_sample(o, d, "{cause=\"bounds\"}", t.dropped_bounds);
+  ephd_prom_sample(o, d, "{cause=\"ttl\"}", t.dropped_ttl);
+  ephd_prom_sample(o, d, "{cause=\"retry\"}", t.dropped_retry);
+  ephd_prom_family(
+      o, "queen_ephemeral_bytes", "gauge",
+      "The whole broker's footprint (cellBytes): payloads, per-message "
+      "overhead, names and structures.");
+  ephd_prom_sample(o, "queen_ephemeral_bytes", "", t.cell_bytes);
+  ephd_prom_family(
+      o, "queen_ephemeral_tenants", "gauge",
+      "Tenant records in memory (forgotten after the idle time without "
+      "a queue).");
+  ephd_prom_sample(o, "queen_ephemeral_tenants", "", t.tenants);
+  ephd_prom_family(o, "queen_ephemeral_queues", "gauge", "Queues in memory.");
+  ephd_prom_sample(o, "queen_ephemeral_queues", "", t.queues);
+  ephd_prom_family(o, "queen_ephemeral_parked_polls", "gauge",
+                   "Pops parked on a gate, waiting for a message.");
+  ephd_prom_sample(o, "queen_ephemeral_parked_polls", "", t.parked);
+  ephd_prom_family(o, "queen_ephemeral_connections", "gauge",
+                   "Open connections.");
+  ephd_prom_sample(o, "queen_ephemeral_connections", "", connections);
+  ephd_prom_family(
+      o, "queen_ephemeral_members_live", "gauge",
+      "Live members of the cell in this broker's view, itself included "
+      "(1: a cell of one).");
+  ephd_prom_sample(o, "queen_ephemeral_members_live", "",
+                   ephd_members_view()->count);
 }
 
 static void write_http(ephd_buf_t *o) {
-  family(o, "queen_ephemeral_client_bytes", "gauge",
-         "What every connection's buffers hold (QUEEN_EPHEMERAL_MAX_CLIENT_"
-         "BYTES bounds it).");
-  sample(o, "queen_ephemeral_client_bytes", "", ephd_http_client_bytes());
-  family(o, "queen_ephemeral_clients_evicted_total", "counter",
-         "Connections closed for holding the most buffers while all of them "
-         "held more than QUEEN_EPHEMERAL_MAX_CLIENT_BYTES.");
-  sample(o, "queen_ephemeral_clients_evicted_total", "", ephd_http_evicted());
+  ephd_prom_family(
+      o, "queen_ephemeral_client_bytes", "gauge",
+      "What every connection's buffers hold (QUEEN_EPHEMERAL_MAX_CLIENT_"
+      "BYTES bounds it).");
+  ephd_prom_sample(o, "queen_ephemeral_client_bytes", "",
+                   ephd_http_client_bytes());
+  ephd_prom_family(
+      o, "queen_ephemeral_clients_evicted_total", "counter",
+      "Connections closed for holding the most buffers while all of them "
+      "held more than QUEEN_EPHEMERAL_MAX_CLIENT_BYTES.");
+  ephd_prom_sample(o, "queen_ephemeral_clients_evicted_total", "",
+                   ephd_http_evicted());
   const char *r = "queen_ephemeral_http_requests_total";
-  family(o, r, "counter", "HTTP requests answered, by route and status.");
+  ephd_prom_family(o, r, "counter",
+                   "HTTP requests answered, by route and status.");
   char labels[128];
   for (int i = 0; i < EPHD_METRICS_ROUTES; i++) {
     if (!route_names[i][0]) continue;
@@ -134,12 +124,13 @@ static void write_http(ephd_buf_t *o) {
       else
         snprintf(labels, sizeof(labels), "{route=\"%.31s\",status=\"other\"}",
                  route_names[i]);
-      sample(o, r, labels, requests[i][s]);
+      ephd_prom_sample(o, r, labels, requests[i][s]);
     }
   }
   const char *h = "queen_ephemeral_request_duration_seconds";
-  family(o, h, "histogram",
-         "Seconds from a request's last byte to its answer, by route.");
+  ephd_prom_family(
+      o, h, "histogram",
+      "Seconds from a request's last byte to its answer, by route.");
   char name[96];
   for (int i = 0; i < EPHD_METRICS_ROUTES; i++) {
     if (!route_names[i][0]) continue;
@@ -153,7 +144,7 @@ static void write_http(ephd_buf_t *o) {
       else
         snprintf(labels, sizeof(labels), "{route=\"%.31s\",le=\"+Inf\"}",
                  route_names[i]);
-      sample(o, name, labels, cum);
+      ephd_prom_sample(o, name, labels, cum);
     }
     char sum[64];
     snprintf(sum, sizeof(sum), "%.6f", seconds_sum[i]);
@@ -164,20 +155,21 @@ static void write_http(ephd_buf_t *o) {
     ephd_buf_append(o, "\n", 1);
     snprintf(name, sizeof(name), "%s_count", h);
     snprintf(labels, sizeof(labels), "{route=\"%.31s\"}", route_names[i]);
-    sample(o, name, labels, cum);
+    ephd_prom_sample(o, name, labels, cum);
   }
 }
 
 static void write_refusals(ephd_buf_t *o) {
   const char *r = "queen_ephemeral_refusals_total";
-  family(o, r, "counter",
-         "Error answers by code (lua/ephd/codes.lua), the HTTP layer's own "
-         "included.");
+  ephd_prom_family(
+      o, r, "counter",
+      "Error answers by code (lua/ephd/codes.lua), the HTTP layer's own "
+      "included.");
   char labels[64];
   for (int i = 0; i < EPHD_CODE_COUNT; i++) {
     snprintf(labels, sizeof(labels), "{code=\"%s\"}",
              ephd_code_name((ephd_code_t)i));
-    sample(o, r, labels, refusals[i]);
+    ephd_prom_sample(o, r, labels, refusals[i]);
   }
 }
 
@@ -225,9 +217,9 @@ static void label_value(ephd_buf_t *o, const char *s, size_t len) {
 static void write_queue_depths(ephd_buf_t *o) {
   if (queue_depths == 0) return;
   const char *d = "queen_ephemeral_queue_depth";
-  family(o, d, "gauge",
-         "Messages in memory of the deepest queues "
-         "(QUEEN_EPHEMERAL_METRICS_QUEUES of them).");
+  ephd_prom_family(o, d, "gauge",
+                   "Messages in memory of the deepest queues "
+                   "(QUEEN_EPHEMERAL_METRICS_QUEUES of them).");
   deep_t *heap = malloc(queue_depths * sizeof(*heap));
   if (heap == NULL) abort();
   size_t n = 0, tpos = 0;

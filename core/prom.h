@@ -1,0 +1,23 @@
+/* Prometheus's text format, for every module that reports its own
+ * counters in GET /metrics (metrics.c writes the page and calls them): one
+ * writer, so a family's HELP and TYPE and a sample's line are spelled once. */
+#ifndef EPHD_PROM_H
+#define EPHD_PROM_H
+
+#include <stdint.h>
+
+#include "buf.h"
+
+/* The # HELP and # TYPE lines of a family. */
+void ephd_prom_family(ephd_buf_t *o, const char *name, const char *type,
+                      const char *help);
+/* One sample: name, its labels ("" or "{k=\"v\"}") and value. */
+void ephd_prom_sample(ephd_buf_t *o, const char *name, const char *labels,
+                      uint64_t v);
+/* A counter of two labels from its table of values, row by row: a's
+ * names down, b's across (values[i * nb + j] for a[i] and b[j]). */
+void ephd_prom_grid(ephd_buf_t *o, const char *name, const char *label_a,
+                    const char *const *a, int na, const char *label_b,
+                    const char *const *b, int nb, const uint64_t *values);
+
+#endif
