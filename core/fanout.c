@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward.h"
 #include "http.h"
 #include "log.h"
 #include "members.h"
@@ -44,45 +45,24 @@ typedef struct {
   char address[EPHD_MEMBER_ADDRESS_MAX];
 } send_t;
 
-static char *put(char *p, const char *s, size_t n) {
-  memcpy(p, s, n);
-  return p + n;
-}
-
 ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
                                ephd_fanout_verb_t verb, const char *tenant,
                                size_t tenant_len) {
   if (token == NULL || req->forward.len > 0) return NULL;
   if (ephd_members_view()->count < 2) return NULL;
-  static const char ct[] = "Content-Type: application/json\r\n";
-  static const char mark[] = "X-Queen-Forward: ";
-  size_t token_len = strlen(token);
-  size_t ct_len = req->body.len ? sizeof(ct) - 1 : 0;
-  size_t target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
-  size_t headers_len =
-      ct_len + sizeof(mark) - 1 + token_len + 1 + tenant_len + 2;
-  ephd_fanout_t *f = malloc(sizeof(*f) + req->method.len + target_len +
-                            headers_len + req->body.len);
+  ephd_marked_t m;
+  size_t n = ephd_forward_marked_size(req, tenant_len, &m);
+  ephd_fanout_t *f = malloc(sizeof(*f) + req->method.len + n);
   if (f == NULL) return NULL;
   f->verb = verb;
   f->pending = 0;
   f->method_len = req->method.len;
-  f->target_len = target_len;
-  f->headers_len = headers_len;
-  f->body_len = req->body.len;
-  char *p = put(f->bytes, req->method.ptr, req->method.len);
-  p = put(p, req->path.ptr, req->path.len);
-  if (req->query.len) {
-    *p++ = '?';
-    p = put(p, req->query.ptr, req->query.len);
-  }
-  p = put(p, ct, ct_len);
-  p = put(p, mark, sizeof(mark) - 1);
-  p = put(p, token, token_len);
-  *p++ = ' ';
-  p = put(p, tenant, tenant_len);
-  p = put(p, "\r\n", 2);
-  put(p, req->body.ptr, req->body.len);
+  f->target_len = m.target_len;
+  f->headers_len = m.headers_len;
+  f->body_len = m.body_len;
+  memcpy(f->bytes, req->method.ptr, req->method.len);
+  ephd_forward_write_marked(f->bytes + req->method.len, req, tenant,
+                            tenant_len);
   return f;
 }
 

@@ -228,21 +228,44 @@ static char *put(char *p, const char *s, size_t n) {
   return p + n;
 }
 
-/* The request as it will be sent again: its path and query, the mark, its
- * body, and the key placement hashed. */
+static const char MARKED_CT[] = "Content-Type: application/json\r\n";
+static const char MARK[] = "X-Queen-Forward: ";
+
+size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
+                                ephd_marked_t *m) {
+  m->target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
+  m->headers_len = (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + sizeof(MARK) -
+                   1 + token_len + 1 + tenant_len + 2;
+  m->body_len = req->body.len;
+  return m->target_len + m->headers_len + m->body_len;
+}
+
+char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
+                                const char *tenant, size_t tenant_len) {
+  p = put(p, req->path.ptr, req->path.len);
+  if (req->query.len) {
+    *p++ = '?';
+    p = put(p, req->query.ptr, req->query.len);
+  }
+  if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
+  p = put(p, MARK, sizeof(MARK) - 1);
+  p = put(p, token, token_len);
+  *p++ = ' ';
+  p = put(p, tenant, tenant_len);
+  p = put(p, "\r\n", 2);
+  return put(p, req->body.ptr, req->body.len);
+}
+
+/* The request as it will be sent again (ephd_forward_write_marked), and
+ * the key placement hashed. */
 static forward_t *forward_new(const ephd_request_t *req,
                               ephd_forward_verb_t verb, uint64_t park_ms,
                               uint32_t taken, const char *tenant,
                               size_t tenant_len, ephd_slice_t queue,
                               ephd_slice_t partition) {
-  static const char ct[] = "Content-Type: application/json\r\n";
-  static const char mark[] = "X-Queen-Forward: ";
-  size_t ct_len = req->body.len ? sizeof(ct) - 1 : 0;
-  size_t target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
-  size_t headers_len =
-      ct_len + sizeof(mark) - 1 + token_len + 1 + tenant_len + 2;
-  size_t n = target_len + headers_len + req->body.len + tenant_len + queue.len +
-             partition.len;
+  ephd_marked_t m;
+  size_t n = ephd_forward_marked_size(req, tenant_len, &m) + tenant_len +
+             queue.len + partition.len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
   f->relay = NULL;
@@ -251,24 +274,13 @@ static forward_t *forward_new(const ephd_request_t *req,
   f->parks = park_ms > 0;
   f->taken = taken;
   f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
-  f->target_len = target_len;
-  f->headers_len = headers_len;
-  f->body_len = req->body.len;
+  f->target_len = m.target_len;
+  f->headers_len = m.headers_len;
+  f->body_len = m.body_len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = put(f->bytes, req->path.ptr, req->path.len);
-  if (req->query.len) {
-    *p++ = '?';
-    p = put(p, req->query.ptr, req->query.len);
-  }
-  p = put(p, ct, ct_len);
-  p = put(p, mark, sizeof(mark) - 1);
-  p = put(p, token, token_len);
-  *p++ = ' ';
-  p = put(p, tenant, tenant_len);
-  p = put(p, "\r\n", 2);
-  p = put(p, req->body.ptr, req->body.len);
+  char *p = ephd_forward_write_marked(f->bytes, req, tenant, tenant_len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
   put(p, partition.ptr, partition.len);
