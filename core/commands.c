@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "ack_result.h"
 #include "clock.h"
 #include "forward.h"
 #include "http.h"
@@ -63,20 +64,6 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   ephd_buf_append(out, "}", 1);
   ephd_http_end(c);
   return EPHD_OK;
-}
-
-const char *const ephd_ack_outcome_names[4] = {"acked", "redelivered", "stale",
-                                               "unknown"};
-
-int ephd_ack_outcome_named(const char *name, size_t len,
-                           ephd_outcome_t *outcome) {
-  for (int o = 0; o < 4; o++)
-    if (strlen(ephd_ack_outcome_names[o]) == len &&
-        memcmp(ephd_ack_outcome_names[o], name, len) == 0) {
-      *outcome = (ephd_outcome_t)o;
-      return 0;
-    }
-  return -1;
 }
 
 /* The ack's queue and its group's cursor (UINT32_MAX: none), touched as

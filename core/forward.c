@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
+#include "ack_result.h"
 #include "errors.h"
 #include "http.h"
 #include "id.h"

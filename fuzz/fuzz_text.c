@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ack_result.h"
 #include "buf.h"
-#include "commands.h"
 #include "ffi.h"
 #include "forward.h"
 #include "id.h"
