@@ -51,7 +51,7 @@ ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
   if (token == NULL || req->forward.len > 0) return NULL;
   if (ephd_members_view()->count < 2) return NULL;
   ephd_marked_t m;
-  size_t n = ephd_forward_marked_size(req, tenant_len, &m);
+  size_t n = ephd_forward_marked_size(req, tenant_len, NULL, &m);
   ephd_fanout_t *f = malloc(sizeof(*f) + req->method.len + n);
   if (f == NULL) return NULL;
   f->verb = verb;
@@ -61,7 +61,7 @@ ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
   f->headers_len = m.headers_len;
   f->body_len = m.body_len;
   memcpy(f->bytes, req->method.ptr, req->method.len);
-  ephd_forward_write_marked(f->bytes + req->method.len, req, tenant,
+  ephd_forward_write_marked(f->bytes + req->method.len, req, NULL, tenant,
                             tenant_len);
   return f;
 }

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 21 };
+enum { EPHD_FFI_ABI_VERSION = 22 };
 
 enum {
   EPHD_OK = 0,
@@ -175,6 +175,7 @@ typedef struct {
   uint64_t timeout_ms;
   int wait;
   int auto_ack;
+  int timeout_given; /* the query named its timeout (else the default's) */
   const ephd_tenant_limits_t *limits;
 } ephd_pop_args_t;
 

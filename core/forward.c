@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "forward.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "id.h"
 #include "json.h"
 #include "members.h"
+#include "op.h"
 #include "prom.h"
 #include "relay.h"
 #include "uuid.h"
@@ -232,8 +234,10 @@ static const char MARKED_CT[] = "Content-Type: application/json\r\n";
 static const char MARK[] = "X-Queen-Forward: ";
 
 size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
-                                ephd_marked_t *m) {
-  m->target_len = req->path.len + (req->query.len ? 1 + req->query.len : 0);
+                                const char *extra_query, ephd_marked_t *m) {
+  size_t extra = extra_query ? 1 + strlen(extra_query) : 0;
+  m->target_len =
+      req->path.len + (req->query.len ? 1 + req->query.len : 0) + extra;
   m->headers_len = (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + sizeof(MARK) -
                    1 + token_len + 1 + tenant_len + 2;
   m->body_len = req->body.len;
@@ -241,11 +245,16 @@ size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
 }
 
 char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
-                                const char *tenant, size_t tenant_len) {
+                                const char *extra_query, const char *tenant,
+                                size_t tenant_len) {
   p = put(p, req->path.ptr, req->path.len);
   if (req->query.len) {
     *p++ = '?';
     p = put(p, req->query.ptr, req->query.len);
+  }
+  if (extra_query) {
+    *p++ = req->query.len ? '&' : '?';
+    p = put(p, extra_query, strlen(extra_query));
   }
   if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
   p = put(p, MARK, sizeof(MARK) - 1);
@@ -263,8 +272,18 @@ static forward_t *forward_new(const ephd_request_t *req,
                               uint32_t taken, const char *tenant,
                               size_t tenant_len, ephd_slice_t queue,
                               ephd_slice_t partition) {
+  /* A waiting pop that named no timeout parks at its owner for this
+   * broker's default, which its deadline here was set from: the owner's
+   * own default may be another, and outlast the deadline. */
+  char timeout[32];
+  const char *extra = NULL;
+  if (verb == EPHD_FORWARD_POP && park_ms &&
+      !ephd_op_of(req)->pub.pop.timeout_given) {
+    snprintf(timeout, sizeof(timeout), "timeout=%" PRIu64, park_ms);
+    extra = timeout;
+  }
   ephd_marked_t m;
-  size_t n = ephd_forward_marked_size(req, tenant_len, &m) + tenant_len +
+  size_t n = ephd_forward_marked_size(req, tenant_len, extra, &m) + tenant_len +
              queue.len + partition.len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
@@ -280,7 +299,7 @@ static forward_t *forward_new(const ephd_request_t *req,
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = ephd_forward_write_marked(f->bytes, req, tenant, tenant_len);
+  char *p = ephd_forward_write_marked(f->bytes, req, extra, tenant, tenant_len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
   put(p, partition.ptr, partition.len);

@@ -87,16 +87,18 @@ int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
 void ephd_forward_metrics(ephd_buf_t *o);
 
 /* A request's copy as a member of the cell sends it on: its target (path
- * and query), its headers (Content-Type with a body, and the forward mark
- * for tenant) and its body, one after the other. size gives the bytes it
- * takes and the three parts' lengths; write writes it at p (size's bytes,
- * and the cell token must be set) and returns its end. */
+ * and query, and extra_query's "name=value" after it unless NULL), its headers
+ * (Content-Type with a body, and the forward mark for tenant) and its body, one
+ * after the other. size gives the bytes it takes and the three parts' lengths;
+ * write writes it at p (size's bytes, and the cell token must be set) and
+ * returns its end. */
 typedef struct {
   size_t target_len, headers_len, body_len;
 } ephd_marked_t;
 size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
-                                ephd_marked_t *m);
+                                const char *extra_query, ephd_marked_t *m);
 char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
-                                const char *tenant, size_t tenant_len);
+                                const char *extra_query, const char *tenant,
+                                size_t tenant_len);
 
 #endif

@@ -226,6 +226,31 @@ describe("the relay", function()
     -- producer retrying against queue_full (a 429 whose contract is "wait
     -- and retry and you get in") is not turned into rate_limited; a push
     -- relayed to the owner is the same push.
+    it("parks a relayed waiting pop at its owner for the edge's timeout "
+       .. "when it names none", function()
+        -- The edge waits 0.5 s by default, the owner 30 s: the owner must
+        -- answer within the edge's deadline (its timeout + 2 s), not
+        -- after its own default.
+        local short = { QUEEN_EPHEMERAL_POP_TIMEOUT_MS = "500" }
+        for k, v in pairs(ENV) do short[k] = v end
+        local a = daemon.start({ db = true, env = short })
+        local b = daemon.start({ db = true, env = ENV })
+        finally(function() stop_all({ a, b }) end)
+        daemon.await_cell({ a, b }, 10)
+        local part = partition_on(a, b, "patient")
+        -- What finding the partition pushed is taken first.
+        local taken = a:pop("queue=patient&partition=" .. part
+                            .. "&group=late&batch=100&autoAck=true")
+        assert.equals(200, taken.status, taken.body)
+        local t0 = daemon.now()
+        local res = a:pop("queue=patient&partition=" .. part
+                          .. "&group=late&wait=true")
+        local took = daemon.now() - t0
+        assert.equals(200, res.status, res.body)
+        assert.same({}, res.json.messages)
+        assert.is_true(took >= 0.4 and took < 2, "answered after " .. took)
+    end)
+
     it("gives the rate back when the owner refuses a relayed push",
        function()
         local env = { QUEEN_EPHEMERAL_RATE = "3", QUEEN_EPHEMERAL_BURST = "3" }

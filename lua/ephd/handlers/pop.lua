@@ -52,6 +52,7 @@ function _M.parse(ctx)
     args.batch = validate.clamp(batch, 1, cfg.max_batch)
     args.timeout_ms = validate.clamp(timeout, 0,
                                      tonumber(cfg.max_pop_timeout_ms))
+    args.timeout_given = q.timeout and 1 or 0
     args.wait = wait and 1 or 0
     args.auto_ack = auto_ack and 1 or 0
 end
