@@ -12,11 +12,6 @@
 #include "prom.h"
 #include "relay.h"
 
-/* A member that accepted the connection and does not answer (a stopped
- * process, a full loop) holds the client's answer at most this long: the
- * relay's deadline for a push, well within any client's own timeout. */
-#define FANOUT_TIMEOUT_MS 5000
-
 static const char *const VERB_NAMES[EPHD_FANOUT_VERBS] = {"reset", "delete"};
 
 /* What a member said: applied (2xx), refused (any other answer: its kill
@@ -27,8 +22,15 @@ static const char *const OUTCOME_NAMES[N_OUTCOMES] = {"applied", "refused",
 static uint64_t fanned[EPHD_FANOUT_VERBS][N_OUTCOMES];
 
 static const char *token;
+/* A member that accepted the connection and does not answer (a stopped
+ * process, a full loop) holds the client's answer at most this long: the
+ * relay's deadline for a push (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). */
+static uint64_t timeout_ms;
 
-void ephd_fanout_init(const char *cell_token) { token = cell_token; }
+void ephd_fanout_init(const char *cell_token, uint64_t deadline_ms) {
+  token = cell_token;
+  timeout_ms = deadline_ms;
+}
 
 struct ephd_fanout {
   ephd_fanout_verb_t verb;
@@ -105,7 +107,7 @@ static void send_one(ephd_fanout_t *f, const ephd_member_t *m) {
       .target = {p + f->method_len, f->target_len},
       .headers = {p + f->method_len + f->target_len, f->headers_len},
       .body = {p + f->method_len + f->target_len + f->headers_len, f->body_len},
-      .timeout_ms = FANOUT_TIMEOUT_MS,
+      .timeout_ms = timeout_ms,
   };
   send_t *s = malloc(sizeof(*s));
   ephd_relay_peer_t *peer = ephd_relay_peer(m->address);

@@ -14,6 +14,7 @@
 #define EPHD_FANOUT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
 #include "ffi.h"
@@ -27,9 +28,10 @@ typedef enum {
   EPHD_FANOUT_VERBS
 } ephd_fanout_verb_t;
 
-/* The cell token (NULL: none, and nothing is ever fanned out); the string
- * must outlive the broker. */
-void ephd_fanout_init(const char *cell_token);
+/* The cell token (NULL: none, and nothing is ever fanned out; the string
+ * must outlive the broker), and how long a member's answer is waited for
+ * (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS, as a relayed push's). */
+void ephd_fanout_init(const char *cell_token, uint64_t timeout_ms);
 
 /* A copy of the request being dispatched, for the other live members: NULL
  * when there is nobody to send it to (a cell of one, no token, or the

@@ -144,4 +144,27 @@ describe("the cell's admin verbs", function()
         assert.equals(1, pending(b, "solo"))
         assert.equals(0, fanned(a, "reset", "applied"))
     end)
+
+    it("waits for a member that never answers only the relay's deadline",
+       function()
+        local env = { QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "400" }
+        for k, v in pairs(ENV) do env[k] = v end
+        local a = daemon.start({ db = true, env = env })
+        local b = daemon.start({ db = true, env = env })
+        -- One finally (busted keeps the last): b woken before both stop.
+        finally(function()
+            os.execute("kill -CONT " .. b.pid)
+            stop_all({ a, b })
+        end)
+        daemon.await_cell({ a, b }, 10)
+        fill(a, "frozen")
+        -- Stopped, b's kernel still accepts connections: nobody answers.
+        os.execute("kill -STOP " .. b.pid)
+        local t0 = daemon.now()
+        local res = reset(a, "frozen")
+        local took = daemon.now() - t0
+        assert.equals(200, res.status, res.body)
+        assert.is_true(took >= 0.35 and took < 1.5, "took " .. took .. " s")
+        assert.equals(1, fanned(a, "reset", "failed"))
+    end)
 end)
