@@ -162,9 +162,9 @@ static size_t unwritten(const ephd_conn_t *c) {
 
 static int stalled(const ephd_conn_t *c) { return c->held || c->output_paused; }
 
-/* At the end of every flush: each read and each answer is followed by one
- * in the same loop turn, and nothing grows while a write is in flight
- * (reading stops) but the answers, recounted when it completes. */
+/* At every flush: each read and each answer is followed by one in the
+ * same loop turn, and an answer handed to uv_write is counted until its
+ * client has taken it (a client that never reads holds it). */
 static void recount(ephd_conn_t *c) {
   if (c->closed) return;
   size_t held = c->in.cap + c->out.cap + c->wbuf.cap + c->chunked.cap;
@@ -966,7 +966,11 @@ static void on_write(uv_write_t *w, int status) {
 }
 
 static void flush(ephd_conn_t *c) {
-  if (c->closed || c->writing) return;
+  if (c->closed) return;
+  if (c->writing) {
+    recount(c); /* answers made meanwhile, behind the one in flight */
+    return;
+  }
   if (c->out.len) {
     uv_buf_t b = uv_buf_init(c->out.base, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
@@ -991,6 +995,7 @@ static void flush(ephd_conn_t *c) {
       }
       c->writing = 1;
       update_reading(c);
+      recount(c); /* the answer in flight is held until the client reads */
       return;
     }
     ephd_buf_shrink(&c->out, IDLE_KEEP_BYTES);
