@@ -56,7 +56,12 @@ static int on_wake(ephd_waiter_t *w) {
   ephd_op_state_t *op = parked_op(w);
   ephd_queue_t *q = op->parked.queue;
   uint32_t g = op->parked.group, batch = op->parked.batch;
-  if (!ephd_engine_ready(q, w->ring, g)) return 0;
+  /* Expired first, as the take will be: a lease that expires on a message
+   * past its TTL wakes the gate for a redelivery the take then drops, and
+   * a pop answered empty before its timeout is one its client retries. */
+  if (!ephd_engine_would_deliver(ephd_commands_engine, q, w->ring, 0, 0, g,
+                                 ephd_ffi_now_ms()))
+    return 0;
   /* windowBuffer: a woken pop waits up to window_ms (never past its own
    * timeout) for its batch to reach window_count, and holds its place in
    * line meanwhile so later pops do not take the messages it waits on. */

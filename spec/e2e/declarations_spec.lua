@@ -223,6 +223,23 @@ describe("declarations", function()
         assert.equals(2, e.drops.ttl)
     end)
 
+    it("keep a waiting pop parked when a lease expires on a message past "
+       .. "its TTL", function()
+        -- The lease expires a few milliseconds after the TTL has passed,
+        -- before the housekeeping tick (within a second) drops the
+        -- message: its redelivery wakes the pop, which must find nothing
+        -- to deliver and wait on, not answer empty before its timeout.
+        configure(d, "ttlwake", '{"ttlSeconds":1,"leaseSeconds":1}')
+        d:push("ttlwake", { "1" })
+        assert.equals(1, #d:pop("queue=ttlwake&group=g").json.messages)
+        local t0 = daemon.now()
+        local res = d:pop("queue=ttlwake&group=g&wait=true&timeout=3000")
+        assert.same({}, res.json.messages)
+        assert.is_true(daemon.now() - t0 >= 2.9, "answered after "
+                       .. (daemon.now() - t0) .. " s, before its timeout")
+        assert.equals(1, entry(d, "ttlwake").drops.ttl)
+    end)
+
     it("use the declared lease and retry limit", function()
         configure(d, "lease", '{"leaseSeconds":1,"retryLimit":2}')
         d:push("lease", { "1" })

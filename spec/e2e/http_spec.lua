@@ -115,6 +115,22 @@ describe("http", function()
         c:close()
     end)
 
+    it("answers 413 when a chunked body's framing runs past its bound",
+       function()
+        -- One byte of data per chunk behind 3,000 bytes of extension: the
+        -- data stays under the limit, the raw message does not (the
+        -- bound is the header limit plus twice the body's).
+        local c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Transfer-Encoding: chunked\r\n\r\n")
+        local chunk = "1;ext=" .. ("e"):rep(3000) .. "\r\n{\r\n"
+        for _ = 1, 4 do c:send(chunk) end
+        local res = c:receive()
+        assert.equals(413, res.status)
+        assert.refused_with("ephemeral_bad_request", res, 413)
+        c:close()
+    end)
+
     it("answers 431 past the header limit", function()
         local res = d:request("GET", "/api/v1/ephemeral/queues", nil,
                               { ["X-Filler"] = ("z"):rep(3000) })
