@@ -656,14 +656,16 @@ static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,
 
 static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                      uint32_t group, uint32_t want, int auto_ack,
-                     uint64_t now_ms, ephd_buf_t *out, uint32_t already) {
+                     uint64_t now_ms, ephd_buf_t *out, size_t stop_len,
+                     uint32_t already) {
   ephd_cursor_t *c = &r->cursors[group];
   uint64_t tables = ephd_cost_cursor_tables(c);
   uint32_t got = 0;
   uint64_t pos;
   uint32_t attempts;
   int redo;
-  while (got < want && ephd_ring_take(r, c, &pos, &attempts, &redo)) {
+  while (got < want && (already + got == 0 || out->len < stop_len) &&
+         ephd_ring_take(r, c, &pos, &attempts, &redo)) {
     ephd_msg_t *m = ephd_ring_at(r, pos);
     uint64_t seq = e->next_seq++;
     if (already + got) ephd_buf_append(out, ",", 1);
@@ -696,14 +698,17 @@ static uint32_t take(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
 
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                          uint32_t group, uint32_t batch, int auto_ack,
-                         uint64_t now_ms, ephd_buf_t *out) {
+                         uint64_t now_ms, ephd_buf_t *out, size_t max_bytes) {
   ephd_engine_expire(e, q, now_ms);
-  if (r) return take(e, q, r, group, batch, auto_ack, now_ms, out, 0);
+  size_t stop_len =
+      max_bytes < SIZE_MAX - out->len ? out->len + max_bytes : SIZE_MAX;
+  if (r) return take(e, q, r, group, batch, auto_ack, now_ms, out, stop_len, 0);
   uint32_t got = 0;
   uint32_t n = q->nrings;
-  for (uint32_t k = 0; k < n && got < batch; k++) {
+  for (uint32_t k = 0; k < n && got < batch && out->len < stop_len; k++) {
     ephd_ring_t *ring = q->rings[(q->rr + k) % n];
-    got += take(e, q, ring, group, batch - got, auto_ack, now_ms, out, got);
+    got += take(e, q, ring, group, batch - got, auto_ack, now_ms, out, stop_len,
+                got);
   }
   if (n) q->rr = (q->rr + 1) % n;
   return got;

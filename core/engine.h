@@ -327,10 +327,12 @@ void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                         const ephd_push_plan_t *plan, uint64_t now_ms);
 
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
- * each as a JSON object, comma-separated, into out. Returns the count. */
+ * each as a JSON object, comma-separated, into out, and stops taking once
+ * what it wrote reaches max_bytes (one delivery is always taken; SIZE_MAX:
+ * no bound). Returns the count. */
 uint32_t ephd_engine_pop(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                          uint32_t group, uint32_t batch, int auto_ack,
-                         uint64_t now_ms, ephd_buf_t *out);
+                         uint64_t now_ms, ephd_buf_t *out, size_t max_bytes);
 /* Whether a pop would deliver anything now, decided before it creates what
  * it names: a new queue (q NULL) or partition (new_ring) holds nothing, and
  * a new group starts at the rings' heads, so it sees what they hold. Applies

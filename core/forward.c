@@ -50,13 +50,19 @@ static size_t token_len;
  * ephemeral_forward_failed, well within any client's own timeout. */
 static uint64_t answer_timeout_ms;
 static ephd_forward_refund_fn refund;
+static size_t relayed_batch_bytes = SIZE_MAX;
 
 void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
-                       ephd_forward_refund_fn fn) {
+                       size_t batch_bytes, ephd_forward_refund_fn fn) {
+  relayed_batch_bytes = batch_bytes;
   token = cell_token;
   token_len = cell_token ? strlen(cell_token) : 0;
   answer_timeout_ms = timeout_ms;
   refund = fn;
+}
+
+size_t ephd_forward_batch_bytes(const ephd_request_t *req) {
+  return req->forward.len ? relayed_batch_bytes : SIZE_MAX;
 }
 
 /* One relayed request: what a second send needs (the request's own bytes

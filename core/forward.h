@@ -38,9 +38,16 @@ typedef void (*ephd_forward_refund_fn)(const char *tenant, size_t tenant_len,
 /* The cell token (NULL: none, and this broker never relays nor trusts a
  * mark), which must outlive the broker, and the deadline of a relayed
  * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). refund
- * gives back what the rate took for a relayed push its owner refused. */
+ * gives back what the rate took for a relayed push its owner refused.
+ * batch_bytes bounds a relayed pop's batch (ephd_forward_batch_bytes). */
 void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
-                       ephd_forward_refund_fn refund);
+                       size_t batch_bytes, ephd_forward_refund_fn refund);
+
+/* The most bytes of deliveries a pop's answer may take before its last
+ * one: for a pop a member relayed here, what keeps the answer within what
+ * the member's relay accepts (a batch it refused would be taken here and
+ * lost there); SIZE_MAX for a client's own pop. */
+size_t ephd_forward_batch_bytes(const ephd_request_t *req);
 
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;

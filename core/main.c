@@ -190,7 +190,10 @@ int main(int argc, char **argv) {
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);
-  /* A peer answers at most what it would accept as a request. */
+  /* A peer answers a relayed pop with a batch stopped at one body's bytes
+   * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
+   * body, and the answer's own few bytes: twice a body and the header
+   * limit hold it. Any other answer is smaller. */
   ephd_relay_limits_t relay_limits = {
       .max_conns = (uint32_t)s.relay_max_conns,
       .max_parked = (uint32_t)s.relay_max_parked,
@@ -199,10 +202,11 @@ int main(int argc, char **argv) {
       .idle_timeout_ms = s.relay_idle_timeout_ms,
       .resolve_ttl_ms = s.relay_resolve_ttl_ms,
       .max_header_bytes = s.max_header_bytes,
-      .max_response_bytes = s.max_body_bytes,
+      .max_response_bytes = 2 * s.max_body_bytes + s.max_header_bytes,
   };
   ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token, s.relay_timeout_ms, ephd_lua_host_refund);
+  ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
+                    ephd_lua_host_refund);
   ephd_fanout_init(s.cell_token, s.relay_timeout_ms);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,

@@ -15,7 +15,8 @@
  * nearly all of a pop's bytes: gathered in a buffer of its own first, it
  * was regrown and copied once more for every pop. */
 static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
-                       uint32_t group, uint32_t batch, int auto_ack, int take) {
+                       uint32_t group, uint32_t batch, size_t batch_bytes,
+                       int auto_ack, int take) {
   size_t len;
   const char *name = ephd_queue_name(q, &len);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
@@ -26,7 +27,7 @@ static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
     ephd_engine_t *e = ephd_commands_engine;
     uint64_t now = ephd_ffi_now_ms();
     ephd_engine_touch(e, q, now);
-    ephd_engine_pop(e, q, r, group, batch, auto_ack, now, out);
+    ephd_engine_pop(e, q, r, group, batch, auto_ack, now, out, batch_bytes);
   }
   ephd_buf_appends(out, "]}");
   ephd_http_end(c);
@@ -49,7 +50,7 @@ static ephd_op_state_t *parked_op(ephd_waiter_t *w) {
 static void answer_parked(ephd_op_state_t *op, int take) {
   answer_pop(ephd_deferred_conn(op->parked.deferred), op->parked.queue,
              op->parked.waiter.ring, op->parked.group, op->parked.batch,
-             op->parked.auto_ack, take);
+             op->parked.batch_bytes, op->parked.auto_ack, take);
 }
 
 static int on_wake(ephd_waiter_t *w) {
@@ -119,6 +120,7 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   op->parked.queue = q;
   op->parked.group = g;
   op->parked.batch = a->batch;
+  op->parked.batch_bytes = ephd_forward_batch_bytes(req);
   op->parked.auto_ack = a->auto_ack;
   op->parked.windowed = 0;
   op->parked.deadline_ms = now + a->timeout_ms;
@@ -201,6 +203,7 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     park(op, req, q, r, g, now);
     return EPHD_PARKED;
   }
-  answer_pop(ephd_http_conn(req), q, r, g, a->batch, a->auto_ack, 1);
+  answer_pop(ephd_http_conn(req), q, r, g, a->batch,
+             ephd_forward_batch_bytes(req), a->auto_ack, 1);
   return EPHD_OK;
 }

@@ -95,7 +95,8 @@ static int waiter_wake(ephd_waiter_t *w) {
   if (!ephd_engine_ready(fw->queue, w->ring, fw->group)) return 0;
   ephd_gate_unpark(w);
   out.len = 0;
-  ephd_engine_pop(&e, fw->queue, w->ring, fw->group, fw->batch, 1, now, &out);
+  ephd_engine_pop(&e, fw->queue, w->ring, fw->group, fw->batch, 1, now, &out,
+                  SIZE_MAX);
   fw->in_use = 0;
   parked_waiters--;
   return 1;
@@ -164,8 +165,13 @@ static void pop(uint8_t qi, int wait) {
   out.len = 0;
   uint32_t batch = 1 + flags % 4;
   int auto_ack = (flags >> 2) & 1;
-  uint32_t got = ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out);
+  /* A relayed pop's bound on its answer's bytes (core/pop.c), or none:
+   * bounded, it still takes one delivery, so readiness is unchanged. */
+  size_t max_bytes = (flags >> 6) & 1 ? 1 : SIZE_MAX;
+  uint32_t got =
+      ephd_engine_pop(&e, q, r, g, batch, auto_ack, now, &out, max_bytes);
   if ((got > 0) != ready) abort();
+  if (max_bytes == 1 && got > 1) abort();
   if (got && !auto_ack) remember_ids(qi, gb);
   if (got || !wait) return;
   for (int i = 0; i < NWAITERS; i++) {

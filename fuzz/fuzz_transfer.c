@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ephd_buf_t out;
   ephd_buf_init(&out);
   uint32_t g = ephd_queue_group_open(q, "g", 1);
-  ephd_engine_pop(&e, q, r, g, 1, 1, 0, &out);
+  ephd_engine_pop(&e, q, r, g, 1, 1, 0, &out, SIZE_MAX);
   ephd_engine_plan_push(&e, q->tenant, 1, q, t.queue_len, r, t.partition_len,
                         t.nmsgs, t.bytes, &limits, &plan);
   if (plan.refusals == 0) {
@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(e.cell_bytes == ephd_cost_tenant(1) + q->tenant->bytes);
     for (uint32_t i = 0; i < q->ngroups; i++) {
       out.len = 0;
-      while (ephd_engine_pop(&e, q, r, i, 1000, 1, 100, &out) > 0) out.len = 0;
+      while (ephd_engine_pop(&e, q, r, i, 1000, 1, 100, &out, SIZE_MAX) > 0)
+        out.len = 0;
       check(ephd_engine_available(q, r, i, UINT64_MAX) == 0);
     }
     check(e.cell_bytes == ephd_cost_tenant(1) + q->tenant->bytes);

@@ -63,7 +63,7 @@ static uint32_t pop(ephd_queue_t *q, const char *group, uint32_t batch,
                     uint64_t now, ephd_buf_t *out) {
   uint32_t g = ephd_queue_group_open(q, group, strlen(group));
   out->len = 0;
-  return ephd_engine_pop(&e, q, NULL, g, batch, 0, now, out);
+  return ephd_engine_pop(&e, q, NULL, g, batch, 0, now, out, SIZE_MAX);
 }
 
 /* The id of the first delivery in a pop body. */
@@ -220,6 +220,31 @@ TEST_IMPL(engine_groups_see_every_message) {
   return stop();
 }
 
+/* A relayed pop's batch stops once it has written its bytes, past its one
+ * delivery; what it did not take stays for the next pop, whole partitions
+ * and all. */
+TEST_IMPL(engine_pop_stops_at_its_byte_bound) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  uint32_t g = ephd_queue_group_open(q, "g", 1);
+  push(q, "p", 1, 3, 0);
+  push(q, "r", 4, 3, 0);
+  ASSERT_EQ(ephd_engine_pop(&e, q, NULL, g, 10, 1, 0, &out, 1), 1);
+  size_t one = out.len;
+  out.len = 0;
+  ASSERT_EQ(ephd_engine_pop(&e, q, NULL, g, 10, 1, 0, &out, one + 1), 2);
+  /* The bound counts from what out held before: an answer's head. */
+  out.len = 0;
+  ephd_buf_appends(&out, "{\"queue\":\"q\",\"messages\":[");
+  ASSERT_EQ(ephd_engine_pop(&e, q, NULL, g, 10, 1, 0, &out, 1), 1);
+  ASSERT_EQ(ephd_engine_pop(&e, q, NULL, g, 10, 1, 0, &out, SIZE_MAX), 2);
+  ASSERT_EQ(ephd_engine_pop(&e, q, NULL, g, 10, 1, 0, &out, SIZE_MAX), 0);
+  ephd_buf_free(&out);
+  return stop();
+}
+
 TEST_IMPL(engine_evicted_lease_is_unknown) {
   start(1000, 2, 1, 1 << 20);
   ephd_queue_t *q = queue();
@@ -250,7 +275,7 @@ TEST_IMPL(engine_wipe_fences_old_ids) {
   uint64_t footprint = q->footprint;
   char id[64];
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out, SIZE_MAX), 1);
   size_t n = first_id(&out, id, sizeof(id));
   uint64_t bytes;
   ASSERT_EQ(ephd_engine_wipe(&e, q, r, &bytes), 3);
@@ -268,7 +293,7 @@ TEST_IMPL(engine_wipe_fences_old_ids) {
   /* The partition moved back is served as new, its new ids settle. */
   push(q, "p", 7, 1, 0);
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out), 1);
+  ASSERT_EQ(ephd_engine_pop(&e, q, r, g, 1, 0, 0, &out, SIZE_MAX), 1);
   n = first_id(&out, id, sizeof(id));
   ASSERT_EQ(ephd_engine_ack(&e, q, g, id, n, EPHD_ACK_COMPLETED, 0),
             EPHD_OUTCOME_ACKED);
@@ -328,7 +353,7 @@ TEST_IMPL(engine_accepts_a_transfer) {
   ephd_ring_t *r2 = ephd_queue_ring(q2, "p", 1);
   uint32_t g2 = ephd_queue_group_open(q2, "g", 1);
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 1, 1, 100, &out), 1);
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 1, 1, 100, &out, SIZE_MAX), 1);
   ephd_push_plan_t plan;
   ephd_engine_plan_push(&e, q2->tenant, 1, q2, 1, r2, 1, t.nmsgs, t.bytes,
                         &limits, &plan);
@@ -344,7 +369,7 @@ TEST_IMPL(engine_accepts_a_transfer) {
    * what it had never been given; nothing twice. */
   char got[128];
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 100, 1, 200, &out), 5);
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 100, 1, 200, &out, SIZE_MAX), 5);
   payloads(&out, got, sizeof(got));
   ASSERT(strcmp(got, "9,2,3,4,5") == 0);
   ASSERT(memmem(out.base, out.len, "\"attempts\":1", 12) != NULL);
@@ -353,7 +378,7 @@ TEST_IMPL(engine_accepts_a_transfer) {
   uint32_t h2;
   ASSERT(ephd_queue_group_find(q2, "h", 1, &h2));
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, h2, 100, 1, 200, &out), 6);
+  ASSERT_EQ(ephd_engine_pop(&e, q2, r2, h2, 100, 1, 200, &out, SIZE_MAX), 6);
   payloads(&out, got, sizeof(got));
   ASSERT(strcmp(got, "9,1,2,3,4,5") == 0);
   /* A lease on its last allowed delivery (retryLimit 3) travels with
@@ -372,7 +397,7 @@ TEST_IMPL(engine_accepts_a_transfer) {
   uint32_t gz;
   ASSERT(ephd_queue_group_find(qz, "g", 1, &gz));
   out.len = 0;
-  ASSERT_EQ(ephd_engine_pop(&e, qz, rz, gz, 10, 1, 300, &out), 0);
+  ASSERT_EQ(ephd_engine_pop(&e, qz, rz, gz, 10, 1, 300, &out, SIZE_MAX), 0);
   /* A redelivery of a message past the list, a group past it: refused. */
   static const char past[] =
       "ephd-transfer 1\n1 1 1 1\nqp\n0 1\n1\n"
@@ -563,7 +588,8 @@ static int waiter_wake(ephd_waiter_t *w) {
   if (!ephd_engine_ready(tw->q, w->ring, tw->group)) return 0;
   ephd_gate_unpark(w);
   tw->out.len = 0;
-  tw->got = ephd_engine_pop(&e, tw->q, w->ring, tw->group, 1, 1, 0, &tw->out);
+  tw->got = ephd_engine_pop(&e, tw->q, w->ring, tw->group, 1, 1, 0, &tw->out,
+                            SIZE_MAX);
   return 1;
 }
 

@@ -222,6 +222,41 @@ describe("the relay", function()
                                    .. '"ack",outcome="answered"} (%d+)'))
     end)
 
+    it("stops a relayed pop's batch at a body's bytes, so its answer fits "
+       .. "the edge's relay and no autoAck'd message is lost", function()
+        -- Ten 3,000-byte payloads on b, popped through a in batches of 10
+        -- under a 4,096-byte body limit: a whole batch (30 KB) is past
+        -- what a's relay accepts, and b had taken (and acked) it before
+        -- a refused it.
+        local env = { QUEEN_EPHEMERAL_MAX_BODY_BYTES = "4096",
+                      QUEEN_EPHEMERAL_MAX_HEADER_BYTES = "2048" }
+        for k, v in pairs(ENV) do env[k] = v end
+        local ds = start(2, env)
+        finally(function() stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local part = partition_on(a, b, "big")
+        local payload = '"' .. ("x"):rep(3000) .. '"'
+        for _ = 1, 10 do
+            assert.equals(201, a:request("POST", "/api/v1/ephemeral/push",
+                '{"queue":"big","partition":"' .. part .. '","messages":'
+                .. '[{"payload":' .. payload .. '}]}').status)
+        end
+        local got, answers = 0, 0
+        while got < 11 and answers < 20 do
+            local res = a:pop("queue=big&partition=" .. part
+                              .. "&batch=10&autoAck=true")
+            assert.equals(200, res.status, res.body)
+            if #res.json.messages == 0 then break end
+            assert.is_true(#res.json.messages < 10)
+            got, answers = got + #res.json.messages, answers + 1
+        end
+        -- The one partition_on pushed, and the ten: each exactly once.
+        assert.equals(11, got)
+        assert.equals(0, a:metric('queen_ephemeral_forwarded_total{route='
+                                  .. '"pop",outcome="failed"} (%d+)'))
+    end)
+
     -- A direct push that a later rung refuses gives its rate back, so a
     -- producer retrying against queue_full (a 429 whose contract is "wait
     -- and retry and you get in") is not turned into rate_limited; a push
