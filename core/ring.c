@@ -167,10 +167,15 @@ static uint64_t live_redeliveries(const ephd_ring_t *r,
 }
 
 /* Exactly when ephd_ring_take would give one: a pop that finds nothing
- * parks on this answer, before it takes. */
-int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c) {
+ * parks on this answer, before it takes. The dead redeliveries in front go
+ * first, as take would skip them: then the front is live or the FIFO is
+ * empty, and every push's wake asks without walking it (a walk was
+ * O(redeliveries) per wake of a caught-up group). */
+int ephd_ring_ready(const ephd_ring_t *r, ephd_cursor_t *c) {
   uint64_t next = c->next < r->head ? r->head : c->next;
-  return next < r->tail || live_redeliveries(r, c) > 0;
+  if (next < r->tail) return 1;
+  drop_dead_redeliveries(r, c);
+  return c->redo_len > 0;
 }
 
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,

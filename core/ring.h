@@ -75,8 +75,9 @@ void ephd_ring_add_cursor(ephd_ring_t *r);
  * carries its hold; a new message carries none yet. */
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
                    uint32_t *attempts, int *was_redelivery);
-/* Whether a group has anything deliverable here, without taking it. */
-int ephd_ring_ready(const ephd_ring_t *r, const ephd_cursor_t *c);
+/* Whether a group has anything deliverable here, without taking it (it
+ * drops the dead redeliveries a take would skip). */
+int ephd_ring_ready(const ephd_ring_t *r, ephd_cursor_t *c);
 void ephd_ring_redeliver(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
                          uint32_t attempts);
 /* Deliveries a group could take here now: redeliveries plus new ones. */

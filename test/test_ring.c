@@ -92,6 +92,33 @@ TEST_IMPL(ring_redelivery_first) {
   return 0;
 }
 
+/* Ready answers as take would, with dead redeliveries (their message
+ * evicted) in front of live ones, behind them, and alone. */
+TEST_IMPL(ring_ready_past_dead_redeliveries) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  ephd_cursor_t *c = &r->cursors[0];
+  for (uint64_t i = 1; i <= 4; i++) push(r, i);
+  uint64_t pos, first = r->head;
+  uint32_t attempts;
+  int redo;
+  while (ephd_ring_take(r, c, &pos, &attempts, &redo)) continue;
+  ASSERT(!ephd_ring_ready(r, c));
+  ephd_ring_redeliver(r, c, first, 1);     /* dies below */
+  ephd_ring_redeliver(r, c, first + 3, 1); /* lives */
+  ephd_ring_redeliver(r, c, first + 1, 1); /* dies below */
+  ephd_ring_evict_head(r);
+  ephd_ring_evict_head(r);
+  ASSERT(ephd_ring_ready(r, c));
+  ASSERT_EQ(ephd_ring_available(r, c), 1);
+  ASSERT(ephd_ring_take(r, c, &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 4);
+  ASSERT(!ephd_ring_ready(r, c));
+  ASSERT(!ephd_ring_take(r, c, &pos, &attempts, &redo));
+  ephd_ring_free(r);
+  return 0;
+}
+
 /* The redelivery FIFO kept the array its busiest moment needed: it halves
  * as it drains, keeps its order through each halving, and gives its array
  * back once empty, as clear does. */
