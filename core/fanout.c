@@ -21,16 +21,12 @@ static const char *const OUTCOME_NAMES[N_OUTCOMES] = {"applied", "refused",
                                                       "failed"};
 static uint64_t fanned[EPHD_FANOUT_VERBS][N_OUTCOMES];
 
-static const char *token;
 /* A member that accepted the connection and does not answer (a stopped
  * process, a full loop) holds the client's answer at most this long: the
  * relay's deadline for a push (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). */
 static uint64_t timeout_ms;
 
-void ephd_fanout_init(const char *cell_token, uint64_t deadline_ms) {
-  token = cell_token;
-  timeout_ms = deadline_ms;
-}
+void ephd_fanout_init(uint64_t deadline_ms) { timeout_ms = deadline_ms; }
 
 struct ephd_fanout {
   ephd_fanout_verb_t verb;
@@ -50,7 +46,7 @@ typedef struct {
 ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
                                ephd_fanout_verb_t verb, const char *tenant,
                                size_t tenant_len) {
-  if (token == NULL || req->forward.len > 0) return NULL;
+  if (!ephd_forward_sends_on(req)) return NULL;
   if (ephd_members_view()->count < 2) return NULL;
   ephd_marked_t m;
   size_t n = ephd_forward_marked_size(req, tenant_len, NULL, &m);

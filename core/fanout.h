@@ -28,10 +28,10 @@ typedef enum {
   EPHD_FANOUT_VERBS
 } ephd_fanout_verb_t;
 
-/* The cell token (NULL: none, and nothing is ever fanned out; the string
- * must outlive the broker), and how long a member's answer is waited for
- * (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS, as a relayed push's). */
-void ephd_fanout_init(const char *cell_token, uint64_t timeout_ms);
+/* How long a member's answer is waited for (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS,
+ * as a relayed push's). Whether anything is fanned out at all is the cell
+ * token's (ephd_forward_sends_on). */
+void ephd_fanout_init(uint64_t timeout_ms);
 
 /* A copy of the request being dispatched, for the other live members: NULL
  * when there is nobody to send it to (a cell of one, no token, or the

@@ -61,6 +61,10 @@ void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
   refund = fn;
 }
 
+int ephd_forward_sends_on(const ephd_request_t *req) {
+  return token != NULL && req->forward.len == 0;
+}
+
 size_t ephd_forward_batch_bytes(const ephd_request_t *req) {
   return req->forward.len ? relayed_batch_bytes : SIZE_MAX;
 }
@@ -671,7 +675,7 @@ int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
                      const ephd_scan_t *scan, const ephd_ack_item_t *acks,
                      const char *ids, ephd_forward_ack_here_fn here,
                      void *data) {
-  if (token == NULL || req->forward.len > 0) return EPHD_OK;
+  if (!ephd_forward_sends_on(req)) return EPHD_OK;
   /* Whose ids: this broker's only (served as in a cell of one), one other
    * member's only (relayed whole, as it came), or several holders'. */
   uint32_t only = HERE;

@@ -43,6 +43,11 @@ typedef void (*ephd_forward_refund_fn)(const char *tenant, size_t tenant_len,
 void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
                        size_t batch_bytes, ephd_forward_refund_fn refund);
 
+/* Whether a request may be sent on to other members: this broker has a
+ * cell token, and the request is not itself one a member sent (a relayed
+ * or fanned-out request is served where it lands, never sent on again). */
+int ephd_forward_sends_on(const ephd_request_t *req);
+
 /* The most bytes of deliveries a pop's answer may take before its last
  * one: for a pop a member relayed here, what keeps the answer within what
  * the member's relay accepts (a batch it refused would be taken here and

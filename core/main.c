@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
   ephd_relay_init(loop, &relay_limits);
   ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
                     ephd_lua_host_refund);
-  ephd_fanout_init(s.cell_token, s.relay_timeout_ms);
+  ephd_fanout_init(s.relay_timeout_ms);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

@@ -86,7 +86,7 @@ void ephd_fuzz_boot(void) {
   ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
   ephd_relay_init(loop, &relay_limits);
   ephd_forward_init(NULL, 5000, SIZE_MAX, NULL);
-  ephd_fanout_init(NULL, 5000);
+  ephd_fanout_init(5000);
   /* A small output bound, so that pipelined inputs pause and resume. */
   ephd_http_limits_t limits = {.max_body_bytes = 1 << 20,
                                .max_header_bytes = 16384,
