@@ -258,6 +258,32 @@ function _M:metric(pattern)
     return tonumber(body:match(pattern)) or 0
 end
 
+-- The partitions of queue this broker holds, by name, and their pending
+-- counts ({} when it holds none).
+function _M:held(queue)
+    local res = self:depth(queue)
+    if res.status == 404 then return {} end
+    assert(res.status == 200, res.body)
+    local parts = {}
+    for _, p in ipairs(res.json.partitions) do
+        parts[p.partition] = p.pending
+    end
+    return parts
+end
+
+-- n brokers on the test database, each with env: a cell once
+-- await_cell says so. The test stops them (stop_all in its finally: busted
+-- keeps only the last finally a test registers, so a helper must not).
+function _M.start_cell(n, env)
+    local ds = {}
+    for i = 1, n do ds[i] = _M.start({ db = true, env = env }) end
+    return ds
+end
+
+function _M.stop_all(ds)
+    for _, d in ipairs(ds) do d:stop() end
+end
+
 -- Polls until every broker of ds sees exactly the ids of ds as live.
 function _M.await_cell(ds, seconds)
     local ids = {}

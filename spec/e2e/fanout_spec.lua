@@ -13,15 +13,10 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
 local TENANT = "00000000-0000-0000-0000-000000000001"
 local JSON = { ["Content-Type"] = "application/json" }
 
-local function stop_all(ds)
-    for _, d in ipairs(ds) do d:stop() end
-end
-
 -- Two brokers that see each other, stopped by the test's end.
 local function pair(env)
-    local ds = { daemon.start({ db = true, env = env or ENV }),
-                 daemon.start({ db = true, env = env or ENV }) }
-    finally(function() stop_all(ds) end)
+    local ds = daemon.start_cell(2, env or ENV)
+    finally(function() daemon.stop_all(ds) end)
     daemon.await_cell(ds, 10)
     return ds[1], ds[2]
 end
@@ -154,7 +149,7 @@ describe("the cell's admin verbs", function()
         -- One finally (busted keeps the last): b woken before both stop.
         finally(function()
             os.execute("kill -CONT " .. b.pid)
-            stop_all({ a, b })
+            daemon.stop_all({ a, b })
         end)
         daemon.await_cell({ a, b }, 10)
         fill(a, "frozen")

@@ -23,20 +23,6 @@ local function await_live(ds, n, seconds)
     end
 end
 
-local function held(d, queue)
-    local res = d:depth(queue)
-    if res.status == 404 then return {} end
-    assert.equals(200, res.status, res.body)
-    local parts = {}
-    for _, p in ipairs(res.json.partitions) do parts[p.partition] = p.pending end
-    return parts
-end
-
-local function metric(d, pattern)
-    local body = d:request("GET", "/metrics").body
-    return tonumber(body:match(pattern)) or 0
-end
-
 local function WIPES(reason)
     return 'queen_ephemeral_wipes_total{reason="' .. reason .. '"} (%d+)'
 end
@@ -59,7 +45,7 @@ end
 
 -- The partitions a no longer holds anything of, once b has joined.
 local function moved_from(a, n)
-    local kept, moved = held(a, "moving"), {}
+    local kept, moved = a:held("moving"), {}
     for i = 1, n do
         local part = "p-" .. i
         if kept[part] == 0 then moved[#moved + 1] = part
@@ -134,11 +120,11 @@ describe("ownership moves", function()
         local moved = moved_from(a, 20)
         assert.truthy(log:find("messages=" .. 3 * #moved .. " dropped=0", 1,
                                true), log)
-        assert.equals(3 * #moved, metric(a, HANDED))
-        assert.equals(0, metric(a, WIPES("unplanned")))
-        assert.equals(0, metric(a, WIPES("handover")))
+        assert.equals(3 * #moved, a:metric(HANDED))
+        assert.equals(0, a:metric(WIPES("unplanned")))
+        assert.equals(0, a:metric(WIPES("handover")))
         for _, part in ipairs(moved) do
-            assert.equals(3, held(b, "moving")[part], part)
+            assert.equals(3, b:held("moving")[part], part)
         end
         -- The lease's ack at the old owner answers stale (through either
         -- broker: its id names a); g is given the message again, at the
@@ -178,16 +164,16 @@ describe("ownership moves", function()
         local moved = moved_from(a, 20)
         assert.truthy(log:find("messages=0 dropped=" .. 3 * #moved, 1, true),
                       log)
-        assert.equals(3 * #moved, metric(a, WIPES("handover")))
-        assert.equals(0, metric(a, HANDED))
+        assert.equals(3 * #moved, a:metric(WIPES("handover")))
+        assert.equals(0, a:metric(HANDED))
         for _, d in ipairs({ a, b }) do
             local res = d:ack("moving", "g", { { ids[moved[1]], "completed" } })
             assert.equals("stale", res.json.results[1].outcome)
         end
         -- b starts them empty, and serves them.
-        assert.is_nil(held(b, "moving")[moved[1]])
+        assert.is_nil(b:held("moving")[moved[1]])
         assert.equals(201, a:push("moving", { "9" }, moved[1]).status)
-        assert.equals(1, held(b, "moving")[moved[1]])
+        assert.equals(1, b:held("moving")[moved[1]])
     end)
 
     -- The soak's books, kept by a client of three brokers: every message
@@ -316,7 +302,7 @@ describe("ownership moves", function()
         -- Every partition is held whole by one of a and b. (A partition
         -- that moved away keeps an empty ring where it was, for the fence:
         -- views flap under load, and each flap is a hand-over.)
-        local ha, hb = held(a, "books"), held(b, "books")
+        local ha, hb = a:held("books"), b:held("books")
         for i = 1, 12 do
             local part = "b-" .. i
             assert.is_false((ha[part] or 0) > 0 and (hb[part] or 0) > 0, part)
@@ -342,8 +328,8 @@ describe("ownership moves", function()
         assert.is_true(r.pushed > 100, r.pushed .. " pushed")
         assert.same({ pushed = r.pushed, lost = 0, twice = 0, phantom = 0 }, r)
         for _, d in ipairs({ a, b, c2 }) do
-            assert.equals(0, metric(d, WIPES("unplanned")))
-            assert.equals(0, metric(d, WIPES("handover")))
+            assert.equals(0, d:metric(WIPES("unplanned")))
+            assert.equals(0, d:metric(WIPES("handover")))
         end
     end)
 
@@ -361,7 +347,7 @@ describe("ownership moves", function()
             local part = "k-" .. i
             assert.equals(201, a:push("killed", { "1" }, part).status)
         end
-        for p in pairs(held(b, "killed")) do
+        for p in pairs(b:held("killed")) do
             of_b[p] = true
             local res = a:pop("queue=killed&partition=" .. p)
             ids[#ids + 1] = res.json.messages[1].id

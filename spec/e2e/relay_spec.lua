@@ -11,25 +11,13 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = TTL,
               QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
 local TENANT = "00000000-0000-0000-0000-000000000001"
 
--- The partitions of queue d holds, as a set, and their pending counts.
-local function held(d, queue)
-    local res = d:depth(queue)
-    if res.status == 404 then return {} end
-    assert.equals(200, res.status, res.body)
-    local parts = {}
-    for _, p in ipairs(res.json.partitions) do
-        parts[p.partition] = p.pending
-    end
-    return parts
-end
-
 -- A partition of queue that owner holds, found by pushing one message at
 -- a time through via: its name.
 local function partition_on(via, owner, queue, tries)
     for i = 1, tries or 60 do
         local part = "p-" .. i
         assert.equals(201, via:push(queue, { "1" }, part).status)
-        if held(owner, queue)[part] then return part end
+        if owner:held(queue)[part] then return part end
     end
     error("no partition of " .. queue .. " landed on the owner")
 end
@@ -44,20 +32,14 @@ local function quote(s)
 end
 
 local function start(n, env)
-    local ds = {}
-    for i = 1, n do ds[i] = daemon.start({ db = true, env = env or ENV }) end
-    return ds
-end
-
-local function stop_all(ds)
-    for _, d in ipairs(ds) do d:stop() end
+    return daemon.start_cell(n, env or ENV)
 end
 
 describe("the relay", function()
     it("holds every partition's messages on its owner, whichever broker "
        .. "they were pushed to", function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a = ds[1]
         for i = 1, 30 do
@@ -69,7 +51,7 @@ describe("the relay", function()
         -- every one, each once, two messages each, and all owned there.
         local seen, owners = {}, 0
         for _, d in ipairs(ds) do
-            local mine = held(d, "rooms")
+            local mine = d:held("rooms")
             local n = 0
             for p, pending in pairs(mine) do
                 assert.is_nil(seen[p], p .. " is held twice")
@@ -93,7 +75,7 @@ describe("the relay", function()
         assert.equals(3, owners)
         -- a relayed exactly the pushes of the partitions it does not own.
         local own = 0
-        for _ in pairs(held(a, "rooms")) do own = own + 1 end
+        for _ in pairs(a:held("rooms")) do own = own + 1 end
         assert.equals(30 - own,
                       a:metric('queen_ephemeral_forwarded_total{route="push",'
                                 .. 'outcome="answered"} (%d+)'))
@@ -101,7 +83,7 @@ describe("the relay", function()
 
     it("refuses a forward mark without the cell token, with 401", function()
         local ds = start(2)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a = ds[1]
         local body = '{"queue":"forged","messages":[{"payload":1}]}'
@@ -148,14 +130,14 @@ describe("the relay", function()
     it("answers owner_moved to a marked push for a partition it does not "
        .. "own, and relays it no further", function()
         local ds = start(2)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         -- Find a partition b owns: pushed through a, it lands on b.
         local part
         for i = 1, 40 do
             a:push("moved", { "1" }, "p-" .. i)
-            if held(b, "moved")["p-" .. i] then
+            if b:held("moved")["p-" .. i] then
                 part = "p-" .. i
                 break
             end
@@ -169,7 +151,7 @@ describe("the relay", function()
         assert.equals(503, res.status, res.body)
         assert.equals("owner_moved", res.json.code)
         assert.equals("1", res.headers["retry-after"])
-        assert.equals(1, held(b, "moved")[part])
+        assert.equals(1, b:held("moved")[part])
         assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
                                    .. '"push",outcome="owner_moved"} (%d+)'))
     end)
@@ -179,13 +161,13 @@ describe("the relay", function()
        .. "a push through a third broker wakes it",
        function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local part
         for i = 1, 60 do
             a:push("popped", { "1" }, "p-" .. i)
-            if held(b, "popped")["p-" .. i] then
+            if b:held("popped")["p-" .. i] then
                 part = "p-" .. i
                 break
             end
@@ -195,13 +177,13 @@ describe("the relay", function()
         assert.equals(200, res.status, res.body)
         assert.equals(1, #res.json.messages)
         -- From b: a never held the partition, a pop through it made none.
-        assert.is_nil(held(a, "popped")[part])
+        assert.is_nil(a:held("popped")[part])
         -- Its ack, through c, goes to b: the id's epoch names b.
         local id = res.json.messages[1].id
         local acked = c:ack("popped", nil, { { id, "completed" } })
         assert.equals(200, acked.status, acked.body)
         assert.same({ { id = id, outcome = "acked" } }, acked.json.results)
-        assert.equals(0, held(b, "popped")[part])
+        assert.equals(0, b:held("popped")[part])
         -- The long poll: parked at b through a, woken by a push through c.
         local conn = a:connect()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
@@ -232,7 +214,7 @@ describe("the relay", function()
                       QUEEN_EPHEMERAL_MAX_HEADER_BYTES = "2048" }
         for k, v in pairs(ENV) do env[k] = v end
         local ds = start(2, env)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         local part = partition_on(a, b, "big")
@@ -270,7 +252,7 @@ describe("the relay", function()
         for k, v in pairs(ENV) do short[k] = v end
         local a = daemon.start({ db = true, env = short })
         local b = daemon.start({ db = true, env = ENV })
-        finally(function() stop_all({ a, b }) end)
+        finally(function() daemon.stop_all({ a, b }) end)
         daemon.await_cell({ a, b }, 10)
         local part = partition_on(a, b, "patient")
         -- What finding the partition pushed is taken first.
@@ -291,7 +273,7 @@ describe("the relay", function()
         local env = { QUEEN_EPHEMERAL_RATE = "3", QUEEN_EPHEMERAL_BURST = "3" }
         for k, v in pairs(ENV) do env[k] = v end
         local ds = start(2, env)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         local cfg = b:request("POST", "/api/v1/ephemeral/configure",
@@ -301,7 +283,7 @@ describe("the relay", function()
         for i = 1, 40 do
             part = "p-" .. i
             assert.equals(201, b:push("tight", { "1" }, part).status)
-            if held(b, "tight")[part] then break end
+            if b:held("tight")[part] then break end
             part = nil
             daemon.sleep(0.4) -- the bucket refills: 3 a second
         end
@@ -320,13 +302,13 @@ describe("the relay", function()
     it("answers ephemeral_forward_failed while a killed owner is within its "
        .. "TTL, then serves from the new owner", function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local part
         for i = 1, 60 do
             a:push("dies", { "1" }, "p-" .. i)
-            if held(b, "dies")["p-" .. i] then
+            if b:held("dies")["p-" .. i] then
                 part = "p-" .. i
                 break
             end
@@ -352,7 +334,7 @@ describe("the relay", function()
         local waited = daemon.now() - t0
         assert.is_true(waited >= tonumber(TTL) / 1000 / 2,
                        "served after " .. waited .. " s")
-        local there = (held(a, "dies")[part] or 0) + (held(c, "dies")[part] or 0)
+        local there = (a:held("dies")[part] or 0) + (c:held("dies")[part] or 0)
         assert.equals(1, there)
         assert.is_true(a:metric('queen_ephemeral_forwarded_total{route='
                                  .. '"push",outcome="failed"} (%d+)') >= 1)
@@ -362,7 +344,7 @@ describe("the relay", function()
     it("pushes on A, pops on B and acks on C: one ack over three holders, "
        .. "split by holder and merged in the request's order", function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         for i = 1, 30 do
@@ -386,7 +368,7 @@ describe("the relay", function()
             assert.same({ id = acks[i][1], outcome = "acked" }, r)
         end
         for _, d in ipairs(ds) do
-            for p, pending in pairs(held(d, "trip")) do
+            for p, pending in pairs(d:held("trip")) do
                 assert.equals(0, pending, p)
             end
         end
@@ -401,7 +383,7 @@ describe("the relay", function()
         -- A TTL long enough that the killed broker stays in every view.
         local ds = start(3, { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "5000",
                               QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN })
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local ids = {}
@@ -440,13 +422,13 @@ describe("the relay", function()
        .. "else relays it to Default's owner, where a waiting one parks",
        function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a = ds[1]
         assert.equals(201, a:push("whole", { "7" }).status)
         local owner, others = nil, {}
         for _, d in ipairs(ds) do
-            if held(d, "whole").Default then owner = d
+            if d:held("whole").Default then owner = d
             else others[#others + 1] = d end
         end
         assert.truthy(owner)
@@ -478,7 +460,7 @@ describe("the relay", function()
         res = x:pop("queue=mine&batch=100")
         assert.equals(200, res.status, res.body)
         assert.is_true(#res.json.messages >= 1)
-        local here = held(x, "mine")
+        local here = x:held("mine")
         for _, m in ipairs(res.json.messages) do
             assert.truthy(here[m.partition], m.partition)
         end
@@ -489,7 +471,7 @@ describe("the relay", function()
     it("serves two groups through different brokers, each receiving "
        .. "everything", function()
         local ds = start(3)
-        finally(function() stop_all(ds) end)
+        finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local expected = {}
@@ -555,7 +537,7 @@ describe("the relay", function()
         local fake
         finally(function()
             if fake then os.execute("kill " .. fake) end
-            stop_all(ds)
+            daemon.stop_all(ds)
         end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
@@ -563,7 +545,7 @@ describe("the relay", function()
             assert.equals(201, a:push("hop", { "1" }, "p-" .. i).status)
         end
         local mine = {}
-        for p in pairs(held(b, "hop")) do mine[#mine + 1] = p end
+        for p in pairs(b:held("hop")) do mine[#mine + 1] = p end
         table.sort(mine)
         -- A third member that takes some of b's partitions, and answers
         -- what it is sent owner_moved once it has left the cell.
@@ -601,7 +583,7 @@ describe("the relay", function()
         assert.truthy(moved, "the newcomer owned none of b's partitions")
         -- Its first message went with the hand-over b sent the newcomer on
         -- its joining, which the newcomer refused: dropped and counted.
-        assert.equals(1, held(b, "hop")[moved])
+        assert.equals(1, b:held("hop")[moved])
         assert.is_true(b:metric('queen_ephemeral_wipes_total{reason='
                                 .. '"handover"} (%d+)') >= 1)
         assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
@@ -617,7 +599,7 @@ describe("the relay", function()
         local frozen
         finally(function()
             if frozen then os.execute("kill -CONT " .. frozen) end
-            stop_all(ds)
+            daemon.stop_all(ds)
         end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
@@ -653,7 +635,7 @@ describe("the relay", function()
         -- Thawed, b may apply what it had read (the loss contract's
         -- maybe), and serves on.
         assert.equals(201, a:push("frozen", { "3" }, part).status)
-        local n = held(b, "frozen")[part]
+        local n = b:held("frozen")[part]
         assert.is_true(n >= 2 and n <= 4, n)
         -- A client leaving its relayed long poll: b unparks it.
         assert.equals(200, a:pop("queue=frozen&partition=" .. part
