@@ -71,6 +71,9 @@ struct ephd_conn {
   int sent_all;      /* the client shut its sending side while paused */
   int open_handles;
   int resume_queued;
+  int turn_queued;   /* held, and waiting for a turn (ephd_deferred_turn) */
+  int turn_on_drain; /* ... once what it streamed so far is written */
+  int streaming;     /* its answer is being sent as it is made */
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
   int repeated; /* the HDR_ whose repetition was refused; -1: a name's
                  * trailing whitespace was */
@@ -94,6 +97,7 @@ struct ephd_conn {
   ephd_deferred_t deferred; /* what holds the request, while held */
   ephd_conn_t *prev, *next; /* every connection, for shutdown */
   ephd_conn_t *resume_next; /* answered held requests with bytes left */
+  ephd_conn_t *turn_next;   /* held requests waiting for a turn */
   ephd_conn_t *flush_next;  /* answers to write once this loop turn ends */
   int flush_queued;
   size_t held_bytes; /* its buffers' capacity, as last counted */
@@ -132,6 +136,10 @@ static uint64_t evicted;
 static uint64_t activity; /* requests dispatched and connections closed */
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
+/* Held requests answered a slice at a time: one slice a loop turn, in the
+ * order they asked, so a long answer never holds the loop for long. */
+static ephd_conn_t *turn_head, *turn_tail;
+static uv_idle_t turn_idle;
 /* Answers are written after every ready socket of a loop turn has been read
  * and dispatched, not one by one: a client woken by the first answer of a
  * turn finds the rest already there, and the cross-core wake-ups this saves
@@ -359,19 +367,10 @@ static void finish(ephd_conn_t *c) {
   if (handlers.finished) handlers.finished(&c->req.pub);
 }
 
-void ephd_http_end(ephd_conn_t *c) {
+/* What ends every answer, once its bytes are in out. */
+static void end_answer(ephd_conn_t *c) {
   if (handlers.answered)
     handlers.answered(c->route, c->status, c->code, uv_hrtime() - c->started);
-  size_t n = c->out.len - c->body_start;
-  char *digits = c->out.base + c->len_field;
-  for (int i = LEN_DIGITS - 1; i >= 0; i--) {
-    digits[i] = (char)('0' + n % 10);
-    n /= 10;
-    if (n == 0) break;
-  }
-  /* HEAD: the headers a GET would have had, Content-Length included
-   * (RFC 9110 9.3.2), and no body bytes. */
-  if (c->head) c->out.len = c->body_start;
   if (!c->keep_alive) c->closing = 1;
   if (c->held) {
     /* A held request was answered, possibly inside another connection's
@@ -385,6 +384,70 @@ void ephd_http_end(ephd_conn_t *c) {
   }
   flush_later(c);
   finish(c);
+}
+
+void ephd_http_end(ephd_conn_t *c) {
+  size_t n = c->out.len - c->body_start;
+  char *digits = c->out.base + c->len_field;
+  for (int i = LEN_DIGITS - 1; i >= 0; i--) {
+    digits[i] = (char)('0' + n % 10);
+    n /= 10;
+    if (n == 0) break;
+  }
+  /* HEAD: the headers a GET would have had, Content-Length included
+   * (RFC 9110 9.3.2), and no body bytes. */
+  if (c->head) c->out.len = c->body_start;
+  end_answer(c);
+}
+
+/* --- a streamed answer ----------------------------------------------------
+ * An answer too long to make at once (a tenant's list of 100,000 queues,
+ * 27 MB) is sent as it is made, a chunk a turn: chunked to an HTTP/1.1
+ * client, delimited by the close to an HTTP/1.0 one, and to a HEAD the
+ * headers a GET would have had. A turn is given only once what was sent
+ * before is written (ephd_deferred_turn), so a connection holds one
+ * chunk past its bound of unwritten answers however long the answer, and
+ * a client that stops reading is closed at the idle timeout. */
+
+void ephd_deferred_stream(ephd_deferred_t *d, int status) {
+  ephd_conn_t *c = ephd_deferred_conn(d);
+  ephd_buf_t *o = &c->out;
+  c->answered = 1;
+  c->status = status;
+  c->code = EPHD_CODE_COUNT;
+  c->streaming = 1;
+  ephd_buf_appends(o, "HTTP/1.1 ");
+  ephd_buf_append_u64(o, (uint64_t)status);
+  ephd_buf_append(o, " ", 1);
+  ephd_buf_appends(o, ephd_status_reason(status));
+  ephd_buf_appends(o, "\r\nContent-Type: application/json\r\n");
+  if (c->http10)
+    c->keep_alive = 0;
+  else
+    ephd_buf_appends(o, "Transfer-Encoding: chunked\r\n");
+  if (!c->keep_alive) ephd_buf_appends(o, "Connection: close\r\n");
+  ephd_buf_append(o, "\r\n", 2);
+  flush_later(c);
+}
+
+void ephd_deferred_chunk(ephd_deferred_t *d, const char *bytes, size_t len) {
+  ephd_conn_t *c = ephd_deferred_conn(d);
+  if (len == 0 || c->head) return;
+  if (!c->http10) {
+    char size[24];
+    ephd_buf_append(&c->out, size,
+                    (size_t)snprintf(size, sizeof(size), "%zx\r\n", len));
+  }
+  ephd_buf_append(&c->out, bytes, len);
+  if (!c->http10) ephd_buf_append(&c->out, "\r\n", 2);
+  flush_later(c);
+}
+
+void ephd_deferred_stream_end(ephd_deferred_t *d) {
+  ephd_conn_t *c = ephd_deferred_conn(d);
+  if (!c->head && !c->http10) ephd_buf_appends(&c->out, "0\r\n\r\n");
+  c->streaming = 0;
+  end_answer(c);
 }
 
 void ephd_ffi_respond_as(const ephd_request_t *req, int status,
@@ -463,6 +526,40 @@ ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
 
 ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d) {
   return (ephd_conn_t *)((char *)d - offsetof(ephd_conn_t, deferred));
+}
+
+static void on_turn(uv_idle_t *h) {
+  ephd_conn_t *c = turn_head;
+  turn_head = c->turn_next;
+  if (turn_head == NULL) {
+    turn_tail = NULL;
+    uv_idle_stop(h);
+  }
+  c->turn_queued = 0;
+  c->deferred.ops->turn(c->deferred.data);
+}
+
+void ephd_deferred_turn(ephd_deferred_t *d) {
+  ephd_conn_t *c = ephd_deferred_conn(d);
+  /* At the broker's stop every held request is being cut off: none gets
+   * a turn (the idle handle is closing). */
+  if (c->turn_queued || c->closed || uv_is_closing((uv_handle_t *)&turn_idle))
+    return;
+  if (c->streaming && unwritten(c) > limits.max_unwritten_bytes) {
+    /* The client has not taken what was streamed: the turn waits for it
+     * (flush), and a client that takes nothing is closed when idle. */
+    c->turn_on_drain = 1;
+    arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
+    return;
+  }
+  c->turn_queued = 1;
+  c->turn_next = NULL;
+  if (turn_tail)
+    turn_tail->turn_next = c;
+  else
+    turn_head = c;
+  turn_tail = c;
+  uv_idle_start(&turn_idle, on_turn);
 }
 
 void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms) {
@@ -912,6 +1009,16 @@ static void conn_close(ephd_conn_t *c) {
     conns = c->next;
   if (c->next) c->next->prev = c->prev;
   nconns--;
+  if (c->turn_queued) {
+    ephd_conn_t **pp = &turn_head, *prev = NULL;
+    while (*pp != c) {
+      prev = *pp;
+      pp = &(*pp)->turn_next;
+    }
+    *pp = c->turn_next;
+    if (turn_tail == c) turn_tail = prev;
+    c->turn_queued = 0;
+  }
   if (c->resume_queued) {
     ephd_conn_t **pp = &resume_head;
     while (*pp != c) pp = &(*pp)->resume_next;
@@ -994,15 +1101,16 @@ static void flush(ephd_conn_t *c) {
       conn_close(c);
       return;
     }
-    ephd_buf_consume(&c->out, (size_t)n);
-    if (c->out.len) {
+    if ((size_t)n < c->out.len) {
       /* The kernel is full: hand the rest to libuv and stop reading until it
-       * drains, which is the whole of our backpressure. */
+       * drains, which is the whole of our backpressure. The rest is written
+       * from where the kernel stopped: moving it down first copied a big
+       * answer (a 27 MB list) once more, inside the loop. */
       ephd_buf_t t = c->wbuf;
       c->wbuf = c->out;
       c->out = t;
       c->out.len = 0;
-      b = uv_buf_init(c->wbuf.base, (unsigned)c->wbuf.len);
+      b = uv_buf_init(c->wbuf.base + n, (unsigned)(c->wbuf.len - (size_t)n));
       c->wreq.data = c;
       if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
         conn_close(c);
@@ -1013,6 +1121,7 @@ static void flush(ephd_conn_t *c) {
       recount(c); /* the answer in flight is held until the client reads */
       return;
     }
+    c->out.len = 0;
     ephd_buf_shrink(&c->out, IDLE_KEEP_BYTES);
   }
   if (c->closing) {
@@ -1022,6 +1131,11 @@ static void flush(ephd_conn_t *c) {
   if (c->output_paused && unwritten(c) <= limits.max_unwritten_bytes) {
     c->output_paused = 0;
     resume_later(c);
+  }
+  if (c->turn_on_drain && unwritten(c) <= limits.max_unwritten_bytes) {
+    c->turn_on_drain = 0;
+    c->deadline_kind = DEADLINE_NONE;
+    ephd_deferred_turn(&c->deferred);
   }
   recount(c);
 }
@@ -1116,6 +1230,7 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
   settings.on_body = on_body;
   settings.on_message_complete = on_message_complete;
   uv_idle_init(loop, &resume_idle);
+  uv_idle_init(loop, &turn_idle);
   uv_check_init(loop, &flush_check);
   uv_check_start(&flush_check, on_flush_check);
   uv_unref((uv_handle_t *)&flush_check);
@@ -1134,6 +1249,7 @@ int ephd_http_start(uv_loop_t *l, const char *host, int port,
     snprintf(err, errlen, "--listen %s:%d: %s", host, port, uv_strerror(rc));
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
+    uv_close((uv_handle_t *)&turn_idle, NULL);
     uv_close((uv_handle_t *)&flush_check, NULL);
     uv_close((uv_handle_t *)&flush_idle, NULL);
     return rc;
@@ -1146,6 +1262,7 @@ void ephd_http_stop(void) {
   if (listening) {
     uv_close((uv_handle_t *)&listener, NULL);
     uv_close((uv_handle_t *)&resume_idle, NULL);
+    uv_close((uv_handle_t *)&turn_idle, NULL);
     uv_close((uv_handle_t *)&flush_check, NULL);
     uv_close((uv_handle_t *)&flush_idle, NULL);
     listening = 0;

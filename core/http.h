@@ -89,6 +89,9 @@ typedef struct {
   /* The broker is stopping: answer now, and the connection closes once it
    * is written. NULL: the request is cut off (cancel runs). */
   void (*stop)(void *data);
+  /* The turn asked for with ephd_deferred_turn came. NULL: none is ever
+   * asked for. */
+  void (*turn)(void *data);
 } ephd_deferred_ops_t;
 
 /* Holds the request being dispatched: ops and data say what to do when
@@ -98,6 +101,19 @@ ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
 /* When ops->deadline answers the request, in the loop's milliseconds
  * (ephd_ffi_now_ms); may be moved earlier or later. */
 void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms);
+/* Asks for ops->turn on a later loop turn: held requests that asked take
+ * one turn each per loop turn, in the order they asked, so an answer too
+ * long to make at once is made a slice a turn while the loop serves
+ * everyone else between its slices. */
+void ephd_deferred_turn(ephd_deferred_t *d);
+/* An answer sent as it is made, for one too long to make at once: its
+ * status and headers, then its body a chunk at a time, each chunk made in
+ * a turn (ephd_deferred_turn, which then waits until the client has taken
+ * what was sent), then its end, which ends the hold. JSON, 200-like: a
+ * refusal is never streamed. */
+void ephd_deferred_stream(ephd_deferred_t *d, int status);
+void ephd_deferred_chunk(ephd_deferred_t *d, const char *bytes, size_t len);
+void ephd_deferred_stream_end(ephd_deferred_t *d);
 /* Where the answer goes (ephd_http_begin ... ephd_http_end). The answer
  * ends the hold, and the handle with it. */
 ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d);

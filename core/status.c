@@ -1,6 +1,7 @@
 /* The status reads: the queue list and a queue's depth, written by C into
  * the answer (a tenant's list can be long), and a tenant's counters for
  * policy and metering. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -48,49 +49,196 @@ static void write_name(ephd_buf_t *out, const ephd_queue_t *q) {
   ephd_json_write_string(out, name, len);
 }
 
+/* One queue's entry in its tenant's list. */
+static void write_entry(ephd_buf_t *out, ephd_engine_t *e, ephd_queue_t *q,
+                        uint64_t now) {
+  ephd_engine_expire(e, q, now);
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ephd_buf_appends(out, "{\"queue\":");
+  write_name(out, q);
+  ephd_buf_appends(out, info.declared ? ",\"tier\":\"declared\",\"depth\":"
+                                      : ",\"tier\":\"implicit\",\"depth\":");
+  ephd_buf_append_u64(out, info.depth);
+  ephd_buf_appends(out, ",\"bytes\":");
+  ephd_buf_append_u64(out, info.bytes);
+  ephd_buf_appends(out, ",\"partitions\":");
+  ephd_buf_append_u64(out, info.partitions);
+  ephd_buf_appends(out, ",\"groups\":");
+  ephd_buf_append_u64(out, info.groups);
+  ephd_buf_appends(out, ",\"parked\":");
+  ephd_buf_append_u64(out, info.parked);
+  ephd_buf_appends(out, ",\"drops\":");
+  write_drops(out, &info);
+  ephd_buf_appends(out, ",\"options\":");
+  write_options(out, ephd_queue_options(q));
+  ephd_buf_append(out, "}", 1);
+}
+
+static void write_list_head(ephd_buf_t *out) {
+  ephd_buf_appends(out, "{\"queues\":[");
+}
+
+static void write_list_tail(ephd_buf_t *out, uint64_t count) {
+  ephd_buf_appends(out, "],\"count\":");
+  ephd_buf_append_u64(out, count);
+  ephd_buf_appends(out, ",\"cellBytes\":");
+  ephd_buf_append_u64(out, ephd_engine_cell_bytes(ephd_commands_engine));
+  ephd_buf_append(out, "}", 1);
+}
+
+/* --- a long list, a slice a turn ------------------------------------------
+ * A tenant may hold 100,000 queues: 27 MB of list and a few hundred
+ * milliseconds to write, during which every other client waited, and the
+ * whole list was held in memory until its client read it. A list of more
+ * than LIST_SLICE queues is held (http.h) and streamed, LIST_SLICE
+ * queues a turn, each turn given once the client has taken the last.
+ * Between two slices the tenant's queues may be created, deleted and
+ * rehashed, so the list copies their names first and looks each one up
+ * again when its slice comes: a queue deleted meanwhile is left out, one
+ * created meanwhile is not in this list. At most LISTS_BUILT lists hold
+ * their copies at once (a few MB each at most); the others wait holding
+ * only the request and the tenant's id. */
+enum { LIST_SLICE = 1000, LISTS_BUILT = 16 };
+
+typedef struct listing {
+  ephd_deferred_t *held;
+  struct listing *prev, *next; /* every list held, in the order asked */
+  int built;                   /* holds its copy of the names */
+  int streaming;               /* its head is sent */
+  ephd_buf_t names;            /* each: its length (size_t), its bytes */
+  size_t at;                   /* the next name to write, in names */
+  ephd_buf_t slice;            /* the chunk being made */
+  uint64_t count;
+  size_t tenant_len;
+  char tenant[];
+} listing_t;
+
+static listing_t *lists_head, *lists_tail;
+static unsigned lists_built;
+
+/* The lists waiting for a copy of their names start, as many as may. */
+static void start_waiting(void) {
+  for (listing_t *l = lists_head; l && lists_built < LISTS_BUILT; l = l->next)
+    if (!l->built) {
+      l->built = 1;
+      lists_built++;
+      ephd_deferred_turn(l->held);
+    }
+}
+
+static void list_free(listing_t *l) {
+  if (l->prev)
+    l->prev->next = l->next;
+  else
+    lists_head = l->next;
+  if (l->next)
+    l->next->prev = l->prev;
+  else
+    lists_tail = l->prev;
+  if (l->built) lists_built--;
+  ephd_buf_free(&l->names);
+  ephd_buf_free(&l->slice);
+  free(l);
+  start_waiting();
+}
+
+static void copy_names(listing_t *l, ephd_tenant_t *t) {
+  size_t pos = 0;
+  ephd_queue_t *q;
+  while ((q = ephd_tenant_next_queue(t, &pos))) {
+    size_t len;
+    const char *name = ephd_queue_name(q, &len);
+    ephd_buf_append(&l->names, (const char *)&len, sizeof(len));
+    ephd_buf_append(&l->names, name, len);
+  }
+}
+
+/* The next LIST_SLICE names that still name a queue, as entries. */
+static void write_slice(listing_t *l, ephd_tenant_t *t) {
+  ephd_engine_t *e = ephd_commands_engine;
+  uint64_t now = ephd_ffi_now_ms();
+  for (int i = 0; i < LIST_SLICE && l->at < l->names.len; i++) {
+    size_t len;
+    memcpy(&len, l->names.base + l->at, sizeof(len));
+    const char *name = l->names.base + l->at + sizeof(len);
+    l->at += sizeof(len) + len;
+    ephd_queue_t *q = ephd_tenant_queue(t, name, len);
+    if (q == NULL) continue; /* deleted since the copy */
+    if (l->count++) ephd_buf_append(&l->slice, ",", 1);
+    write_entry(&l->slice, e, q, now);
+  }
+}
+
+static void on_list_turn(void *data) {
+  listing_t *l = data;
+  ephd_tenant_t *t =
+      ephd_engine_tenant(ephd_commands_engine, l->tenant, l->tenant_len);
+  l->slice.len = 0;
+  if (!l->streaming) {
+    if (t) copy_names(l, t);
+    ephd_deferred_stream(l->held, 200);
+    l->streaming = 1;
+    write_list_head(&l->slice);
+  } else if (t) {
+    write_slice(l, t);
+  }
+  /* A tenant forgotten meanwhile had no queue left. */
+  int done = t == NULL || l->at >= l->names.len;
+  if (done) write_list_tail(&l->slice, l->count);
+  ephd_deferred_chunk(l->held, l->slice.base, l->slice.len);
+  if (!done) {
+    ephd_deferred_turn(l->held);
+    return;
+  }
+  ephd_deferred_stream_end(l->held);
+  list_free(l);
+}
+
+static void on_lister_left(void *data) { list_free(data); }
+
+static const ephd_deferred_ops_t LISTING = {
+    .cancel = on_lister_left,
+    .turn = on_list_turn,
+};
+
 void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
                      size_t tenant_len) {
   ephd_engine_t *e = ephd_commands_engine;
+  ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
+  ephd_tenant_stats_t stats = {0};
+  if (t) ephd_tenant_stats_of(t, &stats);
+  if (stats.queues > LIST_SLICE) {
+    listing_t *l = calloc(1, sizeof(*l) + tenant_len);
+    if (l) {
+      memcpy(l->tenant, tenant, tenant_len);
+      l->tenant_len = tenant_len;
+      l->prev = lists_tail;
+      if (lists_tail)
+        lists_tail->next = l;
+      else
+        lists_head = l;
+      lists_tail = l;
+      l->held = ephd_http_defer(req, &LISTING, l);
+      start_waiting();
+      return;
+    }
+  }
+  /* A short list (nearly all of them) is answered at once. */
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
-  ephd_buf_appends(out, "{\"queues\":[");
-  ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
+  write_list_head(out);
   uint64_t count = 0;
   if (t) {
     size_t pos = 0;
     ephd_queue_t *q;
     uint64_t now = ephd_ffi_now_ms();
     while ((q = ephd_tenant_next_queue(t, &pos))) {
-      ephd_engine_expire(e, q, now);
-      ephd_queue_info_t info;
-      ephd_queue_info(q, &info);
       if (count++) ephd_buf_append(out, ",", 1);
-      ephd_buf_appends(out, "{\"queue\":");
-      write_name(out, q);
-      ephd_buf_appends(out, info.declared
-                                ? ",\"tier\":\"declared\",\"depth\":"
-                                : ",\"tier\":\"implicit\",\"depth\":");
-      ephd_buf_append_u64(out, info.depth);
-      ephd_buf_appends(out, ",\"bytes\":");
-      ephd_buf_append_u64(out, info.bytes);
-      ephd_buf_appends(out, ",\"partitions\":");
-      ephd_buf_append_u64(out, info.partitions);
-      ephd_buf_appends(out, ",\"groups\":");
-      ephd_buf_append_u64(out, info.groups);
-      ephd_buf_appends(out, ",\"parked\":");
-      ephd_buf_append_u64(out, info.parked);
-      ephd_buf_appends(out, ",\"drops\":");
-      write_drops(out, &info);
-      ephd_buf_appends(out, ",\"options\":");
-      write_options(out, ephd_queue_options(q));
-      ephd_buf_append(out, "}", 1);
+      write_entry(out, e, q, now);
     }
   }
-  ephd_buf_appends(out, "],\"count\":");
-  ephd_buf_append_u64(out, count);
-  ephd_buf_appends(out, ",\"cellBytes\":");
-  ephd_buf_append_u64(out, ephd_engine_cell_bytes(e));
-  ephd_buf_append(out, "}", 1);
+  write_list_tail(out, count);
   ephd_http_end(c);
 }
 

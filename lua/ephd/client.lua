@@ -150,7 +150,32 @@ function Client:connection()
     return s
 end
 
-local function read_response(s)
+-- A chunked body (RFC 9112 7.1), which the broker sends for an answer too
+-- long to make at once (a tenant's long queue list): its chunks joined.
+local function read_chunked(s)
+    local parts = {}
+    while true do
+        local line, err = s:receive("*l")
+        if not line then return nil, err end
+        local size = tonumber(line:match("^(%x+)"), 16)
+        if not size then return nil, "a bad chunk size: " .. line end
+        if size == 0 then
+            repeat -- trailers, up to the empty line
+                line, err = s:receive("*l")
+                if not line then return nil, err end
+            until line == ""
+            return table.concat(parts)
+        end
+        local chunk
+        chunk, err = s:receive(size + 2)
+        if not chunk then return nil, err end
+        parts[#parts + 1] = chunk:sub(1, size)
+    end
+end
+
+-- Status, headers (names lowered) and body of one answer on s; head: the
+-- answer to a HEAD, which has no body whatever its headers say.
+function _M.read_response(s, head)
     local line, err = s:receive("*l")
     if not line then return nil, err end
     local status = tonumber(line:match("^HTTP/1%.%d (%d%d%d)"))
@@ -164,9 +189,15 @@ local function read_response(s)
         local k, v = h:match("^([^:]+):%s*(.-)%s*$")
         if k then headers[k:lower()] = v end
     end
+    local body = ""
+    if head then return status, headers, body end
+    if headers["transfer-encoding"] == "chunked" then
+        body, err = read_chunked(s)
+        if not body then return nil, err end
+        return status, headers, body
+    end
     local len = tonumber(headers["content-length"])
     if not len then return nil, "no Content-Length" end
-    local body = ""
     if len > 0 then
         body, err = s:receive(len)
         if not body then return nil, err end
@@ -218,7 +249,7 @@ local function exchange(self, method, path, body, wait_s)
     local ok
     ok, err = s:send(concat(head))
     local status, headers, text
-    if ok then status, headers, text = read_response(s) end
+    if ok then status, headers, text = _M.read_response(s) end
     if not status then
         self:close()
         return nil, new_error("connection_failed",

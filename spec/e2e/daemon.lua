@@ -2,6 +2,7 @@
 -- over real sockets (luasocket), including raw bytes for hostile cases.
 local socket = require("socket")
 local cjson = require("cjson")
+local client = require("ephd.client")
 local helper = require("helper")
 
 local _M = {}
@@ -180,18 +181,8 @@ end
 -- answer to a HEAD has no body whatever its Content-Length says.
 function Conn:receive(timeout, head)
     self.sock:settimeout(timeout or 10)
-    local line, err = self.sock:receive("*l")
-    if not line then return nil, err end
-    local status = tonumber(line:match("^HTTP/1%.1 (%d%d%d)"))
-    local headers = {}
-    while true do
-        local h = assert(self.sock:receive("*l"))
-        if h == "" then break end
-        local k, v = h:match("^([^:]+):%s*(.-)%s*$")
-        headers[k:lower()] = v
-    end
-    local n = tonumber(headers["content-length"])
-    local body = n > 0 and not head and assert(self.sock:receive(n)) or ""
+    local status, headers, body = client.read_response(self.sock, head)
+    if not status then return nil, headers end
     local res = { status = status, headers = headers, body = body }
     local ok, json = pcall(cjson.decode, body)
     if ok then res.json = json end

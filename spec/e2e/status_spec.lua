@@ -233,3 +233,104 @@ describe("configure", function()
             configure('{"queue":"c","options":{"maxLength":10}}'))
     end)
 end)
+
+-- A list longer than a slice (1,000 queues) is streamed: chunked, a slice
+-- a loop turn, each turn once the client has taken the last.
+describe("a long queue list", function()
+    local d
+    lazy_setup(function()
+        d = daemon.start({ env = {
+            QUEEN_EPHEMERAL_MAX_UNWRITTEN_BYTES = "65536",
+            QUEEN_EPHEMERAL_RATE = "0",
+        } })
+    end)
+    lazy_teardown(function() d:stop() end)
+
+    -- n queues named prefix..i, one message each, pushed 500 at a time on
+    -- one connection.
+    local function fill(prefix, n)
+        local c = d:connect()
+        for first = 1, n, 500 do
+            local batch = {}
+            for i = first, math.min(first + 499, n) do
+                batch[#batch + 1] = daemon.format("POST",
+                    "/api/v1/ephemeral/push", '{"queue":"' .. prefix .. i
+                    .. '","messages":[{"payload":1}]}')
+            end
+            c:send(table.concat(batch))
+            for _ = 1, #batch do assert.equals(201, c:receive().status) end
+        end
+        c:close()
+    end
+
+    local function names(list)
+        local seen, n = {}, 0
+        for _, e in ipairs(list.queues) do
+            assert.is_nil(seen[e.queue], e.queue .. " is listed twice")
+            seen[e.queue] = true
+            n = n + 1
+        end
+        assert.equals(n, list.count)
+        return seen, n
+    end
+
+    it("is streamed chunked, every queue once", function()
+        fill("long-", 2500)
+        local res = d:request("GET", "/api/v1/ephemeral/queues")
+        assert.equals(200, res.status)
+        assert.equals("chunked", res.headers["transfer-encoding"])
+        assert.is_nil(res.headers["content-length"])
+        local seen, n = names(res.json)
+        assert.equals(2500, n)
+        for i = 1, 2500 do assert.is_true(seen["long-" .. i]) end
+        -- The connection stays usable after the last chunk.
+        local c = d:connect()
+        assert.equals(2500, c:request("GET", "/api/v1/ephemeral/queues")
+                                .json.count)
+        assert.equals(200, c:request("GET", "/health").status)
+        c:close()
+    end)
+
+    it("answers HEAD with the headers alone and HTTP/1.0 delimited by the "
+       .. "close", function()
+        local c = d:connect()
+        c:send("HEAD /api/v1/ephemeral/queues HTTP/1.1\r\nHost: t\r\n\r\n")
+        local res = c:receive(10, true)
+        assert.equals(200, res.status)
+        assert.equals("chunked", res.headers["transfer-encoding"])
+        assert.equals(200, c:request("GET", "/health").status)
+        c:close()
+        c = d:connect()
+        c:send("GET /api/v1/ephemeral/queues HTTP/1.0\r\nHost: t\r\n\r\n")
+        local raw = c.sock:receive("*a")
+        c:close()
+        local head, body = raw:match("^(.-)\r\n\r\n(.*)$")
+        assert.truthy(head:find("Connection: close", 1, true))
+        assert.is_nil(head:lower():find("transfer-encoding", 1, true))
+        assert.is_true(require("cjson").decode(body).count >= 2500)
+    end)
+
+    it("holds a bounded amount for a client that does not read it", function()
+        fill("wide-", 30000) -- with long-*, 8 MB of list
+        local before = d:metric("queen_ephemeral_client_bytes (%d+)")
+        local c = d:connect()
+        c:send(daemon.format("GET", "/api/v1/ephemeral/queues"))
+        daemon.sleep(1)
+        -- Whole, the answer would sit in its connection's buffers: 8 MB.
+        -- Streamed, the connection holds its 64 KiB bound past what the
+        -- kernel took, and a slice.
+        local held = d:metric("queen_ephemeral_client_bytes (%d+)") - before
+        assert.is_true(held < 2 * 1048576, "the connection holds " .. held)
+        -- Queues deleted while it waits are left out, never half-written.
+        for i = 1, 30000, 3 do
+            assert.equals(200, d:request("DELETE", "/api/v1/ephemeral/queue/"
+                                         .. "wide-" .. i).status)
+        end
+        local res = assert(c:receive(30))
+        c:close()
+        local _, n = names(res.json)
+        assert.is_true(n <= 32500 and n >= 32500 - 10000, n)
+        assert.equals(32500 - 10000, d:request("GET",
+            "/api/v1/ephemeral/queues").json.count)
+    end)
+end)
