@@ -6,6 +6,9 @@
 --   luajit bench/hostile.lua [build-dir] [MiB streamed] [requests]
 -- (package.path must reach luasocket; run from the source tree)
 local socket = require("socket")
+-- The answer reader (a long queue list is chunked).
+package.path = "lua/?.lua;" .. package.path
+local client = require("ephd.client")
 
 local build = arg[1] or "build"
 local stream_mib = tonumber(arg[2]) or 512
@@ -95,14 +98,8 @@ local function exchange(s, method, path, body)
                .. #body .. "\r\n"
     end
     assert(s:send(head .. "\r\n" .. (body or "")))
-    local status = tonumber(assert(s:receive("*l")):match(" (%d%d%d) "))
-    local len = 0
-    while true do
-        local h = assert(s:receive("*l"))
-        if h == "" then break end
-        len = tonumber(h:match("^[Cc]ontent%-[Ll]ength:%s*(%d+)")) or len
-    end
-    return status, len > 0 and assert(s:receive(len)) or ""
+    local status, _, text = client.read_response(s)
+    return assert(status, _), text
 end
 
 local function cell_mib(s)
