@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 22 };
+enum { EPHD_FFI_ABI_VERSION = 23 };
 
 enum {
   EPHD_OK = 0,
@@ -102,7 +102,8 @@ typedef struct {
   uint64_t tenant_max_queues;
   /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
   const char *allowed_origins;
-  int log_refusals; /* a log line per refused request (ephd.ladder) */
+  int log_refusals; /* a log line per refused request (ephd.requestlog) */
+  int log_requests; /* a log line per request the ladder decided (same) */
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */

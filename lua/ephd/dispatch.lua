@@ -14,6 +14,7 @@ local metering = require("ephd.metering")
 local policy = require("ephd.policy")
 local rate = require("ephd.rate")
 local reply = require("ephd.reply")
+local requestlog = require("ephd.requestlog")
 local router = require("ephd.router")
 
 local C = core.C
@@ -175,7 +176,7 @@ local ctx = {
     switch = false, forwarded = false,
 }
 
-reply.context(ctx)
+requestlog.context(ctx)
 
 function _M.dispatch()
     local req = request_slot[0]

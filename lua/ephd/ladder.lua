@@ -15,6 +15,7 @@ local killswitch = require("ephd.killswitch")
 local limits = require("ephd.limits")
 local rate = require("ephd.rate")
 local reply = require("ephd.reply")
+local requestlog = require("ephd.requestlog")
 local tenancy = require("ephd.tenancy")
 
 local C = core.C
@@ -251,7 +252,7 @@ end
 -- made the JIT trace each rung as a side trace of the loop (its call a
 -- different function each turn), and a chain of closures left a guard
 -- per call: 1,300 and 450 instructions a push more (callgrind).
-local function compile(order)
+local function compile(order, refused, committed)
     local head, body = {}, {}
     for i, rung in ipairs(order) do
         if rung.check then
@@ -269,7 +270,27 @@ local function compile(order)
     return assert(load(source, "=ephd.ladder.run"))(order, refused, committed)
 end
 
+-- With QUEEN_EPHEMERAL_LOG_REQUESTS on, each decision is logged
+-- (ephd.requestlog): the request is read just before its answer is
+-- written, while its buffers are still C's to lend, and the line written
+-- once it is. Off, the ladder is compiled without a trace of it.
+local function logged(refused, committed)
+    return function(ctx, code, message, headers)
+        requestlog.decided(ctx, false)
+        refused(ctx, code, message, headers)
+        return requestlog.done()
+    end, function(ctx)
+        requestlog.decided(ctx, true)
+        committed(ctx)
+        return requestlog.done()
+    end
+end
+
 -- Runs a request through every rung, then its handler's commit.
-_M.run = compile(_M.ORDER)
+if requestlog.requests then
+    _M.run = compile(_M.ORDER, logged(refused, committed))
+else
+    _M.run = compile(_M.ORDER, refused, committed)
+end
 
 return _M
