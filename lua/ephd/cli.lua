@@ -1,8 +1,9 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
 -- tenant's queues as a table, once or like top), `ephd push`, `pop` and
 -- `ack` (the verbs from a shell, for people used to redis-cli or nats),
--- `ephd grant set/list/rm` (the tenants' grants), and `ephd policy test` (a policy directory's busted specs with
--- ephd.testing on the path). `ephd policy check` stays in C: it loads
+-- `ephd grant set/list/rm` (the tenants' grants), `ephd policy test` (a policy directory's busted specs with
+-- ephd.testing on the path) and `ephd policy replay` (a policy asked about
+-- a broker's logged requests, ephd.replay). `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
 local socket = require("socket")
@@ -87,6 +88,23 @@ refuses the tenant (403 feature_gated); --max-bytes, --max-queues and
 --rate (messages per second) bound it, and a limit left out is the
 broker's default. rm removes it. --json prints the broker's answer.
 ]] .. CONNECTION_USAGE,
+    policy_replay = [[
+usage: ephd policy replay --policy DIR --log FILE [--grants FILE]
+                          [--first N] [--top N]
+
+Asks the policy in DIR about traffic a broker logged, with no broker and
+no database: FILE is the broker's log (stderr) with
+QUEEN_EPHEMERAL_LOG_REQUESTS=true, whose `request` lines are replayed in
+order and every other line skipped but the boot block's settings (the
+knobs a policy sees). Each request runs through DIR's hooks (paused,
+authenticate, limits, cost) with its logged time as the clock, so rate
+buckets refill as they did. Prints what DIR would have answered
+differently: counts by live code -> replayed code, the --top tenants (10)
+and the first --first differences (20), after what a log cannot replay.
+--grants FILE: the grants in force, as `ephd grant list --json` prints
+them (none without it). Exits 0 whatever differs; 1 when DIR does not
+load or one of its hooks fails, 2 when FILE cannot be read.
+]],
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
 
@@ -689,6 +707,102 @@ function _M.policy_test(args, out, lua_path)
     return 1
 end
 
+-- ephd policy replay ------------------------------------------------------
+
+local function read_grants(path)
+    local f, err = io.open(path, "rb")
+    if not f then return nil, err end
+    local text = f:read("*a")
+    f:close()
+    local doc = cjson.decode(text)
+    if type(doc) ~= "table" or type(doc.grants) ~= "table" then
+        return nil, path .. " is not `ephd grant list --json`'s answer"
+    end
+    local rows = {}
+    for _, g in ipairs(doc.grants) do
+        local function column(v) return v ~= cjson.null and v or nil end
+        if type(g) == "table" and type(g.tenant) == "string" then
+            rows[g.tenant:lower()] = require("ephd.contract").grant(
+                g.enabled ~= false, column(g.maxBytes), column(g.maxQueues),
+                column(g.maxMsgsPerSec))
+        end
+    end
+    local require_grant = doc.requireGrant
+    if type(require_grant) ~= "boolean" then require_grant = nil end
+    return rows, require_grant
+end
+
+function _M.policy_replay(args, out)
+    local opts, rest = parse(args, 3, {
+        ["--policy"] = "value", ["--log"] = "value", ["--grants"] = "value",
+        ["--first"] = "value", ["--top"] = "value",
+    })
+    if not opts then
+        io.stderr:write("ephd policy replay: ", rest, "\n")
+        return usage("policy_replay")
+    end
+    if opts.help then return usage("policy_replay", out) end
+    local first, top = positive_integer(opts.first or "20"),
+                       positive_integer(opts.top or "10")
+    if #rest > 0 or not opts.policy or not opts.log or not first or not top then
+        return usage("policy_replay")
+    end
+    local testing = require("ephd.testing")
+    local policy = require("ephd.policy")
+    local replay = require("ephd.replay")
+    local grants, require_grant = {}, nil
+    if opts.grants then
+        grants, require_grant = read_grants(opts.grants)
+        if not grants then
+            io.stderr:write("ephd policy replay: ", require_grant, "\n")
+            return 2
+        end
+    end
+    local log, err = io.open(opts.log, "rb")
+    if not log then
+        io.stderr:write("ephd policy replay: ", err, "\n")
+        return 2
+    end
+    -- Loaded as the broker loads one: the same sandbox over the default
+    -- policy; its ephd.now() is the replayed request's time.
+    local r
+    local default_dir = testing.default_dir()
+    local p, why = policy.load(opts.policy, testing.read(opts.policy),
+                               default_dir, testing.read(default_dir), {
+        now = function() return r and r:now() or 0 end,
+        counters = function() return nil end,
+    })
+    if not p then
+        log:close()
+        io.stderr:write("ephd policy replay: ", opts.policy, ": ",
+                        tostring(why), "\n")
+        return 1
+    end
+    r = replay.new(p, { grants = grants, require_grant = require_grant,
+                        first = first })
+    local n, failed = 0, nil
+    for text in log:lines() do
+        n = n + 1
+        local ok, e = pcall(r.line, r, text)
+        if not ok then
+            local hook, message = require("ephd.verdict").failure(e)
+            failed = format("%s's %s hook failed at line %d of %s: %s; "
+                            .. "replayed up to there", p.name,
+                            hook or "?", n, opts.log, message)
+            break
+        end
+    end
+    log:close()
+    r:report(out, format("ephd policy replay: %s (%s v%s) against %s",
+                         opts.policy, p.name, tostring(p.version),
+                         opts.log), top)
+    if failed then
+        io.stderr:write("ephd policy replay: ", failed, "\n")
+        return 1
+    end
+    return 0
+end
+
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
                    ack = _M.ack, grant = _M.grant }
 
@@ -700,9 +814,12 @@ function _M.main(args, lua_path)
     if args[1] == "policy" and args[2] == "test" then
         return _M.policy_test(args, out, lua_path)
     end
+    if args[1] == "policy" and args[2] == "replay" then
+        return _M.policy_replay(args, out)
+    end
     io.stderr:write("ephd: unknown command ", tostring(args[1]),
                     " (status, push, pop, ack, grant, policy check, "
-                    .. "policy test; "
+                    .. "policy test, policy replay; "
                     .. "see ephd --help)\n")
     return 2
 end

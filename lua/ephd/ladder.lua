@@ -141,13 +141,15 @@ local function authenticated(ctx)
             tenant, level = who.tenant:lower(), who.level
         end
     end
+    -- Established before the level is checked, so a refusal for the
+    -- level names who was refused (ephd.requestlog).
+    ctx.tenant = tenant
+    ctx.level = level
     local route = ctx.route
     if not access.allows(level, route.level) then
         return route.name .. " needs " .. route.level
                .. " access, this credential has " .. level, nil, "forbidden"
     end
-    ctx.tenant = tenant
-    ctx.level = level
 end
 
 local function granted(ctx)
@@ -281,11 +283,11 @@ local function logged(refused, committed)
     return function(ctx, code, message, headers)
         requestlog.decided(ctx, false)
         refused(ctx, code, message, headers)
-        return requestlog.done()
+        return requestlog.done(ctx)
     end, function(ctx)
         requestlog.decided(ctx, true)
         committed(ctx)
-        return requestlog.done()
+        return requestlog.done(ctx)
     end
 end
 

@@ -35,9 +35,9 @@ local line
 
 -- Its fields, sorted as ephd.log sorts any line's: given, not sorted per
 -- request.
-local KEYS = { "bytes", "code", "forwarded", "identity", "level", "messages",
-               "method", "partition", "path", "queue", "route", "status",
-               "tenant" }
+local KEYS = { "access", "bytes", "code", "forwarded", "identity", "level", "messages",
+               "method", "partition", "path", "queue", "route", "rung",
+               "status", "tenant" }
 
 -- Where a push or an ack names its queue: read from the scan C made,
 -- which holds them only once the shape rung has passed (ctx.messages for
@@ -74,12 +74,16 @@ function _M.decided(ctx, committing)
         -- request's is the one the edge established.
         tenant = ctx.forwarded and (ctx.tenant or nil)
                  or (tenancy.tenant(req)),
-        -- Who the identity rung established, once it passed.
+        -- Who the identity rung established, and its access level (not
+        -- `level`, which is the line's own).
         identity = ctx.tenant or nil,
-        level = ctx.level or nil,
+        access = ctx.level or nil,
         forwarded = ctx.forwarded or nil,
         queue = queue, partition = partition,
         messages = ctx.messages or nil, bytes = ctx.bytes or nil,
+        -- Which rung refused, if one does: the commit's budgets (or its
+        -- handler's own refusal), or the rung ephd.ladder names.
+        rung = committing and "commit" or nil,
     }
 end
 
@@ -99,8 +103,12 @@ end
 
 -- The decision is answered (or handed to C to answer later: a parked pop,
 -- a held write, a relayed request): code "pass" when no rung refused.
-function _M.done()
-    if not line.code then line.code = "pass" end
+function _M.done(ctx)
+    if not line.code then
+        line.code, line.rung = "pass", nil
+    elseif not line.rung then
+        line.rung = ctx.rung or nil
+    end
     log.line("request", log.ordered(KEYS, line))
     line = nil
 end
