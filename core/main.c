@@ -170,8 +170,8 @@ int main(int argc, char **argv) {
   ephd_metrics_init(&engine, (uint32_t)s.metrics_queues);
 
   char err[512];
-  if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
-                          s.meter_s * 1000, s.policy_budget_ms,
+  if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, s.shadow_dir,
+                          policy_dir, s.meter_s * 1000, s.policy_budget_ms,
                           s.policy_max_bytes, err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
     return 2;

@@ -16,6 +16,7 @@ local rate = require("ephd.rate")
 local reply = require("ephd.reply")
 local requestlog = require("ephd.requestlog")
 local router = require("ephd.router")
+local shadow = require("ephd.shadow")
 
 local C = core.C
 local ffi_string = ffi.string
@@ -58,6 +59,15 @@ local function load(dir, files, default_dir, default_files, api)
     if not ok then return nil, p end
     if not p then return nil, err end
     return p
+end
+
+-- A candidate to judge beside the live policy (ephd.shadow), loaded as a
+-- reload loads: it replaces the shadow in place only if it loads.
+function _M.shadow(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then return nil, err end
+    shadow.start(p, dir)
+    return true, p.name, p.version
 end
 
 -- Returns true, name, version or nil, why.
@@ -114,6 +124,7 @@ function _M.apply_grants()
     end
     grants.replace(rows)
     limits.forget()
+    shadow.forget()
 end
 
 -- The metering tick: each tenant's counts since the last tick go to the
@@ -173,7 +184,7 @@ local ctx = {
     family = false, request = false, tenant = false, level = false,
     limits = false, taken = false, pop = false, queue = false,
     partition = false, messages = false, bytes = false, group = false,
-    switch = false, forwarded = false,
+    switch = false, forwarded = false, code = false, rung = false,
 }
 
 requestlog.context(ctx)
@@ -205,6 +216,14 @@ function _M.dispatch()
     -- the rung: there the same read cost a push ~300 instructions more
     -- (callgrind), here nothing measurable.
     c.forwarded = req.forward.len ~= 0
+    -- A shadow judges after the live answer is written; with none, this
+    -- test is all it costs.
+    local s = shadow.current
+    if s then
+        c.code, c.rung = false, false
+        ladder.run(c)
+        return shadow.observe(c, s)
+    end
     return ladder.run(c)
 end
 

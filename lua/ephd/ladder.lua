@@ -55,10 +55,10 @@ end
 
 local function paused(ctx)
     if not ctx.family then return end
-    local s = killswitch.state()
-    if s.paused then
-        return s.reason or "the ephemeral surface is paused",
-               retry_after(s.retry_after or tonumber(config.retry_after_s))
+    local reason = killswitch.paused_reason()
+    if reason then
+        return reason, retry_after(killswitch.state().retry_after
+                                   or tonumber(config.retry_after_s))
     end
     if not hooks.defines("paused") then return end
     local ok, after, reason = hooks.call("paused", hook_request(ctx))
@@ -200,11 +200,11 @@ local function within_rate(ctx)
 end
 
 _M.ORDER = {
-    { code = "ephemeral_disabled", check = paused },
-    { code = "unauthorized", check = authenticated },
-    { code = "feature_gated", check = granted },
-    { code = "ephemeral_bad_request", check = shaped },
-    { code = "rate_limited", check = within_rate,
+    { code = "ephemeral_disabled", check = paused, rung = "paused" },
+    { code = "unauthorized", check = authenticated, rung = "authenticate" },
+    { code = "feature_gated", check = granted, rung = "grant" },
+    { code = "ephemeral_bad_request", check = shaped, rung = "shape" },
+    { code = "rate_limited", check = within_rate, rung = "rate",
       bit = C.EPHD_REFUSE_PARKED, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
     { code = "queue_full",
@@ -232,7 +232,10 @@ function _M.budget(refusals)
     error("no rung for refusal bits " .. tostring(refusals))
 end
 
-local function refused(ctx, code, message, headers)
+-- ctx.code and ctx.rung say what the live policy answered, for a shadow
+-- policy to be compared with (ephd.shadow); only a refusal writes them.
+local function refused(ctx, code, message, headers, rung)
+    ctx.code, ctx.rung = code, rung
     if ctx.taken then live_rate:refund(ctx.tenant, ctx.taken) end
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
@@ -248,7 +251,7 @@ local function committed(ctx)
            and band(refusals, C.EPHD_REFUSE_QUEUE_TOO_SMALL) ~= 0 then
             message = rung.too_small
         end
-        return refused(ctx, rung.code, message, rung.headers)
+        return refused(ctx, rung.code, message, rung.headers, "commit")
     end
 end
 
@@ -265,7 +268,8 @@ local function compile(order, refused, committed)
                               :format(i, i)
             body[#body + 1] = ("message, headers, code = check_%d(ctx)\n"
                 .. "if message then return refused(ctx, code or "
-                .. "order[%d].code, message, headers) end\n"):format(i, i)
+                .. "order[%d].code, message, headers, order[%d].rung) end\n")
+                :format(i, i, i)
         end
     end
     local source = "local order, refused, committed = ...\n"
