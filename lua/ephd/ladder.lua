@@ -284,9 +284,9 @@ end
 -- written, while its buffers are still C's to lend, and the line written
 -- once it is. Off, the ladder is compiled without a trace of it.
 local function logged(refused, committed)
-    return function(ctx, code, message, headers)
+    return function(ctx, code, message, headers, rung)
         requestlog.decided(ctx, false)
-        refused(ctx, code, message, headers)
+        refused(ctx, code, message, headers, rung)
         return requestlog.done(ctx)
     end, function(ctx)
         requestlog.decided(ctx, true)
