@@ -58,6 +58,7 @@ describe("the request log", function()
         }, r[1].fields)
         assert.equals("rate_limited", r[2].code)
         assert.equals(429, r[2].status)
+        assert.equals("rate", r[2].fields.rung)
         assert.equals("Default", r[2].fields.partition)
         assert.equals(1, r[2].fields.messages)
         assert.same({ "pop", "orders", "p 1", "pass" },
@@ -65,12 +66,34 @@ describe("the request log", function()
                       r[3].code })
         -- Refused at the identity rung: the tenant read, nobody established.
         assert.equals("unauthorized", r[4].code)
+        assert.equals("authenticate", r[4].fields.rung)
         assert.is_nil(r[4].fields.identity)
         assert.equals("forbidden", r[5].code)
+        assert.equals("authenticate", r[5].fields.rung)
         assert.equals("22222222-2222-2222-2222-222222222222",
                       r[5].fields.identity)
         assert.is_number(r[1].at)
         assert.truthy(r[1].at <= r[5].at)
+    end)
+
+    it("leaves a shadow policy the live rung to compare with", function()
+        local d = daemon.start({
+            env = { QUEEN_EPHEMERAL_LOG_REQUESTS = "true",
+                    QUEEN_EPHEMERAL_RATE = "1", QUEEN_EPHEMERAL_BURST = "1" } })
+        finally(function() d:stop() end)
+        -- plan-tiers puts the default tenant on pro: far more lenient.
+        assert.equals(200, d:request("POST", "/api/v1/system/policy/shadow",
+            '{"dir":"' .. helper.root .. '/examples/policies/plan-tiers"}',
+            { ["Content-Type"] = "application/json" }).status)
+        assert.equals(201, d:push("q", { "1" }).status)
+        assert.refused_with("rate_limited", d:push("q", { "2" }))
+        local shadow = d:request("GET", "/api/v1/system/policy/shadow")
+                        .json.shadow
+        assert.equals(1, shadow.disagreements)
+        assert.same({ "rate_limited", "pass", "live:rate" },
+                    { shadow.samples[1].live, shadow.samples[1].shadow,
+                      shadow.samples[1].rung })
+        assert.equals("rate", requests(d)[3].fields.rung)
     end)
 
     it("is off by default", function()
