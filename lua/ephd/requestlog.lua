@@ -23,7 +23,7 @@ _M.refusals = core.config.log_refusals ~= 0
 _M.requests = core.config.log_requests ~= 0
 
 -- The request being dispatched: ephd.dispatch hands its one context over
--- once (its tenant is false before the identity rung has passed).
+-- once (its tenant is false until the identity rung established one).
 local current = {}
 
 function _M.context(ctx)
@@ -35,9 +35,9 @@ local line
 
 -- Its fields, sorted as ephd.log sorts any line's: given, not sorted per
 -- request.
-local KEYS = { "access", "bytes", "code", "forwarded", "identity", "level", "messages",
-               "method", "partition", "path", "queue", "route", "rung",
-               "status", "tenant" }
+local KEYS = { "access", "bytes", "code", "forwarded", "identity",
+               "messages", "method", "partition", "path", "queue", "route",
+               "rung", "status", "tenant" }
 
 -- Where a push or an ack names its queue: read from the scan C made,
 -- which holds them only once the shape rung has passed (ctx.messages for
