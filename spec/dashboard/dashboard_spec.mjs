@@ -327,6 +327,23 @@ try {
       () => document.getElementById("shadowsummary").textContent ===
         "no shadow policy loaded", null, { timeout: 10000 });
   });
+
+  await check("a shadow whose hook fails shows as disabled, and why",
+              async () => {
+    const { base } = shadowed[0];
+    const dir = `${root}/spec/e2e/policies/breaks-mid-traffic`;
+    assert.equal((await api(base, "POST", "/api/v1/system/policy/shadow",
+                            { dir })).status, 200);
+    for (let i = 0; i < 5; i++)
+      assert.equal((await push(base, "orders", 1)).status, 201);
+    await page.waitForFunction(
+      () => document.getElementById("shadowsummary").dataset.state ===
+        "disabled", null, { timeout: 10000 });
+    const summary = page.locator("#shadowsummary");
+    assert.match(await summary.textContent(),
+                 /^breaks-mid-traffic v1 .* · disabled: its cost hook failed \(.*the candidate broke\)$/);
+    assert.equal(await summary.getAttribute("class"), "paused");
+  });
 } finally {
   for (const c of shadowed) c.child.kill();
 }
