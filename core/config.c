@@ -188,7 +188,8 @@ static void usage(FILE *out) {
           "  ack QUEUE ID...      settle popped messages\n"
           "  grant list|set|rm    the tenants' grants, applied at once\n"
           "  policy check DIR     load a policy directory, report, exit\n"
-          "  policy test DIR      run DIR's busted specs with ephd.testing\n\n"
+          "  policy test DIR      run DIR's busted specs with ephd.testing\n"
+          "  policy shadow [--watch]  what the shadow policy would change\n\n"
           "environment (default):\n");
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
     fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,

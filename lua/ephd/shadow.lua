@@ -62,6 +62,17 @@ local function wall_ms()
     return floor(C.ephd_ffi_wall_time() * 1000)
 end
 
+-- The tenant's footprint, in a table made once: the verdict reads it at
+-- once and keeps nothing.
+local held = { bytes = 0 }
+
+local function footprint(tenant)
+    local bytes = metering.bytes(tenant)
+    if not bytes then return nil end
+    held.bytes = bytes
+    return held
+end
+
 -- What the verdict reads of the broker: the live grants, knobs and kill
 -- switch (the broker's, not a policy's), the tenant's footprint; its
 -- hooks called the one way any policy's are, under the same budget.
@@ -72,7 +83,7 @@ local ENV = {
     tenancy_header = config.tenancy_header ~= 0,
     call = hooks.run,
     paused = killswitch.paused_reason,
-    counters = metering.of,
+    counters = footprint,
 }
 
 -- Starts judging with policy p (what ephd.policy.load returned), read from
@@ -163,14 +174,12 @@ local function request_of(ctx)
     }
 end
 
--- After the live ladder decided ctx (ctx.code and ctx.rung: what it
--- refused with and where, false when it passed). A request relayed by a
--- member of the cell was judged at its edge and is not judged again; one
--- that removed or promoted the shadow is not judged by the next.
+-- Judges ctx, which the live ladder decided (ctx.code and ctx.rung: what
+-- it refused with and where, false when it passed), with shadow s. A
+-- request relayed by a member of the cell was judged at its edge and is
+-- not judged again.
 function _M.observe(ctx, s)
-    if _M.current ~= s or s.state ~= "running" or ctx.forwarded then
-        return
-    end
+    if s.state ~= "running" or ctx.forwarded then return end
     local live, at = ctx.code or "pass", ctx.rung
     local shadow, rung
     local r
