@@ -157,14 +157,19 @@ local function record(s, live, shadow, rung, route, tenant)
     s.next_sample = s.next_sample % _M.SAMPLES + 1
 end
 
--- What the verdict is asked about: the request as the live ladder saw it.
+-- What the verdict is asked about: the request as the live ladder saw it
+-- (a route's method, but for a GET route's HEAD, and the path of a route
+-- without a parameter are its row's: no string made per request).
 local function request_of(ctx)
-    local req, seen = ctx.req, ctx.request
+    local req, seen, route = ctx.req, ctx.request, ctx.route
     return {
-        route = ctx.route.name,
+        route = route.name,
         method = seen and seen.method
-                 or ffi_string(req.method.ptr, req.method.len),
-        path = seen and seen.path or ffi_string(req.path.ptr, req.path.len),
+                 or (req.method.len == #route.method and route.method
+                     or ffi_string(req.method.ptr, req.method.len)), -- HEAD
+        path = seen and seen.path
+               or (route.param and ffi_string(req.path.ptr, req.path.len)
+                   or route.path),
         authorization = seen and seen.authorization
                         or ffi_string(req.authorization.ptr,
                                       req.authorization.len),

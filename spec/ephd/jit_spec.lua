@@ -83,7 +83,6 @@ local function aborts_of(dir, shadow_dir)
         -- NYI is what knocks code off the JIT for good (as converting a
         -- lightuserdata once did to every dispatch); other aborts are
         -- retried elsewhere by the JIT itself.
-        if os.getenv("EPHD_JIT_ALL") then print(info.source, info.currentline, why:format(extra)) end
         if ours and why:find("^NYI") and not SELECTION[why] then
             aborts[#aborts + 1] = ("%s:%s %s"):format(
                 info.source, tostring(info.currentline),
@@ -92,7 +91,16 @@ local function aborts_of(dir, shadow_dir)
     end
     -- Only locals in the driving loop: a global read goes through
     -- busted's environment, whose own trace aborts would hide ours.
-    local run, slot = dispatch.dispatch, helper.slot
+    local slot = helper.slot
+    local run = dispatch.dispatch
+    -- As C calls them: observe after dispatch while a shadow is loaded.
+    if shadow_dir then
+        local observe = dispatch.observe
+        run = function()
+            dispatch.dispatch()
+            observe()
+        end
+    end
     local push, pop, ack = reqs[1], reqs[2], reqs[3]
     jit.flush()
     jit.attach(on_trace, "trace")
@@ -118,5 +126,8 @@ describe("the hot path", function()
 
     it("stays on the JIT with a shadow policy judging it", function()
         assert.same({}, aborts_of(PLAN_TIERS, PLAN_TIERS))
+        local s = require("ephd.shadow").current
+        assert.equals("running", s.state)
+        assert.equals(3000, s.decisions)
     end)
 end)
