@@ -194,7 +194,8 @@ static void usage(FILE *out) {
           "  policy test DIR      run DIR's busted specs with ephd.testing\n"
           "  policy replay --policy DIR --log FILE  what DIR would have "
           "answered\n"
-          "                       the requests a broker logged\n\n"
+          "                       the requests a broker logged\n"
+          "  policy shadow [--watch]  what the shadow policy would change\n\n"
           "environment (default):\n");
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
     fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,

@@ -24,8 +24,9 @@ static lua_State *L;
 static uv_loop_t *loop;
 static int traceback_ref = LUA_NOREF;
 static int dispatch_ref = LUA_NOREF;
-/* ephd.dispatch.dispatch itself: fetched once, not by name per request. */
-static int dispatch_fn_ref = LUA_NOREF;
+/* ephd.dispatch.dispatch itself: fetched once, not by name per request;
+ * and its observe, called after it while a shadow is loaded. */
+static int dispatch_fn_ref = LUA_NOREF, observe_fn_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
 static const ephd_request_t *current;
@@ -189,6 +190,8 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
   }
   lua_getfield(l, -1, "dispatch");
   dispatch_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
+  lua_getfield(l, -1, "observe");
+  observe_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   dispatch_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   /* After the broker's modules took the built-in matcher as locals: what
    * policy code reaches (its sandbox copies and string methods) is the
@@ -271,13 +274,30 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
   return 0;
 }
 
+/* The shadow's directory while one is loaded (the budget watches its code
+ * too); a promotion makes it policy_dir. */
+static char *shadow_dir;
+
+/* Calls a function of ephd.dispatch about the request in `current`;
+ * returns lua_pcall's status with the error on the stack, under the
+ * traceback handler. */
+static int call_about(int fn_ref) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
+  return lua_pcall(L, 0, 0, -2);
+}
+
 void ephd_lua_host_dispatch(ephd_request_t *req) {
   /* Lua's ctx.op: this request's own, until it is answered. */
   ephd_op_attach(req);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_fn_ref);
   current = req;
-  int rc = lua_pcall(L, 0, 0, -2);
+  int rc = call_about(dispatch_fn_ref);
+  /* A shadow judges the request once the live answer is written, in a call
+   * of its own: the live path's trace is the same with or without one. */
+  if (rc == 0 && shadow_dir) {
+    lua_pop(L, 1);
+    rc = call_about(observe_fn_ref);
+  }
   current = NULL;
   if (rc != 0) {
     /* A Lua fault is the cell's problem, not the client's: the HTTP layer
@@ -348,10 +368,6 @@ static const load_kind_t SHADOW = {
         "stays",
     .answered = "shadowed",
 };
-
-/* The shadow's directory while one is loaded (the budget watches its code
- * too); a promotion makes it policy_dir. */
-static char *shadow_dir;
 
 typedef struct {
   uv_work_t work;

@@ -130,14 +130,16 @@ int main(int argc, char **argv) {
   if (argc >= 2 && argv[1][0] != '-' &&
       (strcmp(argv[1], "policy") != 0 ||
        (argc >= 3 &&
-        (strcmp(argv[2], "test") == 0 || strcmp(argv[2], "replay") == 0))))
+        (strcmp(argv[2], "test") == 0 || strcmp(argv[2], "replay") == 0 ||
+         strcmp(argv[2], "shadow") == 0))))
     return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
       fprintf(stderr,
               "usage: ephd policy check DIR\n"
               "       ephd policy test DIR [BUSTED ARGS...]\n"
-              "       ephd policy replay --policy DIR --log FILE\n");
+              "       ephd policy replay --policy DIR --log FILE\n"
+              "       ephd policy shadow [--url URL] [--watch]\n");
       return argc == 3 && strcmp(argv[2], "--help") == 0 ? 0 : 2;
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */

@@ -1,9 +1,11 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
 -- tenant's queues as a table, once or like top), `ephd push`, `pop` and
 -- `ack` (the verbs from a shell, for people used to redis-cli or nats),
--- `ephd grant set/list/rm` (the tenants' grants), `ephd policy test` (a policy directory's busted specs with
--- ephd.testing on the path) and `ephd policy replay` (a policy asked about
--- a broker's logged requests, ephd.replay). `ephd policy check` stays in C: it loads
+-- `ephd grant set/list/rm` (the tenants' grants), `ephd policy test` (a
+-- policy directory's busted specs with ephd.testing on the path), `ephd
+-- policy shadow` (what a shadow policy would change) and `ephd policy
+-- replay` (a policy asked about a broker's logged requests, ephd.replay).
+-- `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
 local socket = require("socket")
@@ -105,6 +107,21 @@ and the first --first differences (20), after what a log cannot replay.
 them (none without it). Exits 0 whatever differs; 1 when DIR does not
 load or one of its hooks fails, 2 when FILE cannot be read.
 ]],
+    policy_shadow = [[
+usage: ephd policy shadow [--url URL] [--token TOKEN] [--watch]
+                          [--interval SECONDS]
+
+Prints what the shadow policy (a candidate judged beside the live one:
+POST /api/v1/system/policy/shadow, or --shadow-policy) would have
+answered differently: requests judged and disagreements; a table of the
+live policy's outcome against the shadow's (pass or a code), with
+agreements (==) below disagreements (->); the tenants with the most
+disagreements; and the last disagreeing requests (time, route, tenant,
+the two outcomes, the rung that decided). From GET
+/api/v1/system/policy/shadow, which needs admin. --watch re-prints every
+--interval seconds (2 by default) until interrupted. Exits 1 when the
+broker does not answer, naming its URL.
+]] .. CONNECTION_USAGE,
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
 
@@ -580,6 +597,24 @@ end
 
 -- ephd grant ---------------------------------------------------------------
 
+-- Rows of cells (strings) as columns two spaces apart, each as wide as
+-- its widest cell.
+local function write_columns(out, rows)
+    local widths = {}
+    for _, row in ipairs(rows) do
+        for i, cell in ipairs(row) do
+            widths[i] = math.max(widths[i] or 0, #cell)
+        end
+    end
+    for _, row in ipairs(rows) do
+        local cells = {}
+        for i, cell in ipairs(row) do
+            cells[i] = cell .. rep(" ", widths[i] - #cell)
+        end
+        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
+    end
+end
+
 local function limit_cell(v)
     return v and tostring(v) or "default"
 end
@@ -604,19 +639,7 @@ local function grant_list(c, opts, out)
                             limit_cell(g.maxBytes), limit_cell(g.maxQueues),
                             limit_cell(g.maxMsgsPerSec) }
     end
-    local widths = {}
-    for _, row in ipairs(rows) do
-        for i, cell in ipairs(row) do
-            widths[i] = math.max(widths[i] or 0, #cell)
-        end
-    end
-    for _, row in ipairs(rows) do
-        local cells = {}
-        for i, cell in ipairs(row) do
-            cells[i] = cell .. rep(" ", widths[i] - #cell)
-        end
-        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
-    end
+    write_columns(out, rows)
     if #r.grants == 0 then out:write("(no grants)\n") end
     out:write(format("%d grant%s; a tenant without one is %s\n", r.count,
                      r.count == 1 and "" or "s",
@@ -803,6 +826,86 @@ function _M.policy_replay(args, out)
     return 0
 end
 
+-- ephd policy shadow ------------------------------------------------------
+
+local function since(ms)
+    return os.date("%Y-%m-%d %H:%M:%S", floor(ms / 1000))
+end
+
+-- The shadow's report (GET /api/v1/system/policy/shadow) as lines.
+function _M.render_shadow(s, out)
+    if not s then
+        out:write("no shadow policy is loaded\n")
+        return
+    end
+    out:write(format("shadow %s v%s from %s, since %s: %s\n", s.name,
+                     tostring(s.version), s.dir, since(s.since),
+                     s.state == "running" and "running"
+                     or "DISABLED"))
+    if s.disabled then
+        out:write(format("disabled at %s: its %s hook failed: %s\n",
+                         since(s.disabled.at), s.disabled.hook,
+                         s.disabled.error))
+    end
+    out:write(format("%d request%s judged, %d disagreement%s\n\n",
+                     s.decisions, s.decisions == 1 and "" or "s",
+                     s.disagreements, s.disagreements == 1 and "" or "s"))
+    local rows = { { "LIVE", "", "SHADOW", "REQUESTS" } }
+    for _, p in ipairs(s.pairs) do
+        rows[#rows + 1] = { p.live, p.live == p.shadow and "==" or "->",
+                            p.shadow, tostring(p.count) }
+    end
+    if #s.pairs == 0 then rows[#rows + 1] = { "(no requests yet)" } end
+    write_columns(out, rows)
+    if #s.tenants > 0 then
+        out:write("\n")
+        rows = { { "TENANT", "DISAGREEMENTS" } }
+        for _, t in ipairs(s.tenants) do
+            rows[#rows + 1] = { t.tenant, tostring(t.disagreements) }
+        end
+        write_columns(out, rows)
+    end
+    if #s.samples > 0 then
+        out:write("\nlast disagreements, newest first:\n")
+        rows = { { "TIME", "ROUTE", "TENANT", "LIVE", "SHADOW", "RUNG" } }
+        for _, x in ipairs(s.samples) do
+            rows[#rows + 1] = { clock(x.at / 1000), x.route, x.tenant or "-",
+                                x.live, x.shadow, x.rung }
+        end
+        write_columns(out, rows)
+    end
+end
+
+local function shadow_frame(c, out)
+    local r, err = c:request("GET", "/api/v1/system/policy/shadow")
+    if not r then return failure("policy shadow", c, err) end
+    _M.render_shadow(r.shadow, out)
+    return 0
+end
+
+function _M.policy_shadow(args, out)
+    local opts, rest = parse(args, 3, with_connection({
+        ["--interval"] = "value", ["--watch"] = "flag",
+    }))
+    if not opts then
+        io.stderr:write("ephd policy shadow: ", rest, "\n")
+        return usage("policy_shadow")
+    end
+    if opts.help then return usage("policy_shadow", out) end
+    if #rest > 0 then return usage("policy_shadow") end
+    local interval = tonumber(opts.interval or 2)
+    if not interval or interval <= 0 then return usage("policy_shadow") end
+    local c = connect("policy shadow", opts)
+    if not c then return 2 end
+    if not opts.watch then return shadow_frame(c, out) end
+    while true do
+        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
+        shadow_frame(c, out)
+        out:flush()
+        socket.sleep(interval)
+    end
+end
+
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
                    ack = _M.ack, grant = _M.grant }
 
@@ -817,9 +920,12 @@ function _M.main(args, lua_path)
     if args[1] == "policy" and args[2] == "replay" then
         return _M.policy_replay(args, out)
     end
+    if args[1] == "policy" and args[2] == "shadow" then
+        return _M.policy_shadow(args, out)
+    end
     io.stderr:write("ephd: unknown command ", tostring(args[1]),
                     " (status, push, pop, ack, grant, policy check, "
-                    .. "policy test, policy replay; "
+                    .. "policy test, policy shadow, policy replay; "
                     .. "see ephd --help)\n")
     return 2
 end

@@ -61,15 +61,6 @@ local function load(dir, files, default_dir, default_files, api)
     return p
 end
 
--- A candidate to judge beside the live policy (ephd.shadow), loaded as a
--- reload loads: it replaces the shadow in place only if it loads.
-function _M.shadow(dir, files, default_dir, default_files)
-    local p, err = load(dir, files, default_dir, default_files)
-    if not p then return nil, err end
-    shadow.start(p, dir)
-    return true, p.name, p.version
-end
-
 -- Returns true, name, version or nil, why.
 function _M.init(dir, files, default_dir, default_files)
     for i, r in ipairs(router.ROUTES) do C.ephd_ffi_metrics_route(i, r.name) end
@@ -189,6 +180,30 @@ local ctx = {
 
 requestlog.context(ctx)
 
+-- A candidate to judge beside the live policy (ephd.shadow), loaded as a
+-- reload loads: it replaces the shadow in place only if it loads.
+function _M.shadow(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then return nil, err end
+    shadow.start(p, dir)
+    -- What the last request left: not for the new shadow to judge.
+    ctx.req, ctx.code, ctx.rung = false, false, false
+    return true, p.name, p.version
+end
+
+-- After dispatch, while a shadow is loaded (C calls it then, and only
+-- then: a call of its own, so the live request's trace stays as short as
+-- without one): the shadow judges the request the ladder decided, if it
+-- did (ctx.req is set for it alone, and cleared here), its answer
+-- written. ctx.code and ctx.rung say what the ladder refused with.
+function _M.observe()
+    local c = ctx
+    if not c.req then return end
+    local s = shadow.current
+    if s then shadow.observe(c, s) end
+    c.req, c.code, c.rung = false, false, false
+end
+
 function _M.dispatch()
     local req = request_slot[0]
     local route, status, message, allow = router.route(req)
@@ -216,14 +231,6 @@ function _M.dispatch()
     -- the rung: there the same read cost a push ~300 instructions more
     -- (callgrind), here nothing measurable.
     c.forwarded = req.forward.len ~= 0
-    -- A shadow judges after the live answer is written; with none, this
-    -- test is all it costs.
-    local s = shadow.current
-    if s then
-        c.code, c.rung = false, false
-        ladder.run(c)
-        return shadow.observe(c, s)
-    end
     return ladder.run(c)
 end
 

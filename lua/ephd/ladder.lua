@@ -20,9 +20,6 @@ local tenancy = require("ephd.tenancy")
 
 local C = core.C
 local config = core.config
--- The live policy's own limits cache and rate buckets (a shadow's are its
--- ephd.verdict's).
-local live_limits, live_rate = limits.live, rate.live
 local ffi_string = ffi.string
 local band, bor = require("bit").band, require("bit").bor
 
@@ -55,10 +52,10 @@ end
 
 local function paused(ctx)
     if not ctx.family then return end
-    local reason = killswitch.paused_reason()
-    if reason then
-        return reason, retry_after(killswitch.state().retry_after
-                                   or tonumber(config.retry_after_s))
+    local s = killswitch.state()
+    if s.paused then
+        return killswitch.paused_reason(),
+               retry_after(s.retry_after or tonumber(config.retry_after_s))
     end
     if not hooks.defines("paused") then return end
     local ok, after, reason = hooks.call("paused", hook_request(ctx))
@@ -171,7 +168,7 @@ end
 -- ids are the client's to choose.
 local function within_rate(ctx)
     if not ctx.family then return end
-    local l = live_limits:get(ctx.tenant)
+    local l = limits.get(ctx.tenant)
     if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
     ctx.limits = l
     local cost = ctx.messages
@@ -187,8 +184,8 @@ local function within_rate(ctx)
             return HOOK_FAILED, nil, "ephemeral_unavailable"
         end
     end
-    local taken, wait, too_big = live_rate:take(
-        ctx.tenant, cost, l.rate, l.burst, tonumber(C.ephd_ffi_now_ms()))
+    local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
+                                           l.burst, tonumber(C.ephd_ffi_now_ms()))
     if too_big then
         return "the push costs " .. cost .. ", more than the tenant's burst "
                .. "of " .. l.burst .. ": split it", retry_after(wait)
@@ -236,7 +233,7 @@ end
 -- policy to be compared with (ephd.shadow); only a refusal writes them.
 local function refused(ctx, code, message, headers, rung)
     ctx.code, ctx.rung = code, rung
-    if ctx.taken then live_rate:refund(ctx.tenant, ctx.taken) end
+    if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
 

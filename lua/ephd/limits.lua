@@ -33,43 +33,44 @@ function _M.settle(t, default_burst)
     }
 end
 
-local Cache = {}
-Cache.__index = Cache
-
--- decide(tenant) returns a tenant's limits, or nil when the policy failed
--- (nothing is then kept, and the next request asks again).
+-- A cache of limits: functions over state of their own (closures, so the
+-- live cache's get costs what a module's function does). decide(tenant)
+-- returns a tenant's limits, or nil when the policy failed (nothing is
+-- then kept, and the next request asks again).
 function _M.new(decide)
-    return setmetatable({ decide = decide, young = {}, old = {}, n = 0 },
-                        Cache)
-end
+    local young, old, n = {}, {}, 0
+    local cache = {}
 
-function Cache:get(tenant)
-    local l = self.young[tenant]
-    if l then return l end
-    l = self.old[tenant]
-    if l then
-        self.old[tenant] = nil
-    else
-        l = self.decide(tenant)
-        if not l then return nil end
+    function cache.get(tenant)
+        local l = young[tenant]
+        if l then return l end
+        l = old[tenant]
+        if l then
+            old[tenant] = nil
+        else
+            l = decide(tenant)
+            if not l then return nil end
+        end
+        if n >= _M.GENERATION then
+            old, young, n = young, {}, 0
+        end
+        young[tenant] = l
+        n = n + 1
+        return l
     end
-    if self.n >= _M.GENERATION then
-        self.old, self.young, self.n = self.young, {}, 0
+
+    -- Tenants whose limits are kept (for specs and the curious).
+    function cache.size()
+        local total = n
+        for _ in pairs(old) do total = total + 1 end
+        return total
     end
-    self.young[tenant] = l
-    self.n = self.n + 1
-    return l
-end
 
--- Tenants whose limits are kept (for specs and the curious).
-function Cache:size()
-    local n = self.n
-    for _ in pairs(self.old) do n = n + 1 end
-    return n
-end
+    function cache.forget()
+        young, old, n = {}, {}, 0
+    end
 
-function Cache:forget()
-    self.young, self.old, self.n = {}, {}, 0
+    return cache
 end
 
 -- The live policy's --------------------------------------------------------
@@ -117,17 +118,7 @@ _M.live = live
 
 -- Returns {rate, burst, max_bytes, max_queues, max_parked, c =
 -- ephd_tenant_limits_t} or nil when the hook failed (the request is then
--- a 503, and nothing is kept).
-function _M.get(tenant)
-    return live:get(tenant)
-end
-
-function _M.size()
-    return live:size()
-end
-
-function _M.forget()
-    live:forget()
-end
+-- a 503, and nothing is kept); size and forget as a cache's.
+_M.get, _M.size, _M.forget = live.get, live.size, live.forget
 
 return _M

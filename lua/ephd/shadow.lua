@@ -62,6 +62,17 @@ local function wall_ms()
     return floor(C.ephd_ffi_wall_time() * 1000)
 end
 
+-- The tenant's footprint, in a table made once: the verdict reads it at
+-- once and keeps nothing.
+local held = { bytes = 0 }
+
+local function footprint(tenant)
+    local bytes = metering.bytes(tenant)
+    if not bytes then return nil end
+    held.bytes = bytes
+    return held
+end
+
 -- What the verdict reads of the broker: the live grants, knobs and kill
 -- switch (the broker's, not a policy's), the tenant's footprint; its
 -- hooks called the one way any policy's are, under the same budget.
@@ -72,7 +83,7 @@ local ENV = {
     tenancy_header = config.tenancy_header ~= 0,
     call = hooks.run,
     paused = killswitch.paused_reason,
-    counters = metering.of,
+    counters = footprint,
 }
 
 -- Starts judging with policy p (what ephd.policy.load returned), read from
@@ -146,14 +157,19 @@ local function record(s, live, shadow, rung, route, tenant)
     s.next_sample = s.next_sample % _M.SAMPLES + 1
 end
 
--- What the verdict is asked about: the request as the live ladder saw it.
+-- What the verdict is asked about: the request as the live ladder saw it
+-- (a route's method, but for a GET route's HEAD, and the path of a route
+-- without a parameter are its row's: no string made per request).
 local function request_of(ctx)
-    local req, seen = ctx.req, ctx.request
+    local req, seen, route = ctx.req, ctx.request, ctx.route
     return {
-        route = ctx.route.name,
+        route = route.name,
         method = seen and seen.method
-                 or ffi_string(req.method.ptr, req.method.len),
-        path = seen and seen.path or ffi_string(req.path.ptr, req.path.len),
+                 or (req.method.len == #route.method and route.method
+                     or ffi_string(req.method.ptr, req.method.len)), -- HEAD
+        path = seen and seen.path
+               or (route.param and ffi_string(req.path.ptr, req.path.len)
+                   or route.path),
         authorization = seen and seen.authorization
                         or ffi_string(req.authorization.ptr,
                                       req.authorization.len),
@@ -163,14 +179,12 @@ local function request_of(ctx)
     }
 end
 
--- After the live ladder decided ctx (ctx.code and ctx.rung: what it
--- refused with and where, false when it passed). A request relayed by a
--- member of the cell was judged at its edge and is not judged again; one
--- that removed or promoted the shadow is not judged by the next.
+-- Judges ctx, which the live ladder decided (ctx.code and ctx.rung: what
+-- it refused with and where, false when it passed), with shadow s. A
+-- request relayed by a member of the cell was judged at its edge and is
+-- not judged again.
 function _M.observe(ctx, s)
-    if _M.current ~= s or s.state ~= "running" or ctx.forwarded then
-        return
-    end
+    if s.state ~= "running" or ctx.forwarded then return end
     local live, at = ctx.code or "pass", ctx.rung
     local shadow, rung
     local r

@@ -139,7 +139,7 @@ local function within_rate(self, request, tenant, l, now_ms)
         local bad = contract.check.cost(cost)
         if bad then fail("cost", bad) end
     end
-    local taken, _, too_big = self.rate:take(tenant, cost, l.rate,
+    local taken, _, too_big = self.rate.take(tenant, cost, l.rate,
                                                 l.burst, now_ms)
     if too_big then
         return "the push costs " .. cost .. ", more than the tenant's "
@@ -187,7 +187,7 @@ function Judge:decide(request, now_ms)
         return "feature_gated", "grant",
                "the tenant is not granted ephemeral queues"
     end
-    local l = self.limits:get(tenant)
+    local l = self.limits.get(tenant)
     message = within_rate(self, request, tenant, l, now_ms)
     if message then return "rate_limited", "rate", message end
     message = within_budget(self, request, tenant, l)
@@ -202,14 +202,14 @@ end
 -- the engine), as the live ladder refunds.
 function Judge:undo()
     if self.taken then
-        self.rate:refund(self.taken_tenant, self.taken)
+        self.rate.refund(self.taken_tenant, self.taken)
         self.taken_tenant, self.taken = nil, nil
     end
 end
 
 -- Drops its limits cache (as a grants refresh does for the live one).
 function Judge:forget()
-    self.limits:forget()
+    self.limits.forget()
 end
 
 return _M

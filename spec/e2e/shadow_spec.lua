@@ -209,6 +209,65 @@ describe("a shadow policy", function()
         end)
     end)
 
+    describe("ephd policy shadow", function()
+        local EPHD = helper.build .. "/ephd"
+
+        it("prints the report as tables a person reads", function()
+            local d = plan_tiers({ args = { "--shadow-policy " .. STRICT } })
+            finally(function() d:stop() end)
+            local url = " --url http://127.0.0.1:" .. d.port
+            assert.equals(201, d:push("q", { "1", "2", "3", "4", "5", "6" })
+                .status)
+            assert.equals(201, d:push("q", { "1" }).status)
+            local out, code = helper.run(EPHD .. " policy shadow" .. url)
+            assert.equals(0, code, out)
+            assert.truthy(out:find("shadow plan-tiers-strict v2 from "
+                                   .. STRICT, 1, true), out)
+            assert.matches(": running\n", out)
+            assert.matches("2 requests judged, 1 disagreement\n", out)
+            assert.matches("\nLIVE%s+SHADOW%s+REQUESTS\n", out)
+            assert.matches("\npass%s+%->%s+rate_limited%s+1\n"
+                           .. "pass%s+==%s+pass%s+1\n", out)
+            assert.matches("\n" .. DEFAULT_TENANT:gsub("%-", "%%-")
+                           .. "%s+1\n", out)
+            assert.matches("%d%d:%d%d:%d%d%s+push%s+" .. DEFAULT_TENANT
+                           :gsub("%-", "%%-") .. "%s+pass%s+rate_limited"
+                           .. "%s+rate\n", out)
+            -- --watch re-prints until interrupted.
+            out = helper.run("timeout 1.5 " .. EPHD .. " policy shadow "
+                             .. "--watch --interval 0.2" .. url)
+            local frames = select(2, out:gsub("\27%[H\27%[2J", ""))
+            assert.is_true(frames >= 3, out)
+            -- None, disabled, and what it does not know.
+            d:request("DELETE", SHADOW)
+            out, code = helper.run(EPHD .. " policy shadow" .. url)
+            assert.equals(0, code)
+            assert.matches("no shadow policy is loaded", out)
+            out, code = helper.run(EPHD .. " policy shadow --bogus")
+            assert.equals(2, code)
+            assert.matches("unknown option %-%-bogus", out)
+            out, code = helper.run(EPHD .. " policy shadow --help")
+            assert.equals(0, code)
+            assert.matches("usage: ephd policy shadow", out)
+            out, code = helper.run(EPHD .. " policy shadow "
+                                   .. "--url http://127.0.0.1:1")
+            assert.equals(1, code)
+            assert.truthy(out:find("http://127.0.0.1:1", 1, true))
+        end)
+
+        it("says when and why the shadow was disabled", function()
+            local d = plan_tiers({ args = { "--shadow-policy " .. POLICIES
+                                            .. "breaks-mid-traffic" } })
+            finally(function() d:stop() end)
+            for i = 1, 4 do d:push("q", { tostring(i) }) end
+            local out = helper.run(EPHD .. " policy shadow --url "
+                                   .. "http://127.0.0.1:" .. d.port)
+            assert.matches(": DISABLED\n", out)
+            assert.matches("\ndisabled at [^\n]*: its cost hook failed: "
+                           .. "[^\n]*the candidate broke", out)
+        end)
+    end)
+
     describe("with tenancy headers", function()
         local d
         local OPERATOR = { authorization = "Bearer operator" }

@@ -94,7 +94,7 @@ describe("ephd.verdict", function()
         assert.is_nil(judge:decide(push(FREE, 1), 0))
         assert.equals("rate_limited", (judge:decide(push(FREE, 1), 0)))
         assert.equals(0, rate.size())
-        assert.equals(1, judge.rate:size())
+        assert.equals(1, judge.rate.size())
         -- Two judges of one policy share nothing either.
         assert.is_nil(verdict.new(p, env()):decide(push(FREE, 1), 0))
     end)
