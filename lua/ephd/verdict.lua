@@ -53,7 +53,7 @@ end
 
 -- Calls a hook p defines; raises when it raised or ran out of budget.
 local function call(self, hook, ...)
-    local ok, a, b, c = self.env.call(self.p, hook, ...)
+    local ok, a, b, c = self.call(self.p, hook, ...)
     if not ok then fail(hook, a) end
     return a, b, c
 end
@@ -65,10 +65,8 @@ Judge.__index = Judge
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
+                                call = env.call or plain_call,
                                 taken_tenant = nil, taken = nil }, Judge)
-    if not env.call then
-        env.call = plain_call
-    end
     self.limits = limits.new(function(tenant)
         local t = call(self, "limits", tenant, env.grant(tenant),
                        env.defaults())
