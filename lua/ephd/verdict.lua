@@ -72,7 +72,12 @@ function _M.new(p, env)
                        env.defaults())
         local bad = contract.check.limits(t)
         if bad then fail("limits", bad) end
-        return limits.settle(t, env.defaults().burst)
+        local l = limits.settle(t, env.defaults().burst)
+        -- Made once per tenant: a shadow refusing every request of a
+        -- tenant over its rate would make it for each.
+        l.over_rate = "the tenant is over its rate of " .. l.rate
+                      .. " messages per second"
+        return l
     end)
     return self
 end
@@ -143,8 +148,7 @@ local function within_rate(self, request, tenant, l, now_ms)
         return "the push costs " .. cost .. ", more than the tenant's "
                .. "burst of " .. l.burst .. ": split it"
     elseif not taken then
-        return "the tenant is over its rate of " .. l.rate
-               .. " messages per second"
+        return l.over_rate
     end
     self.taken_tenant, self.taken = tenant, cost
 end
