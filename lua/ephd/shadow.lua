@@ -151,10 +151,17 @@ local function record(s, live, shadow, rung, route, tenant)
     if live == shadow then return end
     s.disagreements = s.disagreements + 1
     if tenant then count_tenant(s.tenants, tenant) end
-    s.samples[s.next_sample] = { at = wall_ms(), route = route,
-                                 tenant = tenant or cjson.null, live = live,
-                                 shadow = shadow, rung = rung }
-    s.next_sample = s.next_sample % _M.SAMPLES + 1
+    -- The ring's tables are made once and written over.
+    local i = s.next_sample
+    local sample = s.samples[i]
+    if not sample then
+        sample = {}
+        s.samples[i] = sample
+    end
+    sample.at, sample.route, sample.tenant = wall_ms(), route,
+                                             tenant or cjson.null
+    sample.live, sample.shadow, sample.rung = live, shadow, rung
+    s.next_sample = i % _M.SAMPLES + 1
 end
 
 -- What the verdict is asked about: the request as the live ladder saw it

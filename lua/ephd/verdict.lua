@@ -53,7 +53,7 @@ end
 
 -- Calls a hook p defines; raises when it raised or ran out of budget.
 local function call(self, hook, ...)
-    local ok, a, b, c = self.env.call(self.p, hook, ...)
+    local ok, a, b, c = self.call(self.p, hook, ...)
     if not ok then fail(hook, a) end
     return a, b, c
 end
@@ -65,16 +65,19 @@ Judge.__index = Judge
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
+                                call = env.call or plain_call,
                                 taken_tenant = nil, taken = nil }, Judge)
-    if not env.call then
-        env.call = plain_call
-    end
     self.limits = limits.new(function(tenant)
         local t = call(self, "limits", tenant, env.grant(tenant),
                        env.defaults())
         local bad = contract.check.limits(t)
         if bad then fail("limits", bad) end
-        return limits.settle(t, env.defaults().burst)
+        local l = limits.settle(t, env.defaults().burst)
+        -- Made once per tenant: a shadow refusing every request of a
+        -- tenant over its rate would make it for each.
+        l.over_rate = "the tenant is over its rate of " .. l.rate
+                      .. " messages per second"
+        return l
     end)
     return self
 end
@@ -145,8 +148,7 @@ local function within_rate(self, request, tenant, l, now_ms)
         return "the push costs " .. cost .. ", more than the tenant's "
                .. "burst of " .. l.burst .. ": split it"
     elseif not taken then
-        return "the tenant is over its rate of " .. l.rate
-               .. " messages per second"
+        return l.over_rate
     end
     self.taken_tenant, self.taken = tenant, cost
 end
