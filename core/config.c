@@ -114,6 +114,9 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_LOG_REFUSALS", "false", 0, 1, K_BOOL,
      AT(lua.log_refusals),
      "log each refused request: tenant, route, status and code"},
+    {"QUEEN_EPHEMERAL_LOG_REQUESTS", "false", 0, 1, K_BOOL,
+     AT(lua.log_requests),
+     "log each request the ladder decided, for `ephd policy replay`"},
     {"QUEEN_EPHEMERAL_METRICS_QUEUES", "0", 0, 1000, K_U64, AT(metrics_queues),
      "/metrics lists the depth of this many deepest queues (0: none)"},
     {"QUEEN_EPHEMERAL_LOG_DEBUG", "false", 0, 1, K_BOOL, AT(log_debug),
@@ -166,7 +169,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: ephd [--listen HOST:PORT] [--policy-dir DIR] "
           "[--database-url URL]\n"
-          "            [--advertise URL]\n\n"
+          "            [--advertise URL] [--shadow-policy DIR]\n\n"
           "flags:\n"
           "  --listen HOST:PORT   address to serve (default 127.0.0.1:6632)\n"
           "  --policy-dir DIR     the operator's Lua policy directory\n"
@@ -176,6 +179,9 @@ static void usage(FILE *out) {
           "  --advertise URL      http://HOST:PORT where a cell's other "
           "brokers reach\n"
           "                       this one (default: the --listen address)\n"
+          "  --shadow-policy DIR  a candidate policy judged beside the live "
+          "one,\n"
+          "                       never answering (docs/policy.md)\n"
           "  --help               this text\n"
           "  --version            the version and FFI ABI\n\n"
           "commands (each takes --help):\n"
@@ -185,7 +191,11 @@ static void usage(FILE *out) {
           "  ack QUEUE ID...      settle popped messages\n"
           "  grant list|set|rm    the tenants' grants, applied at once\n"
           "  policy check DIR     load a policy directory, report, exit\n"
-          "  policy test DIR      run DIR's busted specs with ephd.testing\n\n"
+          "  policy test DIR      run DIR's busted specs with ephd.testing\n"
+          "  policy replay --policy DIR --log FILE  what DIR would have "
+          "answered\n"
+          "                       the requests a broker logged\n"
+          "  policy shadow [--watch]  what the shadow policy would change\n\n"
           "environment (default):\n");
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
     fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,
@@ -348,6 +358,7 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
   }
   parse_listen(s, "127.0.0.1:6632");
   s->policy_dir = default_policy_dir;
+  s->shadow_dir = NULL;
   s->lua_dir = default_lua_dir;
   s->database_url = getenv("DATABASE_URL");
   for (int i = 1; i < argc; i++) {
@@ -364,9 +375,9 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
     const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
     const char *flags[] = {"--listen", "--policy-dir", "--database-url",
-                           "--advertise"};
+                           "--advertise", "--shadow-policy"};
     int which = -1;
-    for (int f = 0; f < 4; f++)
+    for (int f = 0; f < 5; f++)
       if (strlen(flags[f]) == name_len && strncmp(a, flags[f], name_len) == 0)
         which = f;
     if (which < 0) {
@@ -384,6 +395,7 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     }
     if (which == 1) s->policy_dir = value;
     if (which == 2) s->database_url = value;
+    if (which == 4) s->shadow_dir = value;
     if (which == 3) {
       if (!advertise_usable(value)) {
         fprintf(stderr,
@@ -407,6 +419,8 @@ void ephd_config_log(const ephd_settings_t *s) {
   ephd_log("info", "setting", "name", "listen", "value", v, NULL);
   ephd_log("info", "setting", "name", "policy_dir", "value", s->policy_dir,
            NULL);
+  ephd_log("info", "setting", "name", "shadow_policy", "value",
+           s->shadow_dir ? s->shadow_dir : "none", NULL);
   ephd_log("info", "setting", "name", "lua_path", "value", s->lua_dir, NULL);
   /* The URL may carry a password: say only whether there is one. */
   ephd_log("info", "setting", "name", "database", "value",

@@ -15,6 +15,8 @@ typedef struct {
   char listen_host[256];
   int listen_port;
   const char *policy_dir;
+  /* A candidate policy judged beside the live one from boot; NULL: none. */
+  const char *shadow_dir;
   const char *lua_dir;
   const char *database_url;
   uint64_t max_body_bytes;

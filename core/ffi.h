@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 22 };
+enum { EPHD_FFI_ABI_VERSION = 23 };
 
 enum {
   EPHD_OK = 0,
@@ -102,7 +102,8 @@ typedef struct {
   uint64_t tenant_max_queues;
   /* EPHD_ALLOWED_ORIGINS: "" (none), "*", or origins joined by commas */
   const char *allowed_origins;
-  int log_refusals; /* a log line per refused request (ephd.ladder) */
+  int log_refusals; /* a log line per refused request (ephd.requestlog) */
+  int log_requests; /* a log line per request the ladder decided (same) */
 } ephd_config_t;
 
 /* A tenant's allowances, decided by policy; 0 is no limit. */
@@ -364,6 +365,22 @@ void ephd_ffi_log_fields(const char *level, const char *event,
 /* Re-reads the policy directories off the loop and swaps the policy in if
  * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
 int ephd_ffi_policy_reload(const ephd_request_t *req);
+/* Reads the candidate policy in dir (an absolute path, len bytes) off the
+ * loop as a reload reads, and hands it to ephd.dispatch.shadow to judge
+ * beside the live policy (ephd.shadow); req (held, EPHD_HELD) is answered
+ * with the outcome. EPHD_E_UNAVAILABLE, req unanswered, while another load
+ * or reload runs. */
+int ephd_ffi_policy_shadow(const ephd_request_t *req, const char *dir,
+                           size_t len);
+/* The shadow is gone (removed, or promoted: see below): its directory is no
+ * longer the budget's to watch. EPHD_OK. */
+int ephd_ffi_policy_shadow_drop(void);
+/* The shadow's directory becomes the live policy's, which a later reload
+ * (SIGHUP, POST /api/v1/system/policy/reload) reads: EPHD_OK, or
+ * EPHD_E_NOT_FOUND when no shadow is loaded, EPHD_E_UNAVAILABLE while a
+ * load or reload runs (it would apply after, over the promotion). Lua swaps
+ * the policy in only on EPHD_OK. */
+int ephd_ffi_policy_promote(void);
 
 /* Routes: lua/ephd/routes.lua is the table; its rows are given to the
  * matcher once, route i + 1 being rows[i]. path is exact, or holds one
@@ -372,7 +389,7 @@ int ephd_ffi_policy_reload(const ephd_request_t *req);
  * head: this GET route answers HEAD too. Returns EPHD_OK, or
  * EPHD_E_BAD_REQUEST for a table the matcher cannot take (the one in force
  * stays). */
-enum { EPHD_ROUTES_MAX = 23 };
+enum { EPHD_ROUTES_MAX = 32 };
 typedef struct {
   const char *method;
   const char *path;

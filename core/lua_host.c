@@ -24,8 +24,9 @@ static lua_State *L;
 static uv_loop_t *loop;
 static int traceback_ref = LUA_NOREF;
 static int dispatch_ref = LUA_NOREF;
-/* ephd.dispatch.dispatch itself: fetched once, not by name per request. */
-static int dispatch_fn_ref = LUA_NOREF;
+/* ephd.dispatch.dispatch itself: fetched once, not by name per request;
+ * and its observe, called after it while a shadow is loaded. */
+static int dispatch_fn_ref = LUA_NOREF, observe_fn_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
 static const ephd_request_t *current;
@@ -189,6 +190,8 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
   }
   lua_getfield(l, -1, "dispatch");
   dispatch_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
+  lua_getfield(l, -1, "observe");
+  observe_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   dispatch_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   /* After the broker's modules took the built-in matcher as locals: what
    * policy code reaches (its sandbox copies and string methods) is the
@@ -215,9 +218,12 @@ static void on_meter(uv_timer_t *t) {
   call_simple("meter");
 }
 
+static int load_shadow_at_boot(const char *sdir, char *err, size_t errlen);
+
 int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
-                        const char *ddir, uint64_t meter_ms, uint64_t budget_ms,
-                        uint64_t max_bytes, char *err, size_t errlen) {
+                        const char *sdir, const char *ddir, uint64_t meter_ms,
+                        uint64_t budget_ms, uint64_t max_bytes, char *err,
+                        size_t errlen) {
   loop = lp;
   L = new_state(lua_path, err, errlen);
   if (L == NULL) return -1;
@@ -239,8 +245,19 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
                      name, sizeof(name), &version);
   dir_free(&pfiles);
   dir_free(&dfiles);
-  if (rc != 0) {
-    snprintf(err, errlen, "policy %s: %s", pdir, why);
+  const char *refused = rc != 0 ? pdir : NULL;
+  if (rc == 0) {
+    char v[32];
+    snprintf(v, sizeof(v), "%g", version);
+    ephd_log("info", "policy_loaded", "name", name, "version", v, "dir", pdir,
+             NULL);
+    /* A candidate named at boot must load, as the live policy must. */
+    if (sdir && load_shadow_at_boot(sdir, why, sizeof(why)) != 0)
+      refused = sdir;
+  }
+  if (refused) {
+    snprintf(err, errlen, "%spolicy %s: %s", refused == sdir ? "shadow " : "",
+             refused, why);
     /* The state's memory is the allocator's: give it back, or a boot that
      * fails would leak it. */
     ephd_watchdog_stop();
@@ -251,23 +268,36 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
     policy_dir = default_dir = NULL;
     return -1;
   }
-  char v[32];
-  snprintf(v, sizeof(v), "%g", version);
-  ephd_log("info", "policy_loaded", "name", name, "version", v, "dir", pdir,
-           NULL);
   uv_timer_init(loop, &meter_timer);
   uv_timer_start(&meter_timer, on_meter, meter_ms, meter_ms);
   uv_unref((uv_handle_t *)&meter_timer);
   return 0;
 }
 
+/* The shadow's directory while one is loaded (the budget watches its code
+ * too); a promotion makes it policy_dir. */
+static char *shadow_dir;
+
+/* Calls a function of ephd.dispatch about the request in `current`;
+ * returns lua_pcall's status with the error on the stack, under the
+ * traceback handler. */
+static int call_about(int fn_ref) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, fn_ref);
+  return lua_pcall(L, 0, 0, -2);
+}
+
 void ephd_lua_host_dispatch(ephd_request_t *req) {
   /* Lua's ctx.op: this request's own, until it is answered. */
   ephd_op_attach(req);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_fn_ref);
   current = req;
-  int rc = lua_pcall(L, 0, 0, -2);
+  int rc = call_about(dispatch_fn_ref);
+  /* A shadow judges the request once the live answer is written, in a call
+   * of its own: the live path's trace is the same with or without one. */
+  if (rc == 0 && shadow_dir) {
+    lua_pop(L, 1);
+    rc = call_about(observe_fn_ref);
+  }
   current = NULL;
   if (rc != 0) {
     /* A Lua fault is the cell's problem, not the client's: the HTTP layer
@@ -309,37 +339,68 @@ void ephd_lua_host_refund(const char *tenant, size_t tenant_len,
   lua_pop(L, 1);
 }
 
-/* --- reload --------------------------------------------------------------*/
+/* --- loading off the loop: a reload, or a shadow ----------------------
+ * Both read a directory and the default on a worker thread, then hand the
+ * files to ephd.dispatch on the loop, which swaps in what loads. One runs
+ * at a time. */
+
+/* What a load is for: ephd.dispatch's function that takes the files, the
+ * log events, and what the held request is told. */
+typedef struct {
+  const char *fn;
+  const char *loaded, *refused, *kept; /* events, and what stays if refused */
+  const char *answered;                /* the answer's first field */
+} load_kind_t;
+
+static const load_kind_t RELOAD = {
+    .fn = "reload",
+    .loaded = "policy_reloaded",
+    .refused = "policy_reload_refused",
+    .kept = "the policy did not load, the previous one stays",
+    .answered = "reloaded",
+};
+static const load_kind_t SHADOW = {
+    .fn = "shadow",
+    .loaded = "policy_shadow_loaded",
+    .refused = "policy_shadow_refused",
+    .kept =
+        "the candidate policy did not load, the shadow in place (if any) "
+        "stays",
+    .answered = "shadowed",
+};
 
 typedef struct {
   uv_work_t work;
+  const load_kind_t *kind;
   /* The admin request held for the outcome; NULL for SIGHUP, or once its
    * client left. */
   ephd_deferred_t *held;
+  char *dir; /* what is read: a copy, whatever happens to policy_dir */
   dir_t policy, fallback;
-} reload_t;
+} load_t;
 
-static reload_t *reloading;
+static load_t *loading;
 
-static void reload_work(uv_work_t *w) {
-  reload_t *r = w->data;
-  read_dir(policy_dir, &r->policy);
+static void load_work(uv_work_t *w) {
+  load_t *r = w->data;
+  read_dir(r->dir, &r->policy);
   read_dir(default_dir, &r->fallback);
 }
 
-static void answer_reload(ephd_conn_t *c, int ok, const char *name,
-                          double version, const char *why) {
+static void answer_load(ephd_conn_t *c, const load_kind_t *kind, int ok,
+                        const char *name, double version, const char *why) {
   if (!ok) {
     char msg[600];
-    snprintf(msg, sizeof(msg),
-             "the policy did not load, the previous one stays: %s", why);
+    snprintf(msg, sizeof(msg), "%s: %s", kind->kept, why);
     ephd_http_refuse(c, EPHD_CODE_EPHEMERAL_BAD_REQUEST, msg);
     return;
   }
   char v[32];
   snprintf(v, sizeof(v), "%g", version);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
-  ephd_buf_appends(out, "{\"reloaded\":true,\"policy\":{\"name\":");
+  ephd_buf_appends(out, "{\"");
+  ephd_buf_appends(out, kind->answered);
+  ephd_buf_appends(out, "\":true,\"policy\":{\"name\":");
   ephd_json_write_string(out, name, strlen(name));
   ephd_buf_appends(out, ",\"version\":");
   ephd_buf_appends(out, v);
@@ -347,57 +408,126 @@ static void answer_reload(ephd_conn_t *c, int ok, const char *name,
   ephd_http_end(c);
 }
 
-static void after_reload(uv_work_t *w, int status) {
-  reload_t *r = w->data;
-  reloading = NULL;
+/* Loads r's files with its kind's function. A shadow's code is watched by
+ * the budget from its top level on; refused, the watch goes back to the
+ * shadow in place. */
+static int apply_load(const load_t *r, char *why, size_t whylen, char *name,
+                      size_t namelen, double *version) {
+  int shadow = r->kind == &SHADOW;
+  if (shadow) ephd_watchdog_guard(EPHD_GUARD_SHADOW, r->dir);
+  int rc = call_load(L, r->kind->fn, r->dir, &r->policy, default_dir,
+                     &r->fallback, why, whylen, name, namelen, version);
+  if (shadow && rc == 0) {
+    free(shadow_dir);
+    shadow_dir = strdup(r->dir);
+  } else if (shadow) {
+    ephd_watchdog_guard(EPHD_GUARD_SHADOW, shadow_dir);
+  }
+  return rc;
+}
+
+static void after_load(uv_work_t *w, int status) {
+  load_t *r = w->data;
+  loading = NULL;
   char name[128] = "", why[400] = "";
   double version = 0;
-  int rc = status == 0 ? call_load(L, "reload", policy_dir, &r->policy,
-                                   default_dir, &r->fallback, why, sizeof(why),
-                                   name, sizeof(name), &version)
-                       : -1;
+  int rc = status == 0
+               ? apply_load(r, why, sizeof(why), name, sizeof(name), &version)
+               : -1;
   if (status != 0) snprintf(why, sizeof(why), "%s", uv_strerror(status));
   char v[32];
   snprintf(v, sizeof(v), "%g", version);
   if (rc == 0)
-    ephd_log("info", "policy_reloaded", "name", name, "version", v, NULL);
+    ephd_log("info", r->kind->loaded, "name", name, "version", v, "dir", r->dir,
+             NULL);
   else
-    ephd_log("warn", "policy_reload_refused", "reason", why, "msg",
-             "keeping the old policy", NULL);
+    ephd_log("warn", r->kind->refused, "reason", why, "dir", r->dir, "msg",
+             r->kind->kept, NULL);
   if (r->held)
-    answer_reload(ephd_deferred_conn(r->held), rc == 0, name, version, why);
+    answer_load(ephd_deferred_conn(r->held), r->kind, rc == 0, name, version,
+                why);
   dir_free(&r->policy);
   dir_free(&r->fallback);
+  free(r->dir);
   free(r);
 }
 
-static void on_reloader_left(void *data) {
-  reload_t *r = data;
+static void on_loader_left(void *data) {
+  load_t *r = data;
   r->held = NULL;
 }
 
-/* The reload runs on whatever happens to its requester; at the broker's
+/* The load runs on whatever happens to its requester; at the broker's
  * stop the request is cut off. */
-static const ephd_deferred_ops_t RELOAD_HELD = {.cancel = on_reloader_left};
+static const ephd_deferred_ops_t LOAD_HELD = {.cancel = on_loader_left};
 
-static int start_reload(const ephd_request_t *req) {
-  if (reloading) return -1;
-  reload_t *r = calloc(1, sizeof(*r));
+static int start_load(const load_kind_t *kind, const ephd_request_t *req,
+                      const char *dir, size_t dir_len) {
+  if (loading) return -1;
+  load_t *r = calloc(1, sizeof(*r));
   if (r == NULL) abort();
   r->work.data = r;
-  if (req) r->held = ephd_http_defer(req, &RELOAD_HELD, r);
-  reloading = r;
-  uv_queue_work(loop, &r->work, reload_work, after_reload);
+  r->kind = kind;
+  r->dir = strndup(dir, dir_len);
+  if (r->dir == NULL) abort();
+  if (req) r->held = ephd_http_defer(req, &LOAD_HELD, r);
+  loading = r;
+  uv_queue_work(loop, &r->work, load_work, after_load);
   return 0;
 }
 
 int ephd_ffi_policy_reload(const ephd_request_t *req) {
-  if (start_reload(req) != 0) return EPHD_E_UNAVAILABLE;
+  if (start_load(&RELOAD, req, policy_dir, strlen(policy_dir)) != 0)
+    return EPHD_E_UNAVAILABLE;
   return EPHD_HELD;
 }
 
 void ephd_lua_host_reload(void) {
-  if (start_reload(NULL) != 0) ephd_log("warn", "policy_reload_busy", NULL);
+  if (start_load(&RELOAD, NULL, policy_dir, strlen(policy_dir)) != 0)
+    ephd_log("warn", "policy_reload_busy", NULL);
+}
+
+int ephd_ffi_policy_shadow(const ephd_request_t *req, const char *dir,
+                           size_t len) {
+  if (start_load(&SHADOW, req, dir, len) != 0) return EPHD_E_UNAVAILABLE;
+  return EPHD_HELD;
+}
+
+int ephd_ffi_policy_shadow_drop(void) {
+  ephd_watchdog_guard(EPHD_GUARD_SHADOW, NULL);
+  free(shadow_dir);
+  shadow_dir = NULL;
+  return EPHD_OK;
+}
+
+int ephd_ffi_policy_promote(void) {
+  if (shadow_dir == NULL) return EPHD_E_NOT_FOUND;
+  if (loading) return EPHD_E_UNAVAILABLE;
+  free(policy_dir);
+  policy_dir = shadow_dir;
+  shadow_dir = NULL;
+  ephd_watchdog_guard(EPHD_GUARD_LIVE, policy_dir);
+  ephd_watchdog_guard(EPHD_GUARD_SHADOW, NULL);
+  return EPHD_OK;
+}
+
+/* --shadow-policy: read and loaded on the loop, before any request. */
+static int load_shadow_at_boot(const char *sdir, char *err, size_t errlen) {
+  load_t r = {.kind = &SHADOW, .dir = (char *)sdir};
+  read_dir(sdir, &r.policy);
+  read_dir(default_dir, &r.fallback);
+  char name[128];
+  double version;
+  int rc = apply_load(&r, err, errlen, name, sizeof(name), &version);
+  dir_free(&r.policy);
+  dir_free(&r.fallback);
+  if (rc == 0) {
+    char v[32];
+    snprintf(v, sizeof(v), "%g", version);
+    ephd_log("info", SHADOW.loaded, "name", name, "version", v, "dir", sdir,
+             NULL);
+  }
+  return rc;
 }
 
 void ephd_lua_host_collect(void) { lua_gc(L, LUA_GCCOLLECT, 0); }
@@ -409,7 +539,8 @@ void ephd_lua_host_close(void) {
   if (policy_dir) uv_close((uv_handle_t *)&meter_timer, NULL);
   free(policy_dir);
   free(default_dir);
-  policy_dir = default_dir = NULL;
+  free(shadow_dir);
+  policy_dir = default_dir = shadow_dir = NULL;
 }
 
 int ephd_lua_host_check(const char *lua_path, const char *dir, const char *ddir,

@@ -1,7 +1,7 @@
 /* The embedded LuaJIT state: loads lua/ephd and the policy directories,
  * makes exactly one call into Lua per request (dispatch), and the few
  * control-plane calls: declarations and grants loaded, policy reloaded
- * (files read off the loop), metering ticks. */
+ * or shadowed (files read off the loop), metering ticks. */
 #ifndef EPHD_LUA_HOST_H
 #define EPHD_LUA_HOST_H
 
@@ -14,11 +14,14 @@
 /* lua_path is a ';'-separated package.path prefix where ephd.* lives.
  * Hooks the operator's policy_dir does not define come from default_dir. */
 /* budget_ms bounds each call into policy code, max_bytes (0: none) the Lua
- * state while policy code runs. */
+ * state while policy code runs. shadow_dir (NULL: none) is a candidate
+ * judged beside the live policy (ephd.shadow); one that does not load
+ * refuses the boot, as a policy_dir that does not. */
 int ephd_lua_host_start(uv_loop_t *loop, const char *lua_path,
-                        const char *policy_dir, const char *default_dir,
-                        uint64_t meter_ms, uint64_t budget_ms,
-                        uint64_t max_bytes, char *err, size_t errlen);
+                        const char *policy_dir, const char *shadow_dir,
+                        const char *default_dir, uint64_t meter_ms,
+                        uint64_t budget_ms, uint64_t max_bytes, char *err,
+                        size_t errlen);
 void ephd_lua_host_dispatch(ephd_request_t *req);
 void ephd_lua_host_apply_declarations(void);
 void ephd_lua_host_apply_grants(void);

@@ -129,13 +129,17 @@ int main(int argc, char **argv) {
    * `policy check` is ephd.cli's, which knows them and refuses the rest. */
   if (argc >= 2 && argv[1][0] != '-' &&
       (strcmp(argv[1], "policy") != 0 ||
-       (argc >= 3 && strcmp(argv[2], "test") == 0)))
+       (argc >= 3 &&
+        (strcmp(argv[2], "test") == 0 || strcmp(argv[2], "replay") == 0 ||
+         strcmp(argv[2], "shadow") == 0))))
     return ephd_lua_host_cli(lua_path, argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "policy") == 0) {
     if (argc != 4 || strcmp(argv[2], "check") != 0) {
       fprintf(stderr,
               "usage: ephd policy check DIR\n"
-              "       ephd policy test DIR [BUSTED ARGS...]\n");
+              "       ephd policy test DIR [BUSTED ARGS...]\n"
+              "       ephd policy replay --policy DIR --log FILE\n"
+              "       ephd policy shadow [--url URL] [--watch]\n");
       return argc == 3 && strcmp(argv[2], "--help") == 0 ? 0 : 2;
     }
     /* The broker's Lua reads its settings as it loads: the knobs hold. */
@@ -168,8 +172,8 @@ int main(int argc, char **argv) {
   ephd_metrics_init(&engine, (uint32_t)s.metrics_queues);
 
   char err[512];
-  if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, policy_dir,
-                          s.meter_s * 1000, s.policy_budget_ms,
+  if (ephd_lua_host_start(loop, s.lua_dir, s.policy_dir, s.shadow_dir,
+                          policy_dir, s.meter_s * 1000, s.policy_budget_ms,
                           s.policy_max_bytes, err, sizeof(err)) != 0) {
     ephd_log("error", "boot_failed", "reason", err, NULL);
     return 2;

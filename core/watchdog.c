@@ -17,9 +17,10 @@
 
 static lua_State *state;
 static uint64_t budget_ns;
-/* Chunk names of the operator's policy code start with this ("@DIR/"). */
-static char guarded[4096];
-static size_t guarded_len;
+/* Chunk names of the operator's policy code start with one of these
+ * ("@DIR/"): the live policy's directory, and a shadow's. */
+static char guarded[EPHD_GUARD_SLOTS][4096];
+static size_t guarded_len[EPHD_GUARD_SLOTS];
 /* Set by the signal handler, cleared when policy code is left; the loop
  * thread is the only one to touch it. */
 static volatile sig_atomic_t hooked;
@@ -112,9 +113,10 @@ uint64_t ephd_watchdog_interrupts(void) { return atomic_load(&interrupts); }
  * own code on the way out (the guarded call in ephd.hooks) is let run. */
 static void overrun(lua_State *L, lua_Debug *ar) {
   if (!ephd_policy_running()) return;
-  if (lua_getinfo(L, "S", ar) && guarded_len &&
-      strncmp(ar->source, guarded, guarded_len) == 0)
-    luaL_error(L, "the policy hook ran past its time budget");
+  if (!lua_getinfo(L, "S", ar)) return;
+  for (int i = 0; i < EPHD_GUARD_SLOTS; i++)
+    if (guarded_len[i] && strncmp(ar->source, guarded[i], guarded_len[i]) == 0)
+      luaL_error(L, "the policy hook ran past its time budget");
 }
 
 /* On the loop thread, asynchronously: setting a hook is what lua_sethook is
@@ -166,8 +168,7 @@ int ephd_watchdog_start(lua_State *L, uint64_t budget_ms, uint64_t max_mem,
   budget_ns = budget_ms * 1000000;
   max_bytes = (int64_t)max_mem;
   lj_alloc = lua_getallocf(L, &lj_alloc_ud);
-  int n = snprintf(guarded, sizeof(guarded), "@%s/", policy_dir);
-  guarded_len = n > 0 && (size_t)n < sizeof(guarded) ? (size_t)n : 0;
+  ephd_watchdog_guard(EPHD_GUARD_LIVE, policy_dir);
   loop_thread = pthread_self();
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
@@ -184,6 +185,12 @@ int ephd_watchdog_start(lua_State *L, uint64_t budget_ms, uint64_t max_mem,
   int rc = pthread_create(&thread, NULL, watch, NULL);
   pthread_sigmask(SIG_UNBLOCK, &block, NULL);
   return rc == 0 ? 0 : -1;
+}
+
+void ephd_watchdog_guard(ephd_guard_slot_t slot, const char *dir) {
+  int n = dir ? snprintf(guarded[slot], sizeof(guarded[slot]), "@%s/", dir) : 0;
+  guarded_len[slot] =
+      n > 0 && (size_t)n < sizeof(guarded[slot]) ? (size_t)n : 0;
 }
 
 void ephd_watchdog_stop(void) {

@@ -14,6 +14,14 @@
 #include <lua.h>
 #include <stdint.h>
 
+/* Whose code the interrupt raises in: the live policy's directory and a
+ * shadow policy's (ephd.shadow), each judged under the same budget. */
+typedef enum {
+  EPHD_GUARD_LIVE,
+  EPHD_GUARD_SHADOW,
+  EPHD_GUARD_SLOTS
+} ephd_guard_slot_t;
+
 /* policy_dir: the operator's directory, whose code (chunks named
  * "@policy_dir/...") the interrupt keeps raising in until it is left.
  * max_mem: the most bytes the state may hold while policy code runs (0:
@@ -24,6 +32,9 @@ int ephd_watchdog_start(lua_State *L, uint64_t budget_ms, uint64_t max_mem,
  * past its budget (for C the policy calls, such as its pattern matcher, which
  * no debug hook reaches). */
 int ephd_policy_running(void);
+/* Sets (NULL: clears) the directory of a slot: at a shadow's load, its
+ * removal and a promotion (the shadow's directory becomes the live one). */
+void ephd_watchdog_guard(ephd_guard_slot_t slot, const char *dir);
 int ephd_policy_overran(void);
 void ephd_watchdog_stop(void);
 uint64_t ephd_watchdog_interrupts(void);

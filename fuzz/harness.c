@@ -67,7 +67,7 @@ void ephd_fuzz_boot(void) {
   ephd_commands_init(&engine);
   ephd_metrics_init(&engine, 0);
   char err[512];
-  if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir,
+  if (ephd_lua_host_start(loop, settings.lua_dir, settings.policy_dir, NULL,
                           settings.policy_dir, 60000, 100,
                           settings.policy_max_bytes, err, sizeof(err)) != 0) {
     fprintf(stderr, "fuzz: %s\n", err);

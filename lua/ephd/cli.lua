@@ -1,8 +1,11 @@
 -- The commands of `ephd` that are not the broker: `ephd status` (the
 -- tenant's queues as a table, once or like top), `ephd push`, `pop` and
 -- `ack` (the verbs from a shell, for people used to redis-cli or nats),
--- `ephd grant set/list/rm` (the tenants' grants), and `ephd policy test` (a policy directory's busted specs with
--- ephd.testing on the path). `ephd policy check` stays in C: it loads
+-- `ephd grant set/list/rm` (the tenants' grants), `ephd policy test` (a
+-- policy directory's busted specs with ephd.testing on the path), `ephd
+-- policy shadow` (what a shadow policy would change) and `ephd policy
+-- replay` (a policy asked about a broker's logged requests, ephd.replay).
+-- `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
 local socket = require("socket")
@@ -86,6 +89,38 @@ prints one line per grant and whether a tenant without one is refused
 refuses the tenant (403 feature_gated); --max-bytes, --max-queues and
 --rate (messages per second) bound it, and a limit left out is the
 broker's default. rm removes it. --json prints the broker's answer.
+]] .. CONNECTION_USAGE,
+    policy_replay = [[
+usage: ephd policy replay --policy DIR --log FILE [--grants FILE]
+                          [--first N] [--top N]
+
+Asks the policy in DIR about traffic a broker logged, with no broker and
+no database: FILE is the broker's log (stderr) with
+QUEEN_EPHEMERAL_LOG_REQUESTS=true, whose `request` lines are replayed in
+order and every other line skipped but the boot block's settings (the
+knobs a policy sees). Each request runs through DIR's hooks (paused,
+authenticate, limits, cost) with its logged time as the clock, so rate
+buckets refill as they did. Prints what DIR would have answered
+differently: counts by live code -> replayed code, the --top tenants (10)
+and the first --first differences (20), after what a log cannot replay.
+--grants FILE: the grants in force, as `ephd grant list --json` prints
+them (none without it). Exits 0 whatever differs; 1 when DIR does not
+load or one of its hooks fails, 2 when FILE cannot be read.
+]],
+    policy_shadow = [[
+usage: ephd policy shadow [--url URL] [--token TOKEN] [--watch]
+                          [--interval SECONDS]
+
+Prints what the shadow policy (a candidate judged beside the live one:
+POST /api/v1/system/policy/shadow, or --shadow-policy) would have
+answered differently: requests judged and disagreements; a table of the
+live policy's outcome against the shadow's (pass or a code), with
+agreements (==) below disagreements (->); the tenants with the most
+disagreements; and the last disagreeing requests (time, route, tenant,
+the two outcomes, the rung that decided). From GET
+/api/v1/system/policy/shadow, which needs admin. --watch re-prints every
+--interval seconds (2 by default) until interrupted. Exits 1 when the
+broker does not answer, naming its URL.
 ]] .. CONNECTION_USAGE,
     policy_test = [[
 usage: ephd policy test DIR [BUSTED ARGS...]
@@ -562,6 +597,24 @@ end
 
 -- ephd grant ---------------------------------------------------------------
 
+-- Rows of cells (strings) as columns two spaces apart, each as wide as
+-- its widest cell.
+local function write_columns(out, rows)
+    local widths = {}
+    for _, row in ipairs(rows) do
+        for i, cell in ipairs(row) do
+            widths[i] = math.max(widths[i] or 0, #cell)
+        end
+    end
+    for _, row in ipairs(rows) do
+        local cells = {}
+        for i, cell in ipairs(row) do
+            cells[i] = cell .. rep(" ", widths[i] - #cell)
+        end
+        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
+    end
+end
+
 local function limit_cell(v)
     return v and tostring(v) or "default"
 end
@@ -586,19 +639,7 @@ local function grant_list(c, opts, out)
                             limit_cell(g.maxBytes), limit_cell(g.maxQueues),
                             limit_cell(g.maxMsgsPerSec) }
     end
-    local widths = {}
-    for _, row in ipairs(rows) do
-        for i, cell in ipairs(row) do
-            widths[i] = math.max(widths[i] or 0, #cell)
-        end
-    end
-    for _, row in ipairs(rows) do
-        local cells = {}
-        for i, cell in ipairs(row) do
-            cells[i] = cell .. rep(" ", widths[i] - #cell)
-        end
-        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
-    end
+    write_columns(out, rows)
     if #r.grants == 0 then out:write("(no grants)\n") end
     out:write(format("%d grant%s; a tenant without one is %s\n", r.count,
                      r.count == 1 and "" or "s",
@@ -689,6 +730,182 @@ function _M.policy_test(args, out, lua_path)
     return 1
 end
 
+-- ephd policy replay ------------------------------------------------------
+
+local function read_grants(path)
+    local f, err = io.open(path, "rb")
+    if not f then return nil, err end
+    local text = f:read("*a")
+    f:close()
+    local doc = cjson.decode(text)
+    if type(doc) ~= "table" or type(doc.grants) ~= "table" then
+        return nil, path .. " is not `ephd grant list --json`'s answer"
+    end
+    local rows = {}
+    for _, g in ipairs(doc.grants) do
+        local function column(v) return v ~= cjson.null and v or nil end
+        if type(g) == "table" and type(g.tenant) == "string" then
+            rows[g.tenant:lower()] = require("ephd.contract").grant(
+                g.enabled ~= false, column(g.maxBytes), column(g.maxQueues),
+                column(g.maxMsgsPerSec))
+        end
+    end
+    local require_grant = doc.requireGrant
+    if type(require_grant) ~= "boolean" then require_grant = nil end
+    return rows, require_grant
+end
+
+function _M.policy_replay(args, out)
+    local opts, rest = parse(args, 3, {
+        ["--policy"] = "value", ["--log"] = "value", ["--grants"] = "value",
+        ["--first"] = "value", ["--top"] = "value",
+    })
+    if not opts then
+        io.stderr:write("ephd policy replay: ", rest, "\n")
+        return usage("policy_replay")
+    end
+    if opts.help then return usage("policy_replay", out) end
+    local first, top = positive_integer(opts.first or "20"),
+                       positive_integer(opts.top or "10")
+    if #rest > 0 or not opts.policy or not opts.log or not first or not top then
+        return usage("policy_replay")
+    end
+    local testing = require("ephd.testing")
+    local policy = require("ephd.policy")
+    local replay = require("ephd.replay")
+    local grants, require_grant = {}, nil
+    if opts.grants then
+        grants, require_grant = read_grants(opts.grants)
+        if not grants then
+            io.stderr:write("ephd policy replay: ", require_grant, "\n")
+            return 2
+        end
+    end
+    local log, err = io.open(opts.log, "rb")
+    if not log then
+        io.stderr:write("ephd policy replay: ", err, "\n")
+        return 2
+    end
+    -- Loaded as the broker loads one: the same sandbox over the default
+    -- policy; its ephd.now() is the replayed request's time.
+    local r
+    local default_dir = testing.default_dir()
+    local p, why = policy.load(opts.policy, testing.read(opts.policy),
+                               default_dir, testing.read(default_dir), {
+        now = function() return r and r:now() or 0 end,
+        counters = function() return nil end,
+    })
+    if not p then
+        log:close()
+        io.stderr:write("ephd policy replay: ", opts.policy, ": ",
+                        tostring(why), "\n")
+        return 1
+    end
+    r = replay.new(p, { grants = grants, require_grant = require_grant,
+                        first = first })
+    local n, failed = 0, nil
+    for text in log:lines() do
+        n = n + 1
+        local ok, e = pcall(r.line, r, text)
+        if not ok then
+            local hook, message = require("ephd.verdict").failure(e)
+            failed = format("%s's %s hook failed at line %d of %s: %s; "
+                            .. "replayed up to there", p.name,
+                            hook or "?", n, opts.log, message)
+            break
+        end
+    end
+    log:close()
+    r:report(out, format("ephd policy replay: %s (%s v%s) against %s",
+                         opts.policy, p.name, tostring(p.version),
+                         opts.log), top)
+    if failed then
+        io.stderr:write("ephd policy replay: ", failed, "\n")
+        return 1
+    end
+    return 0
+end
+
+-- ephd policy shadow ------------------------------------------------------
+
+local function since(ms)
+    return os.date("%Y-%m-%d %H:%M:%S", floor(ms / 1000))
+end
+
+-- The shadow's report (GET /api/v1/system/policy/shadow) as lines.
+function _M.render_shadow(s, out)
+    if not s then
+        out:write("no shadow policy is loaded\n")
+        return
+    end
+    out:write(format("shadow %s v%s from %s, since %s: %s\n", s.name,
+                     tostring(s.version), s.dir, since(s.since),
+                     s.state == "running" and "running"
+                     or "DISABLED"))
+    if s.disabled then
+        out:write(format("disabled at %s: its %s hook failed: %s\n",
+                         since(s.disabled.at), s.disabled.hook,
+                         s.disabled.error))
+    end
+    out:write(format("%d request%s judged, %d disagreement%s\n\n",
+                     s.decisions, s.decisions == 1 and "" or "s",
+                     s.disagreements, s.disagreements == 1 and "" or "s"))
+    local rows = { { "LIVE", "", "SHADOW", "REQUESTS" } }
+    for _, p in ipairs(s.pairs) do
+        rows[#rows + 1] = { p.live, p.live == p.shadow and "==" or "->",
+                            p.shadow, tostring(p.count) }
+    end
+    if #s.pairs == 0 then rows[#rows + 1] = { "(no requests yet)" } end
+    write_columns(out, rows)
+    if #s.tenants > 0 then
+        out:write("\n")
+        rows = { { "TENANT", "DISAGREEMENTS" } }
+        for _, t in ipairs(s.tenants) do
+            rows[#rows + 1] = { t.tenant, tostring(t.disagreements) }
+        end
+        write_columns(out, rows)
+    end
+    if #s.samples > 0 then
+        out:write("\nlast disagreements, newest first:\n")
+        rows = { { "TIME", "ROUTE", "TENANT", "LIVE", "SHADOW", "RUNG" } }
+        for _, x in ipairs(s.samples) do
+            rows[#rows + 1] = { clock(x.at / 1000), x.route, x.tenant or "-",
+                                x.live, x.shadow, x.rung }
+        end
+        write_columns(out, rows)
+    end
+end
+
+local function shadow_frame(c, out)
+    local r, err = c:request("GET", "/api/v1/system/policy/shadow")
+    if not r then return failure("policy shadow", c, err) end
+    _M.render_shadow(r.shadow, out)
+    return 0
+end
+
+function _M.policy_shadow(args, out)
+    local opts, rest = parse(args, 3, with_connection({
+        ["--interval"] = "value", ["--watch"] = "flag",
+    }))
+    if not opts then
+        io.stderr:write("ephd policy shadow: ", rest, "\n")
+        return usage("policy_shadow")
+    end
+    if opts.help then return usage("policy_shadow", out) end
+    if #rest > 0 then return usage("policy_shadow") end
+    local interval = tonumber(opts.interval or 2)
+    if not interval or interval <= 0 then return usage("policy_shadow") end
+    local c = connect("policy shadow", opts)
+    if not c then return 2 end
+    if not opts.watch then return shadow_frame(c, out) end
+    while true do
+        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
+        shadow_frame(c, out)
+        out:flush()
+        socket.sleep(interval)
+    end
+end
+
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
                    ack = _M.ack, grant = _M.grant }
 
@@ -700,9 +917,15 @@ function _M.main(args, lua_path)
     if args[1] == "policy" and args[2] == "test" then
         return _M.policy_test(args, out, lua_path)
     end
+    if args[1] == "policy" and args[2] == "replay" then
+        return _M.policy_replay(args, out)
+    end
+    if args[1] == "policy" and args[2] == "shadow" then
+        return _M.policy_shadow(args, out)
+    end
     io.stderr:write("ephd: unknown command ", tostring(args[1]),
                     " (status, push, pop, ack, grant, policy check, "
-                    .. "policy test; "
+                    .. "policy test, policy shadow, policy replay; "
                     .. "see ephd --help)\n")
     return 2
 end

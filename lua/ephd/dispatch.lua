@@ -14,7 +14,9 @@ local metering = require("ephd.metering")
 local policy = require("ephd.policy")
 local rate = require("ephd.rate")
 local reply = require("ephd.reply")
+local requestlog = require("ephd.requestlog")
 local router = require("ephd.router")
+local shadow = require("ephd.shadow")
 
 local C = core.C
 local ffi_string = ffi.string
@@ -113,6 +115,7 @@ function _M.apply_grants()
     end
     grants.replace(rows)
     limits.forget()
+    shadow.forget()
 end
 
 -- The metering tick: each tenant's counts since the last tick go to the
@@ -172,10 +175,34 @@ local ctx = {
     family = false, request = false, tenant = false, level = false,
     limits = false, taken = false, pop = false, queue = false,
     partition = false, messages = false, bytes = false, group = false,
-    switch = false, forwarded = false,
+    switch = false, forwarded = false, code = false, rung = false,
 }
 
-reply.context(ctx)
+requestlog.context(ctx)
+
+-- A candidate to judge beside the live policy (ephd.shadow), loaded as a
+-- reload loads: it replaces the shadow in place only if it loads.
+function _M.shadow(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files)
+    if not p then return nil, err end
+    shadow.start(p, dir)
+    -- What the last request left: not for the new shadow to judge.
+    ctx.req, ctx.code, ctx.rung = false, false, false
+    return true, p.name, p.version
+end
+
+-- After dispatch, while a shadow is loaded (C calls it then, and only
+-- then: a call of its own, so the live request's trace stays as short as
+-- without one): the shadow judges the request the ladder decided, if it
+-- did (ctx.req is set for it alone, and cleared here), its answer
+-- written. ctx.code and ctx.rung say what the ladder refused with.
+function _M.observe()
+    local c = ctx
+    if not c.req then return end
+    local s = shadow.current
+    if s then shadow.observe(c, s) end
+    c.req, c.code, c.rung = false, false, false
+end
 
 function _M.dispatch()
     local req = request_slot[0]

@@ -20,11 +20,16 @@ function _M.all()
     return rows
 end
 
+-- Whether a tenant with this grant row (nil: none) may not use the class
+-- at all: the rule for any set of rows (a shadow policy's verdict, replay).
+function _M.gates(row, require_grant)
+    if row then return not row.enabled end
+    return require_grant
+end
+
 -- Whether the tenant may not use the class at all.
 function _M.gated(tenant, require_grant)
-    local g = rows[tenant]
-    if g then return not g.enabled end
-    return require_grant
+    return _M.gates(rows[tenant], require_grant)
 end
 
 return _M

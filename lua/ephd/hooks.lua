@@ -24,21 +24,27 @@ local function failed(name, err)
     end
 end
 
--- Returns true and the hook's results, or false when it raised or ran past
--- its time budget (logged and counted). A hook the policy lacks answers
--- true and nothing.
-function _M.call(name, ...)
-    local active = _M.active
-    local hook = active.hooks[name]
+-- Calls policy p's hook: true and its results, or false and the error when
+-- it raised or ran past its time budget (an operator's hook runs bracketed
+-- by the watchdog's budget). A hook p lacks answers true and nothing. The
+-- one way any policy's hook is called: the live one's below, a shadow's
+-- by ephd.shadow.
+function _M.run(p, name, ...)
+    local hook = p.hooks[name]
     if not hook then return true end
-    local ok, a, b, c
-    if active.guarded[name] then
-        C.ephd_ffi_policy_enter()
-        ok, a, b, c = pcall(hook, ...)
-        C.ephd_ffi_policy_leave()
-    else
-        ok, a, b, c = pcall(hook, ...)
-    end
+    if not p.guarded[name] then return pcall(hook, ...) end
+    C.ephd_ffi_policy_enter()
+    local ok, a, b, c = pcall(hook, ...)
+    C.ephd_ffi_policy_leave()
+    return ok, a, b, c
+end
+
+local run = _M.run
+
+-- The policy in force's hook: true and its results, or false when it
+-- raised or ran past its time budget (logged and counted).
+function _M.call(name, ...)
+    local ok, a, b, c = run(_M.active, name, ...)
     if not ok then
         failed(name, a)
         return false

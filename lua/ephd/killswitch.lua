@@ -10,6 +10,13 @@ function _M.state()
     return state
 end
 
+-- What a paused surface answers with, or nil while it is not paused.
+function _M.paused_reason()
+    if state.paused then
+        return state.reason or "the ephemeral surface is paused"
+    end
+end
+
 function _M.set(paused, retry_after, reason, now)
     state = {
         paused = paused,

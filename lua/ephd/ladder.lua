@@ -15,6 +15,7 @@ local killswitch = require("ephd.killswitch")
 local limits = require("ephd.limits")
 local rate = require("ephd.rate")
 local reply = require("ephd.reply")
+local requestlog = require("ephd.requestlog")
 local tenancy = require("ephd.tenancy")
 
 local C = core.C
@@ -53,7 +54,7 @@ local function paused(ctx)
     if not ctx.family then return end
     local s = killswitch.state()
     if s.paused then
-        return s.reason or "the ephemeral surface is paused",
+        return killswitch.paused_reason(),
                retry_after(s.retry_after or tonumber(config.retry_after_s))
     end
     if not hooks.defines("paused") then return end
@@ -137,13 +138,15 @@ local function authenticated(ctx)
             tenant, level = who.tenant:lower(), who.level
         end
     end
+    -- Established before the level is checked, so a refusal for the
+    -- level names who was refused (ephd.requestlog).
+    ctx.tenant = tenant
+    ctx.level = level
     local route = ctx.route
     if not access.allows(level, route.level) then
         return route.name .. " needs " .. route.level
                .. " access, this credential has " .. level, nil, "forbidden"
     end
-    ctx.tenant = tenant
-    ctx.level = level
 end
 
 local function granted(ctx)
@@ -194,11 +197,11 @@ local function within_rate(ctx)
 end
 
 _M.ORDER = {
-    { code = "ephemeral_disabled", check = paused },
-    { code = "unauthorized", check = authenticated },
-    { code = "feature_gated", check = granted },
-    { code = "ephemeral_bad_request", check = shaped },
-    { code = "rate_limited", check = within_rate,
+    { code = "ephemeral_disabled", check = paused, rung = "paused" },
+    { code = "unauthorized", check = authenticated, rung = "authenticate" },
+    { code = "feature_gated", check = granted, rung = "grant" },
+    { code = "ephemeral_bad_request", check = shaped, rung = "shape" },
+    { code = "rate_limited", check = within_rate, rung = "rate",
       bit = C.EPHD_REFUSE_PARKED, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
     { code = "queue_full",
@@ -226,7 +229,10 @@ function _M.budget(refusals)
     error("no rung for refusal bits " .. tostring(refusals))
 end
 
-local function refused(ctx, code, message, headers)
+-- ctx.code and ctx.rung say what the live policy answered, for a shadow
+-- policy to be compared with (ephd.shadow); only a refusal writes them.
+local function refused(ctx, code, message, headers, rung)
+    ctx.code, ctx.rung = code, rung
     if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
@@ -242,7 +248,7 @@ local function committed(ctx)
            and band(refusals, C.EPHD_REFUSE_QUEUE_TOO_SMALL) ~= 0 then
             message = rung.too_small
         end
-        return refused(ctx, rung.code, message, rung.headers)
+        return refused(ctx, rung.code, message, rung.headers, "commit")
     end
 end
 
@@ -251,7 +257,7 @@ end
 -- made the JIT trace each rung as a side trace of the loop (its call a
 -- different function each turn), and a chain of closures left a guard
 -- per call: 1,300 and 450 instructions a push more (callgrind).
-local function compile(order)
+local function compile(order, refused, committed)
     local head, body = {}, {}
     for i, rung in ipairs(order) do
         if rung.check then
@@ -259,7 +265,8 @@ local function compile(order)
                               :format(i, i)
             body[#body + 1] = ("message, headers, code = check_%d(ctx)\n"
                 .. "if message then return refused(ctx, code or "
-                .. "order[%d].code, message, headers) end\n"):format(i, i)
+                .. "order[%d].code, message, headers, order[%d].rung) end\n")
+                :format(i, i, i)
         end
     end
     local source = "local order, refused, committed = ...\n"
@@ -269,7 +276,27 @@ local function compile(order)
     return assert(load(source, "=ephd.ladder.run"))(order, refused, committed)
 end
 
+-- With QUEEN_EPHEMERAL_LOG_REQUESTS on, each decision is logged
+-- (ephd.requestlog): the request is read just before its answer is
+-- written, while its buffers are still C's to lend, and the line written
+-- once it is. Off, the ladder is compiled without a trace of it.
+local function logged(refused, committed)
+    return function(ctx, code, message, headers, rung)
+        requestlog.decided(ctx, false)
+        refused(ctx, code, message, headers, rung)
+        return requestlog.done(ctx)
+    end, function(ctx)
+        requestlog.decided(ctx, true)
+        committed(ctx)
+        return requestlog.done(ctx)
+    end
+end
+
 -- Runs a request through every rung, then its handler's commit.
-_M.run = compile(_M.ORDER)
+if requestlog.requests then
+    _M.run = compile(_M.ORDER, logged(refused, committed))
+else
+    _M.run = compile(_M.ORDER, refused, committed)
+end
 
 return _M

@@ -36,6 +36,16 @@ function _M.of(tenant)
     return table_of(stats)
 end
 
+-- One tenant's footprint in bytes, or nil for a tenant never seen: for a
+-- caller on a request's path (a shadow's budget estimate), which must not
+-- build the whole table.
+function _M.bytes(tenant)
+    if C.ephd_ffi_tenant_stats(tenant, #tenant, stats) ~= C.EPHD_OK then
+        return nil
+    end
+    return tonumber(stats.bytes)
+end
+
 -- Calls fn(tenant, counters) for every tenant C knows, in no order.
 function _M.each(fn)
     pos[0] = 0

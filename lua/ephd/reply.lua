@@ -1,33 +1,15 @@
 -- Answers from Lua: errors of the taxonomy and small JSON bodies. The hot
 -- answers (pop batches, ack results, status reads) are written by C. An
--- error goes to C with its code, which /metrics counts, and with
--- QUEEN_EPHEMERAL_LOG_REFUSALS on it is logged: who got which code.
+-- error goes to C with its code, which /metrics counts, and to
+-- ephd.requestlog when a request log is on: who got which code.
 local core = require("ephd.core")
 local errors = require("ephd.errors")
-local log = require("ephd.log")
+local requestlog = require("ephd.requestlog")
 
 local C = core.C
-local log_refusals = core.config.log_refusals ~= 0
+local logged = requestlog.refusals or requestlog.requests
 
 local _M = {}
-
--- The request being dispatched, for the refusal log: ephd.dispatch hands
--- its one context over once (its tenant is false before the identity
--- rung has passed).
-local current = {}
-
-function _M.context(ctx)
-    current = ctx
-end
-
-local function refused(code, status, message)
-    local route = current.route
-    log.info("refused", {
-        tenant = current.tenant or nil,
-        route = route and route.name or nil,
-        status = status, code = code, error = message,
-    })
-end
 
 function _M.json(req, status, body)
     C.ephd_ffi_respond(req, status, nil, body, #body)
@@ -48,7 +30,7 @@ function _M.refuse(req, code, message, status, headers)
     message = utf8(message)
     local body = errors.body(code, message)
     status = status or errors.STATUS[code]
-    if log_refusals then refused(code, status, message) end
+    if logged then requestlog.refused(code, status, message) end
     C.ephd_ffi_refuse(req, errors.INDEX[code], status, headers, body, #body)
 end
 

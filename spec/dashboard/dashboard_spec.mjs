@@ -1,7 +1,8 @@
 // The dashboard end to end: a real broker, Debian's headless Chromium
 // driven by playwright-core. Pushes messages, waits for the table to show
 // them, keeps a screenshot ($EPHD_ARTIFACTS/dashboard.png) and resets a
-// queue through the page's confirmation. Exits non-zero on any failure.
+// queue through the page's confirmation; then the shadow policy's panel and
+// the cell's. Exits non-zero on any failure.
 import { execFileSync, spawn } from "node:child_process";
 import assert from "node:assert/strict";
 import { mkdirSync, openSync } from "node:fs";
@@ -274,6 +275,77 @@ try {
   });
 } finally {
   child.kill();
+}
+
+// The shadow panel: plan-tiers live, a far stricter candidate loaded as its
+// shadow through the route, and pushes the candidate would refuse.
+const shadowed = [];
+try {
+  await check("the shadow panel shows the candidate's disagreements",
+              async () => {
+    shadowed.push(await startBroker("shadow",
+      ["--policy-dir", `${root}/examples/policies/plan-tiers`]));
+    const { base } = shadowed[0];
+    await page.goto(`${base}/dashboard`);
+    await page.waitForFunction(
+      () => document.getElementById("shadowsummary").textContent ===
+        "no shadow policy loaded", null, { timeout: 10000 });
+    assert.ok(await page.locator("#shadowtables").isHidden());
+    const dir = `${root}/spec/e2e/policies/shadow-tight`;
+    const loaded = await api(base, "POST", "/api/v1/system/policy/shadow",
+                             { dir });
+    assert.equal(loaded.status, 200, JSON.stringify(loaded.json));
+    // Served live, all five; the candidate's burst of two refuses three.
+    for (let i = 0; i < 5; i++)
+      assert.equal((await push(base, "orders", 1)).status, 201);
+    await page.waitForFunction(
+      () => [...document.querySelectorAll("#shadowsamples tr")].length === 3,
+      null, { timeout: 10000 });
+    const rows = (id) => page.$$eval(`#${id} tr`, (trs) =>
+      trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+    const pairs = await rows("shadowpairs");
+    assert.deepEqual(pairs[0], ["pass", "rate_limited", "3"]);
+    assert.ok(pairs.some(([l, s, n]) => l === "pass" && s === "pass" &&
+                         Number(n) >= 2));
+    assert.deepEqual(await rows("shadowtenants"),
+                     [["00000000-0000-0000-0000-000000000001", "3"]]);
+    for (const r of await rows("shadowsamples"))
+      assert.deepEqual(r.slice(1),
+        ["push", "00000000-0000-0000-0000-000000000001", "pass",
+         "rate_limited", "rate"]);
+    const summary = await page.locator("#shadowsummary").textContent();
+    assert.match(summary, new RegExp(`^shadow-tight v1 from ${dir} · ` +
+                                     "3 of \\d+ decisions differ · since "));
+    assert.equal(await page.locator("#shadowsummary")
+      .getAttribute("data-state"), "running");
+    await page.screenshot({ path: `${artifacts}/dashboard-shadow.png`,
+                            fullPage: true });
+    // Removed, the panel says so again.
+    assert.equal((await api(base, "DELETE", "/api/v1/system/policy/shadow"))
+      .status, 200);
+    await page.waitForFunction(
+      () => document.getElementById("shadowsummary").textContent ===
+        "no shadow policy loaded", null, { timeout: 10000 });
+  });
+
+  await check("a shadow whose hook fails shows as disabled, and why",
+              async () => {
+    const { base } = shadowed[0];
+    const dir = `${root}/spec/e2e/policies/breaks-mid-traffic`;
+    assert.equal((await api(base, "POST", "/api/v1/system/policy/shadow",
+                            { dir })).status, 200);
+    for (let i = 0; i < 5; i++)
+      assert.equal((await push(base, "orders", 1)).status, 201);
+    await page.waitForFunction(
+      () => document.getElementById("shadowsummary").dataset.state ===
+        "disabled", null, { timeout: 10000 });
+    const summary = page.locator("#shadowsummary");
+    assert.match(await summary.textContent(),
+                 /^breaks-mid-traffic v1 .* · disabled: its cost hook failed \(.*the candidate broke\)$/);
+    assert.equal(await summary.getAttribute("class"), "paused");
+  });
+} finally {
+  for (const c of shadowed) c.child.kill();
 }
 
 // Two brokers on the suite's private PostgreSQL (the pg fixture), one cell:

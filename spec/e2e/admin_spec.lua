@@ -17,6 +17,10 @@ local ADMIN_ROUTES = {
     { "POST", "/api/v1/system/grants",
       '{"tenant":"aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa"}' },
     { "DELETE", "/api/v1/system/grants/aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa" },
+    { "GET", "/api/v1/system/policy/shadow" },
+    { "POST", "/api/v1/system/policy/shadow", '{"dir":"/nonexistent"}' },
+    { "DELETE", "/api/v1/system/policy/shadow" },
+    { "POST", "/api/v1/system/policy/promote" },
 }
 
 local IDENTITIES = {

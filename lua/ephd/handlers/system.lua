@@ -12,6 +12,7 @@ local limits = require("ephd.limits")
 local log = require("ephd.log")
 local metering = require("ephd.metering")
 local reply = require("ephd.reply")
+local shadow = require("ephd.shadow")
 local tenancy = require("ephd.tenancy")
 local validate = require("ephd.validate")
 
@@ -97,7 +98,7 @@ _M.reload = {
 }
 
 -- GET /metrics: C writes the broker's families; these are the ones only
--- Lua knows.
+-- Lua knows (the policy's, and a shadow's: ephd.shadow).
 local policy = require("ephd.policy")
 
 local function policy_families()
@@ -126,7 +127,7 @@ local function policy_families()
     lines[#lines + 1] = ('queen_ephemeral_policy_version{name="%s"} %.17g')
         :format(active.name:gsub('[\\"]', "\\%0"):gsub("\n", "\\n"),
                 active.version)
-    return table.concat(lines, "\n") .. "\n"
+    return table.concat(lines, "\n") .. "\n" .. shadow.metrics()
 end
 
 _M.metrics = {
