@@ -10,6 +10,7 @@
 local cjson = require("cjson.safe")
 local socket = require("socket")
 local client = require("ephd.client")
+local write_columns = require("ephd.columns")
 
 local concat, format, rep = table.concat, string.format, string.rep
 local floor = math.floor
@@ -596,24 +597,6 @@ function _M.ack(args, out)
 end
 
 -- ephd grant ---------------------------------------------------------------
-
--- Rows of cells (strings) as columns two spaces apart, each as wide as
--- its widest cell.
-local function write_columns(out, rows)
-    local widths = {}
-    for _, row in ipairs(rows) do
-        for i, cell in ipairs(row) do
-            widths[i] = math.max(widths[i] or 0, #cell)
-        end
-    end
-    for _, row in ipairs(rows) do
-        local cells = {}
-        for i, cell in ipairs(row) do
-            cells[i] = cell .. rep(" ", widths[i] - #cell)
-        end
-        out:write((concat(cells, "  "):gsub("%s+$", "")), "\n")
-    end
-end
 
 local function limit_cell(v)
     return v and tostring(v) or "default"

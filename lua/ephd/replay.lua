@@ -18,6 +18,7 @@
 --     live broker's and stand, unless the candidate refuses first;
 --   a request relayed by a member of the cell is replayed where the edge
 --     logged it, not again at its owner.
+local columns = require("ephd.columns")
 local contract = require("ephd.contract")
 local verdict = require("ephd.verdict")
 
@@ -332,22 +333,6 @@ local function wrap(out, text, first, lead, width)
     out:write(line, "\n")
 end
 
-local function columns(out, rows)
-    local widths = {}
-    for _, row in ipairs(rows) do
-        for i, cell in ipairs(row) do
-            widths[i] = math.max(widths[i] or 0, #cell)
-        end
-    end
-    for _, row in ipairs(rows) do
-        local cells = {}
-        for i, cell in ipairs(row) do
-            cells[i] = cell .. string.rep(" ", widths[i] - #cell)
-        end
-        out:write("  ", (concat(cells, "  "):gsub("%s+$", "")), "\n")
-    end
-end
-
 -- Writes what a person reads: what was replayed and what it cannot be,
 -- then the differences by pair, by tenant (top `top`) and the first ones.
 function Replay:report(out, header, top)
@@ -367,13 +352,13 @@ function Replay:report(out, header, top)
     for _, p in ipairs(ps) do
         rows[#rows + 1] = { p.live, p.replayed, tostring(p.count) }
     end
-    columns(out, rows)
+    columns(out, rows, "  ")
     out:write("\ntop tenants:\n")
     rows = { { "TENANT", "DIFFERENCES" } }
     for i = 1, math.min(#ts, top or 10) do
         rows[#rows + 1] = { ts[i].tenant, tostring(ts[i].count) }
     end
-    columns(out, rows)
+    columns(out, rows, "  ")
     out:write(format("\nfirst %d difference%s:\n", #self.samples,
                      #self.samples == 1 and "" or "s"))
     rows = { { "TIME", "ROUTE", "TENANT", "LIVE", "REPLAYED", "RUNG" } }
@@ -381,7 +366,7 @@ function Replay:report(out, header, top)
         rows[#rows + 1] = { stamp(s.at), s.route, s.tenant, s.live,
                             s.replayed, s.rung or "-" }
     end
-    columns(out, rows)
+    columns(out, rows, "  ")
 end
 
 return _M
