@@ -406,15 +406,16 @@ static void split_answer(ephd_conn_t *c, ack_split_t *sp) {
 }
 
 /* One result, {"id":..,"outcome":..}, at *p: its outcome, or -1. */
-static int outcome_of(const char **p, const char *end, ephd_buf_t *key,
+static int outcome_of(const char **p, const char *end, ephd_buf_t *scratch,
                       ephd_outcome_t *outcome) {
   const char *s = *p;
   if (s >= end || *s++ != '{') return -1;
   int first = 1, named = 0, m;
-  while ((m = ephd_json_member(&s, end, key, &first)) == 1) {
+  ephd_slice_t key;
+  while ((m = ephd_json_member(&s, end, scratch, &key, &first)) == 1) {
     const char *v = s;
     if ((s = ephd_json_skip(s, end)) == NULL) return -1;
-    if (key->len == 7 && memcmp(key->base, "outcome", 7) == 0 && *v == '"' &&
+    if (key.len == 7 && memcmp(key.ptr, "outcome", 7) == 0 && *v == '"' &&
         ephd_ack_outcome_named(v + 1, (size_t)(s - v - 2), outcome) == 0)
       named = 1;
   }
@@ -425,14 +426,15 @@ static int outcome_of(const char **p, const char *end, ephd_buf_t *key,
 int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
                               uint32_t n) {
   const char *p = body, *end = body + len;
-  ephd_buf_t key;
-  ephd_buf_init(&key);
+  ephd_buf_t scratch;
+  ephd_buf_init(&scratch);
+  ephd_slice_t key;
   int first = 1, got = 0, m;
   uint32_t i = 0;
   p = ephd_json_ws(p, end);
   if (p >= end || *p++ != '{') goto fail;
-  while ((m = ephd_json_member(&p, end, &key, &first)) == 1) {
-    if (key.len != 7 || memcmp(key.base, "results", 7) != 0) {
+  while ((m = ephd_json_member(&p, end, &scratch, &key, &first)) == 1) {
+    if (key.len != 7 || memcmp(key.ptr, "results", 7) != 0) {
       if ((p = ephd_json_skip(p, end)) == NULL) goto fail;
       continue;
     }
@@ -444,7 +446,7 @@ int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
       continue;
     }
     for (;;) {
-      if (i == n || outcome_of(&p, end, &key, &out[i++]) != 0) goto fail;
+      if (i == n || outcome_of(&p, end, &scratch, &out[i++]) != 0) goto fail;
       p = ephd_json_ws(p, end);
       if (p >= end) goto fail;
       if (*p == ']') break;
@@ -453,10 +455,10 @@ int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
     }
     p++;
   }
-  ephd_buf_free(&key);
+  ephd_buf_free(&scratch);
   return m == 0 && got && i == n ? 0 : -1;
 fail:
-  ephd_buf_free(&key);
+  ephd_buf_free(&scratch);
   return -1;
 }
 

@@ -172,8 +172,8 @@ const char *ephd_json_string(const char *p, const char *end, ephd_buf_t *out) {
   return string_walk(p, end, out);
 }
 
-int ephd_json_member(const char **p, const char *end, ephd_buf_t *key,
-                     int *first) {
+int ephd_json_member(const char **p, const char *end, ephd_buf_t *scratch,
+                     ephd_slice_t *key, int *first) {
   const char *s = ephd_json_ws(*p, end);
   if (s < end && *s == '}') {
     *p = s + 1;
@@ -184,9 +184,21 @@ int ephd_json_member(const char **p, const char *end, ephd_buf_t *key,
     s = ephd_json_ws(s + 1, end);
   }
   *first = 0;
-  key->len = 0;
-  s = ephd_json_string(s, end, key);
-  if (s == NULL) return -1;
+  if (s >= end || *s != '"') return -1;
+  /* Nearly every key is plain: it is read where it lies, and only one
+   * with an escape is decoded, into scratch. */
+  const char *run = plain_run(s + 1, end);
+  if (run < end && *run == '"') {
+    key->ptr = s + 1;
+    key->len = (size_t)(run - s - 1);
+    s = run + 1;
+  } else {
+    scratch->len = 0;
+    s = ephd_json_string(s, end, scratch);
+    if (s == NULL) return -1;
+    key->ptr = scratch->len ? scratch->base : "";
+    key->len = scratch->len;
+  }
   s = ephd_json_ws(s, end);
   if (s >= end || *s != ':') return -1;
   *p = ephd_json_ws(s + 1, end);
@@ -200,11 +212,12 @@ static int walk_object(const char *json, size_t len, const char *name,
   const char *p = ephd_json_ws(json, json + len), *end = json + len;
   if (p >= end || *p != '{') return -1;
   p++;
-  ephd_buf_t key;
-  ephd_buf_init(&key);
+  ephd_buf_t scratch;
+  ephd_buf_init(&scratch);
+  ephd_slice_t key;
   size_t name_len = name ? strlen(name) : 0;
   int first = 1, r, members = 0;
-  while ((r = ephd_json_member(&p, end, &key, &first)) == 1) {
+  while ((r = ephd_json_member(&p, end, &scratch, &key, &first)) == 1) {
     const char *v = p;
     p = ephd_json_skip(p, end);
     if (p == NULL) {
@@ -212,15 +225,13 @@ static int walk_object(const char *json, size_t len, const char *name,
       break;
     }
     members++;
-    /* An empty key has no buffer: memcmp must not see its NULL. */
-    if (name && key.len == name_len &&
-        (name_len == 0 || memcmp(key.base, name, name_len) == 0)) {
+    if (name && key.len == name_len && memcmp(key.ptr, name, name_len) == 0) {
       value->ptr = v;
       value->len = (size_t)(p - v);
       *found = 1;
     }
   }
-  ephd_buf_free(&key);
+  ephd_buf_free(&scratch);
   return r < 0 ? -1 : members;
 }
 

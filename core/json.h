@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "ffi.h"
 
 /* Deeper nesting than this in a payload is refused, so a hostile body cannot
  * make the scanner's work unbounded in anything but its length. */
@@ -17,9 +18,11 @@ const char *ephd_json_ws(const char *p, const char *end);
 const char *ephd_json_skip(const char *p, const char *end);
 /* Walks an object's members: *p starts after '{' and *first at 1. Returns 1
  * with the decoded key in key and *p at its value (which the caller must
- * consume), 0 at the closing '}', -1 when the object is broken. */
-int ephd_json_member(const char **p, const char *end, ephd_buf_t *key,
-                     int *first);
+ * consume), 0 at the closing '}', -1 when the object is broken. The key is
+ * a slice of the input, or of scratch for a key with escapes: valid until
+ * the next call. */
+int ephd_json_member(const char **p, const char *end, ephd_buf_t *scratch,
+                     ephd_slice_t *key, int *first);
 /* p points at '"'. Appends the decoded UTF-8 to out and returns the position
  * after the closing quote, or NULL on a malformed string. */
 const char *ephd_json_string(const char *p, const char *end, ephd_buf_t *out);

@@ -35,7 +35,7 @@ typedef struct ephd_op_state {
   /* A push's payload spans (ephd_span_t), an ack's items (ephd_ack_item_t),
    * or a pop's deliveries as JSON. */
   ephd_buf_t items;
-  ephd_buf_t key, value; /* a member's key and a string value, as decoded */
+  ephd_buf_t key, value; /* a key with escapes, and a string value, decoded */
   /* A parked pop: its place on its group's gate, the hold of its answer,
    * and what each wake runs again. */
   struct {

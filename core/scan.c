@@ -31,20 +31,20 @@ static int fail(ephd_scan_t *s, const char *text) {
   return EPHD_E_BAD_REQUEST;
 }
 
-static int key_eq(const ephd_buf_t *key, const char *name, size_t len) {
-  return key->len == len && memcmp(key->base, name, len) == 0;
+static int key_eq(ephd_slice_t key, const char *name, size_t len) {
+  return key.len == len && memcmp(key.ptr, name, len) == 0;
 }
 
 /* A literal's length is known once this is inlined. */
-static inline int key_is(const ephd_buf_t *key, const char *name) {
+static inline int key_is(ephd_slice_t key, const char *name) {
   return key_eq(key, name, strlen(name));
 }
 
 /* How much of a decoded key a message quotes: at most 64 bytes, cut before
  * a character rather than inside one, so the answer stays UTF-8. */
-static int shown(const ephd_buf_t *key) {
-  size_t n = key->len > 64 ? 64 : key->len;
-  while (n < key->len && n > 0 && ((unsigned char)key->base[n] & 0xC0) == 0x80)
+static int shown(ephd_slice_t key) {
+  size_t n = key.len > 64 ? 64 : key.len;
+  while (n < key.len && n > 0 && ((unsigned char)key.ptr[n] & 0xC0) == 0x80)
     n--;
   return (int)n;
 }
@@ -102,7 +102,7 @@ static void explain_encoding(const ephd_request_t *req, ephd_scan_t *s) {
 static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
                        const char *base, const char *end) {
   ephd_scan_t *s = &op->pub.scan;
-  ephd_buf_t *key = &op->key;
+  ephd_slice_t key;
   ephd_slice_t *second = shape->second_is_group ? &s->group : &s->partition;
   int *has_second = shape->second_is_group ? &s->has_group : &s->has_partition;
   name_t queue = {0, 0}, other = {0, 0};
@@ -110,7 +110,7 @@ static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
   int first = 1, r, has_items = 0;
   if (p >= end || *p != '{') return fail(s, "the body must be a JSON object");
   p++;
-  while ((r = ephd_json_member(&p, end, key, &first)) == 1) {
+  while ((r = ephd_json_member(&p, end, &op->key, &key, &first)) == 1) {
     if (key_is(key, "queue") && !s->has_queue) {
       s->has_queue = 1;
       if (!(p = name_value(op, p, end, &queue)))
@@ -136,8 +136,7 @@ static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
     } else {
       snprintf(s->message, sizeof(s->message),
                "unknown or repeated field \"%.*s\": %s has queue, %s and %s",
-               shown(key), key->base ? key->base : "", shape->verb,
-               shape->second, shape->array);
+               shown(key), key.ptr, shape->verb, shape->second, shape->array);
       return EPHD_E_BAD_REQUEST;
     }
   }
@@ -179,8 +178,9 @@ static const char *scan_message(ephd_op_state_t *op, const char *base,
   ephd_scan_t *s = &op->pub.scan;
   uint32_t max = ephd_ffi_config()->max_items;
   int first = 1, seen = 0, r;
-  while ((r = ephd_json_member(&p, end, &op->key, &first)) == 1) {
-    if (!key_is(&op->key, "payload") || seen) {
+  ephd_slice_t key;
+  while ((r = ephd_json_member(&p, end, &op->key, &key, &first)) == 1) {
+    if (!key_is(key, "payload") || seen) {
       fail(s, "each message is {payload} and nothing else");
       return NULL;
     }
@@ -267,8 +267,9 @@ static const char *scan_ack(ephd_op_state_t *op, const char *base,
   ephd_scan_t *s = &op->pub.scan;
   int first = 1, r, has_id = 0, has_status = 0, has_error = 0;
   ephd_ack_item_t item = {0, 0, EPHD_ACK_COMPLETED};
-  while ((r = ephd_json_member(&p, end, &op->key, &first)) == 1) {
-    if (key_is(&op->key, "id") && !has_id) {
+  ephd_slice_t key;
+  while ((r = ephd_json_member(&p, end, &op->key, &key, &first)) == 1) {
+    if (key_is(key, "id") && !has_id) {
       has_id = 1;
       name_t id;
       if (!(p = name_value(op, p, end, &id))) {
@@ -277,23 +278,24 @@ static const char *scan_ack(ephd_op_state_t *op, const char *base,
       }
       item.off = (uint32_t)id.off;
       item.len = (uint32_t)id.len;
-    } else if (key_is(&op->key, "status") && !has_status) {
+    } else if (key_is(key, "status") && !has_status) {
       has_status = 1;
       if (!(p = string_value(op, p, end))) {
         fail(s, "an ack status must be a string");
         return NULL;
       }
-      if (key_is(&op->value, "completed"))
+      ephd_slice_t status = {op->value.base, op->value.len};
+      if (key_is(status, "completed"))
         item.status = EPHD_ACK_COMPLETED;
-      else if (key_is(&op->value, "failed"))
+      else if (key_is(status, "failed"))
         item.status = EPHD_ACK_FAILED;
-      else if (key_is(&op->value, "retry"))
+      else if (key_is(status, "retry"))
         item.status = EPHD_ACK_RETRY;
       else {
         fail(s, "status is completed, failed or retry");
         return NULL;
       }
-    } else if (key_is(&op->key, "error") && !has_error) {
+    } else if (key_is(key, "error") && !has_error) {
       has_error = 1;
       if (!(p = string_value(op, p, end))) {
         fail(s, "an ack error must be a string");
