@@ -143,6 +143,22 @@ describe("ephd.shadow", function()
                       count = 1 }, shadow.report().pairs[1])
     end)
 
+    it("gives the candidate's limits hook a copy of the live grant row",
+       function()
+        local contract = require("ephd.contract")
+        local grants = require("ephd.grants")
+        -- Without tenancy headers, the default tenant's.
+        local t = "00000000-0000-0000-0000-000000000001"
+        grants.replace({ [t] = contract.grant(true, nil, nil, 100) })
+        local s = start('return { name = "w", version = 1, hooks = { '
+            .. 'limits = function(_, grant) grant.enabled = false; '
+            .. 'grant.max_msgs_per_sec = 1; return {} end } }')
+        shadow.observe(push("t1"), s)
+        assert.equals("running", s.state)
+        assert.equals(1, s.decisions)
+        assert.same(contract.grant(true, nil, nil, 100), grants.get(t))
+    end)
+
     it("judges no request relayed by a member of the cell", function()
         local s = start(REFUSE_ALL)
         local ctx = push("t1")
