@@ -901,10 +901,23 @@ static void update_reading(ephd_conn_t *c);
  * the message completes: 200 bytes of body in 1 MiB extensions held a
  * gigabyte. Its raw size is bounded instead, at twice the body limit past
  * the headers' (64-byte chunks cost 1.1x their data, 1-byte chunks 6x). */
+static size_t message_bound(void) {
+  return limits.max_header_bytes + 2 * limits.max_body_bytes;
+}
+
 static int chunked_past_bound(const ephd_conn_t *c) {
   return c->in_body && c->body_chunked &&
-         c->parsed - c->msg_start >
-             limits.max_header_bytes + 2 * limits.max_body_bytes;
+         c->parsed - c->msg_start > message_bound();
+}
+
+/* What the parser is given at once: never more than one byte past the
+ * current message's bound, so a message past it is refused however it
+ * arrived (one that completed within a read was served before). */
+static size_t parse_len(const ephd_conn_t *c) {
+  size_t avail = c->end - c->parsed;
+  size_t bound_end = c->msg_start + message_bound() + 1;
+  if (c->parsed >= bound_end || bound_end - c->parsed >= avail) return avail;
+  return bound_end - c->parsed;
 }
 
 static void process(ephd_conn_t *c) {
@@ -916,15 +929,16 @@ static void process(ephd_conn_t *c) {
       c->output_paused = 1;
       break;
     }
-    llhttp_errno_t err =
-        llhttp_execute(&c->parser, c->base + c->parsed, c->end - c->parsed);
+    size_t len = parse_len(c);
+    llhttp_errno_t err = llhttp_execute(&c->parser, c->base + c->parsed, len);
     if (err == HPE_OK) {
-      c->parsed = c->end;
+      c->parsed += len;
       if (chunked_past_bound(c)) {
         c->refuse = 413;
         protocol_error(c, HPE_USER);
+        break;
       }
-      break;
+      continue;
     }
     if (err == HPE_PAUSED) {
       /* A request is complete and answered or held: nothing refers to its

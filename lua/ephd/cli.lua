@@ -787,7 +787,17 @@ function _M.policy_replay(args, out)
     r = replay.new(p, { grants = grants, require_grant = require_grant,
                         first = first })
     local n, failed = 0, nil
-    for text in log:lines() do
+    while true do
+        -- A read that fails (a directory, an I/O error) is a log that
+        -- cannot be read, named as one, not a Lua error.
+        local text, rerr = log:read("*l")
+        if not text then
+            if not rerr then break end
+            log:close()
+            io.stderr:write("ephd policy replay: ", opts.log, ": ", rerr,
+                            "\n")
+            return 2
+        end
         n = n + 1
         local ok, e = pcall(r.line, r, text)
         if not ok then

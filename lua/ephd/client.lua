@@ -191,13 +191,22 @@ function _M.read_response(s, head)
     end
     local body = ""
     if head then return status, headers, body end
-    if headers["transfer-encoding"] == "chunked" then
+    -- Coding names are case-insensitive, and chunked is always the last.
+    local coding = headers["transfer-encoding"]
+    if coding and coding:lower():find("chunked$") then
         body, err = read_chunked(s)
         if not body then return nil, err end
         return status, headers, body
     end
     local len = tonumber(headers["content-length"])
-    if not len then return nil, "no Content-Length" end
+    if not len then
+        -- Neither: the body ends at the close (RFC 9112 6.3), as the
+        -- broker's long list does to HTTP/1.0 and a proxy may pass on.
+        body, err = s:receive("*a")
+        if not body then return nil, err end
+        headers.connection = "close"
+        return status, headers, body
+    end
     if len > 0 then
         body, err = s:receive(len)
         if not body then return nil, err end

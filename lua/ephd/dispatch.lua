@@ -208,15 +208,20 @@ function _M.dispatch()
     local req = request_slot[0]
     local route, status, message, allow = router.route(req)
     if not route then
-        -- Nobody yet, for the refusal log.
-        ctx.route, ctx.tenant = false, false
+        -- Nobody yet, for the refusal log; nothing for a shadow to judge
+        -- (ctx.req is left set by a dispatch that raised, which C does
+        -- not observe, and that request's buffers are gone).
+        ctx.req, ctx.route, ctx.tenant = false, false, false
         return reply.refuse(req, status == 404 and "route_not_found"
                                  or "ephemeral_bad_request", message, status,
                             allow)
     end
     local id = route.id
     C.ephd_ffi_request_route(req, id)
-    if route.class == "open" then return HANDLERS[id](req) end
+    if route.class == "open" then
+        ctx.req = false
+        return HANDLERS[id](req)
+    end
     local c = ctx
     c.req, c.route = req, route
     c.param = route.param and router.param()

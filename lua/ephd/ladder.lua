@@ -282,7 +282,7 @@ end
 -- once it is. Off, the ladder is compiled without a trace of it.
 local function logged(refused, committed)
     return function(ctx, code, message, headers, rung)
-        requestlog.decided(ctx, false)
+        requestlog.decided(ctx, false, rung)
         refused(ctx, code, message, headers, rung)
         return requestlog.done(ctx)
     end, function(ctx)

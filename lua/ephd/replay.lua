@@ -14,8 +14,10 @@
 --   grants: those given (--grants, `ephd grant list --json`'s answer), or
 --     none;
 --   the engine's answers (a request's shape, queue_full, the allowances
---     checked at commit, a parked pop's slots) and the kill switch are the
---     live broker's and stand, unless the candidate refuses first;
+--     checked at commit, a parked pop's slots) are the live broker's and
+--     stand, unless the candidate refuses first;
+--   the kill switch is followed as its `surface_switched` lines set it
+--     (in memory: a restart lifts it), ahead of every rung, as live;
 --   a request relayed by a member of the cell is replayed where the edge
 --     logged it, not again at its owner.
 local columns = require("ephd.columns")
@@ -35,8 +37,8 @@ _M.CANNOT = {
     .. "candidate establishes it from the tenant read, as the broker would",
     "grants are the --grants file's, or none",
     "the engine's answers (shape, queue_full, allowances at commit, parked "
-    .. "slots) and the kill switch stand as logged unless the candidate "
-    .. "refuses first; its byte budget is not estimated",
+    .. "slots) stand as logged unless the candidate refuses first; its byte "
+    .. "budget is not estimated",
     "a request relayed in a cell is replayed at the edge that logged it",
 }
 
@@ -184,6 +186,8 @@ function _M.new(p, opts)
                 tonumber(setting("QUEEN_EPHEMERAL_TENANT_MAX_QUEUES")))
         end,
         call = budgeted_call,
+        -- The kill switch's reason while the log has it off.
+        paused = function() return self.switched_off end,
     }
     self:boot()
     return self
@@ -192,6 +196,7 @@ end
 -- A broker (re)started: the candidate's buckets and limits start afresh,
 -- as the live ones did, under the settings read since.
 function Replay:boot()
+    self.switched_off = nil
     local s = self.settings
     local tenancy = (s.QUEEN_TENANCY_HEADER or "false") == "true"
     local require_grant = s.QUEEN_EPHEMERAL_REQUIRE_GRANT
@@ -250,6 +255,9 @@ function Replay:line(text)
         elseif t and t.event == "listening" then
             self.boots = self.boots + 1
             self:boot()
+        elseif t and t.event == "surface_switched" then
+            self.switched_off = t.enabled == "false"
+                                and (t.reason or "paused") or nil
         end
         return
     end

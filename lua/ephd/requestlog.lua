@@ -40,8 +40,10 @@ local KEYS = { "access", "bytes", "code", "forwarded", "identity",
                "rung", "status", "tenant" }
 
 -- Where a push or an ack names its queue: read from the scan C made,
--- which holds them only once the shape rung has passed (ctx.messages for
--- a push; for an ack, the commit being reached).
+-- which holds checked names only once the shape rung has passed (the
+-- commit reached, or a later rung refusing). A push refused for its
+-- shape may name a queue of any length up to the body's, or with control
+-- characters: never logged.
 local function scanned(ctx, shaped)
     local name = ctx.route.name
     if not shaped or (name ~= "push" and name ~= "ack") then return end
@@ -55,15 +57,17 @@ local function scanned(ctx, shaped)
 end
 
 -- The ladder is about to answer ctx's request: committing says whether
--- that is its handler's commit (every rung passed) or a rung's refusal.
-function _M.decided(ctx, committing)
+-- that is its handler's commit (every rung passed) or the refusal of the
+-- rung named `rung`.
+function _M.decided(ctx, committing, rung)
     local req = ctx.req
     local route = ctx.route
     local queue, partition = ctx.queue or nil, ctx.partition or nil
     if ctx.pop then
         queue, partition = ctx.pop.queue, ctx.pop.partition
     elseif not queue then
-        queue, partition = scanned(ctx, committing or ctx.messages)
+        queue, partition = scanned(ctx, committing
+                                         or (ctx.messages and rung ~= "shape"))
     end
     line = {
         route = route.name,

@@ -164,6 +164,11 @@ local function record(s, live, shadow, rung, route, tenant)
     s.next_sample = i % _M.SAMPLES + 1
 end
 
+-- The engine's refusals at commit that the ladder checks before the
+-- tenant's bytes (ephd.ladder's ORDER: the parked slots at the rate rung,
+-- then the queue's bounds).
+local OUTER_THAN_BUDGET = { rate_limited = true, queue_full = true }
+
 -- What the verdict is asked about: the request as the live ladder saw it
 -- (a route's method, but for a GET route's HEAD, and the path of a route
 -- without a parameter are its row's: no string made per request).
@@ -200,10 +205,24 @@ function _M.observe(ctx, s)
         shadow, rung = live, "broker"
     else
         r = request_of(ctx)
+        if at == "shape" then
+            -- Refused for its shape, which the ladder checks before the
+            -- rate: no candidate's cost, rate or bytes is asked about a
+            -- malformed push, as no live one was (its queue may be no
+            -- name at all).
+            r.messages, r.bytes = nil, nil
+        end
         local ok, code, decided = pcall(s.judge.decide, s.judge, r,
                                         tonumber(C.ephd_ffi_now_ms()))
         if not ok then return disable(s, code) end
-        if code then
+        if code and decided == "budget" and at == "commit"
+           and OUTER_THAN_BUDGET[live] then
+            -- The engine refused at a rung outside the tenant's bytes
+            -- (the queue's bounds, the parked slots): the candidate's
+            -- estimate of its bytes comes after, so its answer is the
+            -- live one.
+            shadow, rung = live, at
+        elseif code then
             shadow, rung = code, decided
         elseif at == "shape" or at == "commit" then
             -- Refused after the policy's rungs, by the request's shape or

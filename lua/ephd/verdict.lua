@@ -68,8 +68,15 @@ function _M.new(p, env)
                                 call = env.call or plain_call,
                                 taken_tenant = nil, taken = nil }, Judge)
     self.limits = limits.new(function(tenant)
-        local t = call(self, "limits", tenant, env.grant(tenant),
-                       env.defaults())
+        -- The grant row is the broker's own, which the live policy reads
+        -- too: the candidate gets a copy, so a hook that writes into its
+        -- argument cannot change a live answer.
+        local g = env.grant(tenant)
+        if g then
+            g = contract.grant(g.enabled, g.max_bytes, g.max_queues,
+                               g.max_msgs_per_sec)
+        end
+        local t = call(self, "limits", tenant, g, env.defaults())
         local bad = contract.check.limits(t)
         if bad then fail("limits", bad) end
         local l = limits.settle(t, env.defaults().burst)

@@ -131,6 +131,27 @@ describe("http", function()
         c:close()
     end)
 
+    it("answers 413 to a chunked message past its bound sent whole",
+       function()
+        -- The same bound, the message complete in one send (one read,
+        -- on loopback): checked only where a read ended, it was served.
+        local body = '{"queue":"whole","messages":[]}'
+        local framed = {}
+        for i = 1, #body do
+            framed[i] = "1;ext=" .. ("e"):rep(500) .. "\r\n"
+                        .. body:sub(i, i) .. "\r\n"
+        end
+        local c = d:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Type: application/json\r\n"
+               .. "Transfer-Encoding: chunked\r\n\r\n"
+               .. table.concat(framed) .. "0\r\n\r\n")
+        local res = c:receive()
+        assert.equals(413, res.status)
+        assert.refused_with("ephemeral_bad_request", res, 413)
+        c:close()
+    end)
+
     it("answers 431 past the header limit", function()
         local res = d:request("GET", "/api/v1/ephemeral/queues", nil,
                               { ["X-Filler"] = ("z"):rep(3000) })

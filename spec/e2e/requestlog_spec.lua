@@ -96,6 +96,31 @@ describe("the request log", function()
         assert.equals("rate", requests(d)[3].fields.rung)
     end)
 
+    it("logs no queue name a push was refused for", function()
+        local d = daemon.start({
+            env = { QUEEN_EPHEMERAL_LOG_REQUESTS = "true" } })
+        finally(function() d:stop() end)
+        -- A name of any length up to the body's, or with a control
+        -- character: refused at the shape rung, and not a name to log.
+        local long = ("x"):rep(100000)
+        assert.refused_with("ephemeral_bad_request", d:push(long, { "1" }))
+        assert.refused_with("ephemeral_bad_request",
+                            d:push("a\1b", { "1" }))
+        assert.equals(201, d:push("fine", { "1" }).status)
+        d:await_log("queue=fine", 5)
+        local r = requests(d)
+        assert.equals(3, #r)
+        for i = 1, 2 do
+            assert.same({ "ephemeral_bad_request", "shape" },
+                        { r[i].code, r[i].fields.rung })
+            -- Its length, not the name, when a failure prints it.
+            assert.same({}, { q = r[i].fields.queue and #r[i].fields.queue,
+                              p = r[i].fields.partition })
+            assert.equals(1, r[i].fields.messages)
+        end
+        assert.falsy(d:read_log():find("xxxxxxxxxx", 1, true))
+    end)
+
     it("is off by default", function()
         local d = daemon.start()
         finally(function() d:stop() end)

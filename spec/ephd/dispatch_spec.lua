@@ -15,6 +15,7 @@ describe("ephd.dispatch", function()
         helper.core_double({
             ephd_ffi_respond = respond,
             ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_wall_time = function() return 1700000000 end,
             ephd_ffi_queues = function(_, t, tl)
                 queues_calls[#queues_calls + 1] = ffi.string(t, tl)
             end,
@@ -154,6 +155,27 @@ describe("ephd.dispatch", function()
                        per_request .. " bytes a request, its pointer's box "
                        .. per_box)
         assert.truthy(anchor)
+    end)
+
+    it("gives a shadow only the request the ladder just decided", function()
+        setup()
+        assert(dispatch.shadow("/c", { init = 'return { name = "c", '
+            .. 'version = 1, hooks = {} }' }, DEFAULT, testing.read(DEFAULT)))
+        local shadow = require("ephd.shadow").current
+        call("GET", "/api/v1/ephemeral/queues")
+        dispatch.observe()
+        assert.equals(1, shadow.decisions)
+        -- A dispatch that raised is not observed (C skips the call): the
+        -- next request, one no rung decides, leaves the shadow nothing to
+        -- judge, not the request before it, whose buffers are gone.
+        local double = require("ephd.core").C
+        rawset(double, "ephd_ffi_queues", function() error("broke") end)
+        assert.has_error(function() call("GET", "/api/v1/ephemeral/queues") end)
+        call("GET", "/health")
+        dispatch.observe()
+        call("GET", "/elsewhere")
+        dispatch.observe()
+        assert.equals(1, shadow.decisions)
     end)
 
     it("keeps the old policy when a reload does not load", function()

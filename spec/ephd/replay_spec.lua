@@ -157,6 +157,28 @@ describe("ephd.replay", function()
             assert.equals(1, r.kept)
         end)
 
+        it("follows the kill switch as the log sets it, lifted at a boot",
+           function()
+            local function event(ms, rest)
+                return ("ts=2026-12-03T10:00:00.%03dZ level=info event=%s")
+                    :format(ms, rest)
+            end
+            local paused = { rung = "paused", status = 503 }
+            local r = replay.new(strict())
+            r:line(event(0, "surface_switched enabled=false reason=maint"))
+            r:line(push(1, A, "ephemeral_disabled", paused))
+            r:line(event(2, "listening addr=127.0.0.1:1 epoch=2 pid=2"))
+            r:line(push(3, A))
+            r:line(event(4, "surface_switched enabled=false"))
+            r:line(event(5, "surface_switched enabled=true"))
+            r:line(push(6, A))
+            assert.equals(0, r.differ)
+            -- The live policy's own paused hook, which the candidate lacks.
+            r:line(push(7, A, "ephemeral_disabled", paused))
+            assert.equals(1, r.differ)
+            assert.equals("pass", r.samples[1].replayed)
+        end)
+
         it("skips a request relayed in the cell at its owner", function()
             local r = replay.new(strict())
             for i = 1, 5 do r:line(push(i, B, "pass", { forwarded = "true" })) end

@@ -99,6 +99,66 @@ describe("ephd.shadow", function()
         assert.matches("hook=cost", logged[1])
     end)
 
+    it("asks no cost, rate or bytes of a push refused for its shape",
+       function()
+        -- A cost hook that reads the queue's name (a malformed push may
+        -- have none) and a burst of one: the ladder checks the shape
+        -- before the rate, so the candidate answers the live 400 and its
+        -- cost hook, as the live one, is never asked.
+        local s = start('return { name = "c", version = 1, hooks = { '
+            .. 'limits = function() return { rate = 1, burst = 1 } end, '
+            .. 'cost = function(p) return #p.queue end } }')
+        local ctx = push("t1", "ephemeral_bad_request", "shape")
+        ctx.messages, ctx.queue = 5, false
+        shadow.observe(ctx, s)
+        assert.equals("running", s.state)
+        assert.equals(1, s.decisions)
+        assert.equals(0, s.disagreements)
+    end)
+
+    it("answers the queue's bounds the engine refused before its own "
+       .. "estimate of the tenant's bytes", function()
+        -- The tenant holds 100 bytes and the candidate allows 10: its
+        -- bytes rung would refuse, but queue_full is the outer rung.
+        local held = helper.core_double
+        held({
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_wall_time = function() return 1700000000.5 end,
+            ephd_ffi_tenant_stats = function(_, _, stats)
+                stats.bytes = 100
+                return 0
+            end,
+        })
+        shadow = require("ephd.shadow")
+        local s = start('return { name = "b", version = 1, hooks = { '
+            .. 'limits = function() return { max_bytes = 10 } end } }')
+        shadow.observe(push("t1", "queue_full", "commit"), s)
+        local r = shadow.report()
+        assert.equals(0, r.disagreements)
+        assert.same({ live = "queue_full", shadow = "queue_full",
+                      count = 1 }, r.pairs[1])
+        -- Passed by the live engine, the estimate stands.
+        shadow.observe(push("t1"), s)
+        assert.same({ live = "pass", shadow = "ephemeral_quota_exceeded",
+                      count = 1 }, shadow.report().pairs[1])
+    end)
+
+    it("gives the candidate's limits hook a copy of the live grant row",
+       function()
+        local contract = require("ephd.contract")
+        local grants = require("ephd.grants")
+        -- Without tenancy headers, the default tenant's.
+        local t = "00000000-0000-0000-0000-000000000001"
+        grants.replace({ [t] = contract.grant(true, nil, nil, 100) })
+        local s = start('return { name = "w", version = 1, hooks = { '
+            .. 'limits = function(_, grant) grant.enabled = false; '
+            .. 'grant.max_msgs_per_sec = 1; return {} end } }')
+        shadow.observe(push("t1"), s)
+        assert.equals("running", s.state)
+        assert.equals(1, s.decisions)
+        assert.same(contract.grant(true, nil, nil, 100), grants.get(t))
+    end)
+
     it("judges no request relayed by a member of the cell", function()
         local s = start(REFUSE_ALL)
         local ctx = push("t1")
