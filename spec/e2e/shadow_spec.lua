@@ -169,6 +169,20 @@ describe("a shadow policy", function()
         assert.equals(1, pair(s, "pass", "pass"))
     end)
 
+    it("compares with a handler's own refusal, not with a pass",
+       function()
+        -- A depth of no queue is the handler's 404, after every rung: the
+        -- candidate refusing it earlier disagrees with the 404.
+        local d = daemon.start({ args = { "--shadow-policy " .. POLICIES
+                                          .. "lockdown" } })
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_queue_not_found",
+            d:request("GET", "/api/v1/ephemeral/queues/none/depth"))
+        local s = shadow_of(d)
+        assert.equals(1, pair(s, "ephemeral_queue_not_found", "unauthorized"))
+        assert.equals(0, pair(s, "pass", "unauthorized"))
+    end)
+
     it("refuses to boot with a --shadow-policy that does not load",
        function()
         local out, rc = helper.run(("timeout 20 %s/ephd --listen 127.0.0.1:%d "
