@@ -533,6 +533,12 @@ ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d) {
 
 static void on_turn(uv_idle_t *h) {
   ephd_conn_t *c = turn_head;
+  /* Every connection that asked may have closed since (conn_close takes
+   * it off the line). */
+  if (c == NULL) {
+    uv_idle_stop(h);
+    return;
+  }
   turn_head = c->turn_next;
   if (turn_head == NULL) {
     turn_tail = NULL;

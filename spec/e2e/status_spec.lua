@@ -291,6 +291,22 @@ describe("a long queue list", function()
         c:close()
     end)
 
+    it("outlives clients that leave while their list is being made",
+       function()
+        -- The last client waiting for a turn closed: the turn handle ran
+        -- on an empty line and the broker crashed.
+        for _ = 1, 3 do
+            local c = d:connect()
+            c:send(daemon.format("GET", "/api/v1/ephemeral/queues"))
+            c.sock:shutdown("send")
+            daemon.sleep(0.05)
+            c:close()
+        end
+        assert.equals(200, d:request("GET", "/health").status)
+        assert.equals(2500, d:request("GET", "/api/v1/ephemeral/queues")
+                                .json.count)
+    end)
+
     it("answers HEAD with the headers alone and HTTP/1.0 delimited by the "
        .. "close", function()
         local c = d:connect()
