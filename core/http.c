@@ -100,7 +100,8 @@ struct ephd_conn {
   ephd_conn_t *turn_next;   /* held requests waiting for a turn */
   ephd_conn_t *flush_next;  /* answers to write once this loop turn ends */
   int flush_queued;
-  size_t held_bytes; /* its buffers' capacity, as last counted */
+  size_t held_bytes;     /* its buffers' capacity, as last counted */
+  size_t deferred_bytes; /* what the holder of its request keeps for it */
 };
 
 static uv_loop_t *loop;
@@ -175,7 +176,8 @@ static int stalled(const ephd_conn_t *c) { return c->held || c->output_paused; }
  * client has taken it (a client that never reads holds it). */
 static void recount(ephd_conn_t *c) {
   if (c->closed) return;
-  size_t held = c->in.cap + c->out.cap + c->wbuf.cap + c->chunked.cap;
+  size_t held =
+      c->in.cap + c->out.cap + c->wbuf.cap + c->chunked.cap + c->deferred_bytes;
   client_bytes = client_bytes - c->held_bytes + held;
   c->held_bytes = held;
 }
@@ -378,6 +380,7 @@ static void end_answer(ephd_conn_t *c) {
     c->held = 0;
     c->deferred.ops = NULL;
     c->deferred.data = NULL;
+    c->deferred_bytes = 0;
     if (c->deadline_kind == DEADLINE_DEFERRED) c->deadline_kind = DEADLINE_NONE;
     release_chunked(c);
     resume_later(c);
@@ -530,6 +533,12 @@ ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d) {
 
 static void on_turn(uv_idle_t *h) {
   ephd_conn_t *c = turn_head;
+  /* Every connection that asked may have closed since (conn_close takes
+   * it off the line). */
+  if (c == NULL) {
+    uv_idle_stop(h);
+    return;
+  }
   turn_head = c->turn_next;
   if (turn_head == NULL) {
     turn_tail = NULL;
@@ -560,6 +569,12 @@ void ephd_deferred_turn(ephd_deferred_t *d) {
     turn_head = c;
   turn_tail = c;
   uv_idle_start(&turn_idle, on_turn);
+}
+
+void ephd_deferred_account(ephd_deferred_t *d, size_t bytes) {
+  ephd_conn_t *c = ephd_deferred_conn(d);
+  c->deferred_bytes = bytes;
+  recount(c);
 }
 
 void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms) {

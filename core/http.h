@@ -106,6 +106,11 @@ void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms);
  * long to make at once is made a slice a turn while the loop serves
  * everyone else between its slices. */
 void ephd_deferred_turn(ephd_deferred_t *d);
+/* What the holder keeps for the held request (a long list's copy of its
+ * names): counted as the connection's own bytes until the answer ends, so
+ * QUEEN_EPHEMERAL_MAX_CLIENT_BYTES bounds it as it bounds the buffers, and
+ * a client that takes nothing is the first closed when that is past. */
+void ephd_deferred_account(ephd_deferred_t *d, size_t bytes);
 /* An answer sent as it is made, for one too long to make at once: its
  * status and headers, then its body a chunk at a time, each chunk made in
  * a turn (ephd_deferred_turn, which then waits until the client has taken

@@ -380,6 +380,11 @@ typedef struct {
 } load_t;
 
 static load_t *loading;
+/* A SIGHUP that came while a load ran: the operator's files may have
+ * changed after that load read them, so a reload follows it. */
+static int reload_pending;
+static int start_load(const load_kind_t *kind, const ephd_request_t *req,
+                      const char *dir, size_t dir_len);
 
 static void load_work(uv_work_t *w) {
   load_t *r = w->data;
@@ -450,6 +455,10 @@ static void after_load(uv_work_t *w, int status) {
   dir_free(&r->fallback);
   free(r->dir);
   free(r);
+  if (reload_pending) {
+    reload_pending = 0;
+    start_load(&RELOAD, NULL, policy_dir, strlen(policy_dir));
+  }
 }
 
 static void on_loader_left(void *data) {
@@ -483,8 +492,11 @@ int ephd_ffi_policy_reload(const ephd_request_t *req) {
 }
 
 void ephd_lua_host_reload(void) {
-  if (start_load(&RELOAD, NULL, policy_dir, strlen(policy_dir)) != 0)
-    ephd_log("warn", "policy_reload_busy", NULL);
+  if (start_load(&RELOAD, NULL, policy_dir, strlen(policy_dir)) != 0) {
+    reload_pending = 1;
+    ephd_log("info", "policy_reload_queued", "msg",
+             "a policy load is running: the reload follows it", NULL);
+  }
 }
 
 int ephd_ffi_policy_shadow(const ephd_request_t *req, const char *dir,

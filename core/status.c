@@ -96,51 +96,28 @@ static void write_list_tail(ephd_buf_t *out, uint64_t count) {
  * Between two slices the tenant's queues may be created, deleted and
  * rehashed, so the list copies their names first and looks each one up
  * again when its slice comes: a queue deleted meanwhile is left out, one
- * created meanwhile is not in this list. At most LISTS_BUILT lists hold
- * their copies at once (a few MB each at most); the others wait holding
- * only the request and the tenant's id. */
-enum { LIST_SLICE = 1000, LISTS_BUILT = 16 };
+ * created meanwhile is not in this list. The copy (a few MB at most) is
+ * counted as its connection's bytes, under QUEEN_EPHEMERAL_MAX_CLIENT_BYTES
+ * (ephd_deferred_account): a fixed number of lists holding copies at once,
+ * the others waiting, let that many clients that never read hold every
+ * other long list until their idle timeout. */
+enum { LIST_SLICE = 1000 };
 
-typedef struct listing {
+typedef struct {
   ephd_deferred_t *held;
-  struct listing *prev, *next; /* every list held, in the order asked */
-  int built;                   /* holds its copy of the names */
-  int streaming;               /* its head is sent */
-  ephd_buf_t names;            /* each: its length (size_t), its bytes */
-  size_t at;                   /* the next name to write, in names */
-  ephd_buf_t slice;            /* the chunk being made */
+  int streaming;    /* its head is sent */
+  ephd_buf_t names; /* each: its length (size_t), its bytes */
+  size_t at;        /* the next name to write, in names */
+  ephd_buf_t slice; /* the chunk being made */
   uint64_t count;
   size_t tenant_len;
   char tenant[];
 } listing_t;
 
-static listing_t *lists_head, *lists_tail;
-static unsigned lists_built;
-
-/* The lists waiting for a copy of their names start, as many as may. */
-static void start_waiting(void) {
-  for (listing_t *l = lists_head; l && lists_built < LISTS_BUILT; l = l->next)
-    if (!l->built) {
-      l->built = 1;
-      lists_built++;
-      ephd_deferred_turn(l->held);
-    }
-}
-
 static void list_free(listing_t *l) {
-  if (l->prev)
-    l->prev->next = l->next;
-  else
-    lists_head = l->next;
-  if (l->next)
-    l->next->prev = l->prev;
-  else
-    lists_tail = l->prev;
-  if (l->built) lists_built--;
   ephd_buf_free(&l->names);
   ephd_buf_free(&l->slice);
   free(l);
-  start_waiting();
 }
 
 static void copy_names(listing_t *l, ephd_tenant_t *t) {
@@ -186,6 +163,7 @@ static void on_list_turn(void *data) {
   /* A tenant forgotten meanwhile had no queue left. */
   int done = t == NULL || l->at >= l->names.len;
   if (done) write_list_tail(&l->slice, l->count);
+  ephd_deferred_account(l->held, l->names.cap + l->slice.cap);
   ephd_deferred_chunk(l->held, l->slice.base, l->slice.len);
   if (!done) {
     ephd_deferred_turn(l->held);
@@ -213,14 +191,8 @@ void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
     if (l) {
       memcpy(l->tenant, tenant, tenant_len);
       l->tenant_len = tenant_len;
-      l->prev = lists_tail;
-      if (lists_tail)
-        lists_tail->next = l;
-      else
-        lists_head = l;
-      lists_tail = l;
       l->held = ephd_http_defer(req, &LISTING, l);
-      start_waiting();
+      ephd_deferred_turn(l->held);
       return;
     }
   }

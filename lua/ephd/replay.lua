@@ -22,6 +22,7 @@
 --     logged it, not again at its owner.
 local columns = require("ephd.columns")
 local contract = require("ephd.contract")
+local routes = require("ephd.routes")
 local verdict = require("ephd.verdict")
 
 local byte, concat, find, format, sub = string.byte, table.concat,
@@ -104,11 +105,16 @@ end
 
 local NUMBERS = { messages = true, bytes = true, status = true }
 
+local ROUTE = {}
+for _, r in ipairs(routes) do ROUTE[r.name] = true end
+
 -- A `request` line as a record {at (ms), route, code, status, fields}; nil
--- for any other line.
+-- for any other line, and for one naming no route of the broker's (not a
+-- line it wrote: asked about it, the verdict would raise, and the replay
+-- would stop there blaming the candidate).
 function _M.parse(text)
     local t = _M.fields(text)
-    if not t or t.event ~= "request" or not t.route or not t.code then
+    if not t or t.event ~= "request" or not ROUTE[t.route] or not t.code then
         return nil
     end
     local at = _M.ms(t.ts)

@@ -81,6 +81,38 @@ describe("policy reload", function()
         assert.equals(201, d:push("q", { "1", "2" }).status)
         assert.refused_with("rate_limited", d:push("q", { "3" }))
     end)
+
+    it("reloads after the load in flight on a SIGHUP that came during it",
+       function()
+        -- A SIGHUP while a shadow's load reads its files (a hundred
+        -- modules of 1 MiB: long enough to land in) was dropped
+        -- (policy_reload_busy): an edit of the live policy never loaded.
+        local dir = policy_dir(rate_policy(1000))
+        local big = policy_dir(rate_policy(5))
+        local filler = ("-- filler\n"):rep(100000)
+        for i = 1, 100 do
+            local f = assert(io.open(big .. "/filler" .. i .. ".lua", "w"))
+            f:write(filler)
+            f:close()
+        end
+        finally(function() os.execute("rm -rf " .. big) end)
+        local d = daemon.start({ args = { "--policy-dir " .. dir } })
+        finally(function() d:stop() end)
+        local c = d:connect()
+        c:send(daemon.format("POST", "/api/v1/system/policy/shadow",
+                             '{"dir":"' .. big .. '"}'))
+        os.execute("kill -HUP " .. d.pid)
+        assert(c:receive(10))
+        c:close()
+        local reloads
+        for _ = 1, 50 do
+            reloads = d:request("GET", "/api/v1/system/ephemeral").json
+                       .policy.reloads.ok
+            if reloads == 1 then break end
+            daemon.sleep(0.1)
+        end
+        assert.equals(1, reloads, d:read_log())
+    end)
 end)
 
 describe("policy faults", function()

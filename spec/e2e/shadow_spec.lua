@@ -151,6 +151,38 @@ describe("a shadow policy", function()
         assert.equals(200, d:request("DELETE", SHADOW).status)
     end)
 
+    it("hands its cost hook the push's queue and partition when the live "
+       .. "policy has no cost hook", function()
+        -- The default policy's cost is the message count, so the push's
+        -- names were not read for the live ladder; the candidate's hook
+        -- indexed a nil queue and the shadow disabled itself.
+        local d = daemon.start({ args = { "--shadow-policy " .. POLICIES
+                                          .. "cost-by-queue" } })
+        finally(function() d:stop() end)
+        local hundred = {}
+        for i = 1, 101 do hundred[i] = tostring(i) end
+        assert.equals(201, d:push("bulk-orders", hundred).status)
+        assert.equals(201, d:push("orders", hundred).status)
+        local s = shadow_of(d)
+        assert.equals("running", s.state, cjson.encode(s.disabled))
+        assert.equals(1, pair(s, "pass", "rate_limited"))
+        assert.equals(1, pair(s, "pass", "pass"))
+    end)
+
+    it("compares with a handler's own refusal, not with a pass",
+       function()
+        -- A depth of no queue is the handler's 404, after every rung: the
+        -- candidate refusing it earlier disagrees with the 404.
+        local d = daemon.start({ args = { "--shadow-policy " .. POLICIES
+                                          .. "lockdown" } })
+        finally(function() d:stop() end)
+        assert.refused_with("ephemeral_queue_not_found",
+            d:request("GET", "/api/v1/ephemeral/queues/none/depth"))
+        local s = shadow_of(d)
+        assert.equals(1, pair(s, "ephemeral_queue_not_found", "unauthorized"))
+        assert.equals(0, pair(s, "pass", "unauthorized"))
+    end)
+
     it("refuses to boot with a --shadow-policy that does not load",
        function()
         local out, rc = helper.run(("timeout 20 %s/ephd --listen 127.0.0.1:%d "

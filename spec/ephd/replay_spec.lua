@@ -75,6 +75,17 @@ describe("ephd.replay", function()
                                              { forwarded = "true" }))
                            .fields.forwarded)
         end)
+
+        it("leaves out a request line naming no route, and replays on",
+           function()
+            assert.is_nil(replay.parse(push(0, A, "pass",
+                                            { route = "nonexistent" })))
+            local r = replay.new(strict())
+            r:line(push(0, A, "pass", { route = "nonexistent" }))
+            r:line(push(0, A, "pass"))
+            assert.equals(2, r.read)
+            assert.equals(1, r.requests)
+        end)
     end)
 
     describe("replaying", function()

@@ -39,9 +39,9 @@ function _M.commit(ctx)
                                 ctx.limits.c)
     if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then
-        reply.refuse(ctx.req, "ephemeral_unavailable",
-                     "no database connection is available for a "
-                     .. "declaration write")
+        reply.refuse_commit(ctx, "ephemeral_unavailable",
+                        "no database connection is available for a "
+                        .. "declaration write")
     end
     return 0
 end

@@ -18,9 +18,9 @@ function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
     if C.ephd_ffi_delete(ctx.req, tenant, #tenant, queue, #queue)
             == C.EPHD_E_UNAVAILABLE then
-        reply.refuse(ctx.req, "ephemeral_unavailable",
-                     "no database connection is available to remove the "
-                     .. "declaration")
+        reply.refuse_commit(ctx, "ephemeral_unavailable",
+                        "no database connection is available to remove the "
+                        .. "declaration")
     end
     return 0
 end

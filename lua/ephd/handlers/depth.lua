@@ -30,8 +30,8 @@ function _M.commit(ctx)
     local tenant, queue, group = ctx.tenant, ctx.queue, ctx.group
     if C.ephd_ffi_depth(ctx.req, tenant, #tenant, queue, #queue, group,
                     group and #group or 0) == C.EPHD_E_NOT_FOUND then
-        reply.refuse(ctx.req, "ephemeral_queue_not_found",
-                     "no queue " .. queue)
+        reply.refuse_commit(ctx, "ephemeral_queue_not_found",
+                        "no queue " .. queue)
     end
     return 0
 end

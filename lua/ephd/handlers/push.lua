@@ -5,6 +5,7 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 local hooks = require("ephd.hooks")
 local reply = require("ephd.reply")
+local shadow = require("ephd.shadow")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -31,9 +32,13 @@ function _M.parse(ctx)
     -- What the rate rung takes.
     ctx.messages, ctx.bytes = messages, bytes
     -- C checked the names as it scanned them, and the default cost needs
-    -- none: Lua reads them only to say why C did not pass one, or for an
-    -- operator's cost hook.
-    if clean and hooks.active.messages_cost then return end
+    -- none: Lua reads them only to say why C did not pass one, or for a
+    -- cost hook, the live policy's or a shadow's (which judges after the
+    -- answer, when the scan is gone: it reads them here, in ctx).
+    if clean and hooks.active.messages_cost then
+        local s = shadow.current
+        if not s or s.p.messages_cost then return end
+    end
     local queue, partition, err
     do
         local scan = req.op.scan
