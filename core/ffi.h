@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 23 };
+enum { EPHD_FFI_ABI_VERSION = 24 };
 
 enum {
   EPHD_OK = 0,
@@ -353,8 +353,12 @@ double ephd_ffi_wall_time(void);
 
 /* Brackets every call into policy code: a hook still running when its time
  * budget is spent is interrupted (policy code runs interpreted, so the
- * interrupt, a debug hook, is seen) and fails like a raising hook. */
-void ephd_ffi_policy_enter(void);
+ * interrupt, a debug hook, is seen) and fails like a raising hook.
+ * candidate: the code is a shadow policy's, whose allocations may take the
+ * state to three quarters of QUEEN_EPHEMERAL_POLICY_MAX_BYTES only: the
+ * last quarter is the live policy's, which a candidate must never starve
+ * (its failure disables the shadow, the live one's answers 503). */
+void ephd_ffi_policy_enter(int candidate);
 void ephd_ffi_policy_leave(void);
 
 /* One logfmt line: Lua formats its fields (ephd.log), C adds ts, level

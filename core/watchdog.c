@@ -55,13 +55,13 @@ static void rouse(void) {
  * each time from LuaJIT's own count of the state's bytes. */
 static lua_Alloc lj_alloc;
 static void *lj_alloc_ud;
-static int64_t lua_bytes, max_bytes;
+static int64_t lua_bytes, max_bytes, cap;
 
 static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   (void)ud;
   if (ptr == NULL) osize = 0;
   int64_t grow = (int64_t)nsize - (int64_t)osize;
-  if (grow > 0 && lua_bytes + grow > max_bytes) return NULL;
+  if (grow > 0 && lua_bytes + grow > cap) return NULL;
   void *p = lj_alloc(lj_alloc_ud, ptr, osize, nsize);
   if (p != NULL || nsize == 0) lua_bytes += grow;
   return p;
@@ -69,7 +69,8 @@ static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 /* lua_gc's counts and lua_setallocf only read and set fields of the
  * global state, which is why an FFI call may use them. */
-static void cap_on(void) {
+static void cap_on(int candidate) {
+  cap = candidate ? max_bytes - max_bytes / 4 : max_bytes;
   lua_bytes = (int64_t)lua_gc(state, LUA_GCCOUNT, 0) * 1024 +
               lua_gc(state, LUA_GCCOUNTB, 0);
   lua_setallocf(state, capped_alloc, NULL);
@@ -77,10 +78,10 @@ static void cap_on(void) {
 
 static void cap_off(void) { lua_setallocf(state, lj_alloc, lj_alloc_ud); }
 
-void ephd_ffi_policy_enter(void) {
+void ephd_ffi_policy_enter(int candidate) {
   atomic_store(&deadline, uv_hrtime() + budget_ns);
   if (atomic_load(&dozing)) rouse();
-  if (max_bytes) cap_on();
+  if (max_bytes) cap_on(candidate);
 }
 
 /* The debug hook goes only here, once the policy code it stopped has

@@ -50,14 +50,17 @@ local CHECK_API = {
     counters = function() return nil end,
 }
 
--- Loading runs the policy's top level, which is policy code too.
-local function load(dir, files, default_dir, default_files, api)
-    C.ephd_ffi_policy_enter()
+-- Loading runs the policy's top level, which is policy code too: a
+-- candidate's (a shadow's) within its share of the memory cap, which its
+-- hooks keep (p.candidate, until a promotion makes it the live policy).
+local function load(dir, files, default_dir, default_files, api, candidate)
+    C.ephd_ffi_policy_enter(candidate and 1 or 0)
     local ok, p, err = pcall(policy.load, dir, files, default_dir,
                              default_files, api or API)
     C.ephd_ffi_policy_leave()
     if not ok then return nil, p end
     if not p then return nil, err end
+    p.candidate = candidate
     return p
 end
 
@@ -183,7 +186,7 @@ requestlog.context(ctx)
 -- A candidate to judge beside the live policy (ephd.shadow), loaded as a
 -- reload loads: it replaces the shadow in place only if it loads.
 function _M.shadow(dir, files, default_dir, default_files)
-    local p, err = load(dir, files, default_dir, default_files)
+    local p, err = load(dir, files, default_dir, default_files, nil, true)
     if not p then return nil, err end
     shadow.start(p, dir)
     -- What the last request left: not for the new shadow to judge.

@@ -33,7 +33,7 @@ function _M.run(p, name, ...)
     local hook = p.hooks[name]
     if not hook then return true end
     if not p.guarded[name] then return pcall(hook, ...) end
-    C.ephd_ffi_policy_enter()
+    C.ephd_ffi_policy_enter(p.candidate and 1 or 0)
     local ok, a, b, c = pcall(hook, ...)
     C.ephd_ffi_policy_leave()
     return ok, a, b, c

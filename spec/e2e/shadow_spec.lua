@@ -239,6 +239,29 @@ describe("a shadow policy", function()
         it("disables itself when a hook runs past the budget", function()
             disables(POLICIES .. "loops-mid-traffic", "time budget")
         end)
+
+        it("leaves the live policy its share of the memory cap when it "
+           .. "fills its own", function()
+            -- plan-tiers decides each new tenant's limits in policy code;
+            -- the candidate keeps all it can allocate on its first call.
+            local d = plan_tiers({ env = {
+                QUEEN_TENANCY_HEADER = "true",
+                QUEEN_EPHEMERAL_REQUIRE_GRANT = "false",
+                QUEEN_EPHEMERAL_POLICY_MAX_BYTES = tostring(32 * 1048576),
+            }, args = { "--shadow-policy " .. POLICIES .. "hoards-memory" } })
+            finally(function() d:stop() end)
+            for i = 1, 30 do
+                local tenant = ("00000000-0000-0000-0000-%012d"):format(100 + i)
+                local res = d:push("q", { "1" }, nil,
+                                   { ["x-queen-tenant"] = tenant })
+                assert.equals(201, res.status, i .. ": " .. res.body)
+            end
+            -- (The shadow's read and /metrics are the admin's: the log says.)
+            local log = d:read_log()
+            assert.truthy(log:find('event=policy_shadow_disabled[^\n]* '
+                                   .. 'error="not enough memory"[^\n]* '
+                                   .. 'hook=limits'), log)
+        end)
     end)
 
     describe("ephd policy shadow", function()

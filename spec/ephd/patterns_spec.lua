@@ -94,11 +94,11 @@ describe("policy patterns", function()
 
     it("stops a pathological pattern once the budget is spent", function()
         local lib = ffi.load(helper.build .. "/ephd_patterns.so")
-        ffi.cdef("void ephd_ffi_policy_enter(void); void ephd_ffi_policy_leave(void);")
+        ffi.cdef("void ephd_ffi_policy_enter(int); void ephd_ffi_policy_leave(void);")
         local subject = ("a"):rep(40)
         local pattern = ("a*"):rep(12) .. "b"
         -- No watchdog started: the budget is 0 and spent at once.
-        lib.ephd_ffi_policy_enter()
+        lib.ephd_ffi_policy_enter(0)
         local t0 = os.clock()
         local ok, err = pcall(ours.find, subject, pattern)
         lib.ephd_ffi_policy_leave()

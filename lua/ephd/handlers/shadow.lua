@@ -102,6 +102,7 @@ _M.promote = {
                          .. "it is done")
             return 0
         end
+        s.p.candidate = nil -- the live policy's whole memory cap from now on
         hooks.active = s.p
         limits.forget()
         shadow.stop()
