@@ -742,10 +742,20 @@ void ephd_engine_wake_group(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
     ephd_gate_wake(g, q->rings[i]);
 }
 
+/* A ring's readiness for a group, its cursor's tables recharged: the
+ * answer may shrink the redelivery FIFO. */
+static int ring_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
+  ephd_cursor_t *c = &r->cursors[group];
+  uint64_t tables = ephd_cost_cursor_tables(c);
+  int ready = ephd_ring_ready(r, c);
+  recharge_tables(q, c, tables);
+  return ready;
+}
+
 int ephd_engine_ready(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
-  if (r) return ephd_ring_ready(r, &r->cursors[group]);
+  if (r) return ring_ready(q, r, group);
   for (uint32_t i = 0; i < q->nrings; i++)
-    if (ephd_ring_ready(q->rings[i], &q->rings[i]->cursors[group])) return 1;
+    if (ring_ready(q, q->rings[i], group)) return 1;
   return 0;
 }
 

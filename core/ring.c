@@ -174,7 +174,10 @@ static uint64_t live_redeliveries(const ephd_ring_t *r,
 int ephd_ring_ready(const ephd_ring_t *r, ephd_cursor_t *c) {
   uint64_t next = c->next < r->head ? r->head : c->next;
   if (next < r->tail) return 1;
-  drop_dead_redeliveries(r, c);
+  if (c->redo_len && c->redo[c->redo_head].pos < r->head) {
+    drop_dead_redeliveries(r, c);
+    redo_fit(c); /* as a take would: an empty FIFO keeps no array */
+  }
   return c->redo_len > 0;
 }
 

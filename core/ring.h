@@ -76,7 +76,8 @@ void ephd_ring_add_cursor(ephd_ring_t *r);
 int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
                    uint32_t *attempts, int *was_redelivery);
 /* Whether a group has anything deliverable here, without taking it (it
- * drops the dead redeliveries a take would skip). */
+ * drops the dead redeliveries a take would skip, and may shrink their
+ * FIFO: the caller recharges the cursor's tables). */
 int ephd_ring_ready(const ephd_ring_t *r, ephd_cursor_t *c);
 void ephd_ring_redeliver(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
                          uint32_t attempts);

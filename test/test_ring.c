@@ -115,6 +115,13 @@ TEST_IMPL(ring_ready_past_dead_redeliveries) {
   ASSERT_EQ(at(r, pos), 4);
   ASSERT(!ephd_ring_ready(r, c));
   ASSERT(!ephd_ring_take(r, c, &pos, &attempts, &redo));
+  /* Dead alone: ready gives their array back, as a take would. */
+  ephd_ring_redeliver(r, c, r->head, 1);
+  ephd_ring_evict_head(r);
+  ASSERT(c->redo != NULL);
+  ASSERT(!ephd_ring_ready(r, c));
+  ASSERT(c->redo == NULL);
+  ASSERT_EQ(c->redo_cap, 0);
   ephd_ring_free(r);
   return 0;
 }
