@@ -35,6 +35,10 @@ struct ephd_deferred {
   void *data;
 };
 
+/* The lines a connection may wait on (line_t, below): its answers, to be
+ * written at the end of the loop turn, and its held request's turn. */
+enum { LINE_FLUSH, LINE_TURN, N_LINES };
+
 struct ephd_conn {
   uv_tcp_t tcp;
   uv_timer_t timer; /* the one deadline the connection is under (arm) */
@@ -71,7 +75,6 @@ struct ephd_conn {
   int sent_all;      /* the client shut its sending side while paused */
   int open_handles;
   int resume_queued;
-  int turn_queued;   /* held, and waiting for a turn (ephd_deferred_turn) */
   int turn_on_drain; /* ... once what it streamed so far is written */
   int streaming;     /* its answer is being sent as it is made */
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
@@ -97,9 +100,9 @@ struct ephd_conn {
   ephd_deferred_t deferred; /* what holds the request, while held */
   ephd_conn_t *prev, *next; /* every connection, for shutdown */
   ephd_conn_t *resume_next; /* answered held requests with bytes left */
-  ephd_conn_t *turn_next;   /* held requests waiting for a turn */
-  ephd_conn_t *flush_next;  /* answers to write once this loop turn ends */
-  int flush_queued;
+  /* Its place on each line (below): the next on it, and whether it is on. */
+  ephd_conn_t *line_next[N_LINES];
+  unsigned char on_line[N_LINES];
   size_t held_bytes;     /* its buffers' capacity, as last counted */
   size_t deferred_bytes; /* what the holder of its request keeps for it */
 };
@@ -137,16 +140,54 @@ static uint64_t evicted;
 static uint64_t activity; /* requests dispatched and connections closed */
 static ephd_conn_t *resume_head;
 static uv_idle_t resume_idle;
+
+/* A line of connections, first come first served, each on it at most
+ * once, with a link of its own in every connection. */
+typedef struct {
+  ephd_conn_t *head, *tail;
+} line_t;
+
+static void line_push(line_t *l, int which, ephd_conn_t *c) {
+  c->on_line[which] = 1;
+  c->line_next[which] = NULL;
+  if (l->tail)
+    l->tail->line_next[which] = c;
+  else
+    l->head = c;
+  l->tail = c;
+}
+
+static ephd_conn_t *line_pop(line_t *l, int which) {
+  ephd_conn_t *c = l->head;
+  if (c == NULL) return NULL;
+  l->head = c->line_next[which];
+  if (l->head == NULL) l->tail = NULL;
+  c->on_line[which] = 0;
+  return c;
+}
+
+static void line_remove(line_t *l, int which, ephd_conn_t *c) {
+  if (!c->on_line[which]) return;
+  ephd_conn_t **pp = &l->head, *prev = NULL;
+  while (*pp != c) {
+    prev = *pp;
+    pp = &(*pp)->line_next[which];
+  }
+  *pp = c->line_next[which];
+  if (l->tail == c) l->tail = prev;
+  c->on_line[which] = 0;
+}
+
 /* Held requests answered a slice at a time: one slice a loop turn, in the
  * order they asked, so a long answer never holds the loop for long. */
-static ephd_conn_t *turn_head, *turn_tail;
+static line_t turn_line;
 static uv_idle_t turn_idle;
 /* Answers are written after every ready socket of a loop turn has been read
  * and dispatched, not one by one: a client woken by the first answer of a
  * turn finds the rest already there, and the cross-core wake-ups this saves
  * were a fifth of a small push's cost (Redis writes in beforeSleep for the
  * same reason). */
-static ephd_conn_t *flush_head, *flush_tail;
+static line_t flush_line;
 static uv_check_t flush_check;
 /* Active while answers wait: an answer made outside the poll phase (a
  * held request's deadline, in a timer) must not wait for the next poll to
@@ -223,14 +264,8 @@ static void resume_later(ephd_conn_t *c) {
 /* In the order answers were made: a parked pop woken by a push leaves
  * before the push's own 201. */
 static void flush_later(ephd_conn_t *c) {
-  if (c->closed || c->flush_queued) return;
-  c->flush_queued = 1;
-  c->flush_next = NULL;
-  if (flush_tail)
-    flush_tail->flush_next = c;
-  else
-    flush_head = c;
-  flush_tail = c;
+  if (c->closed || c->on_line[LINE_FLUSH]) return;
+  line_push(&flush_line, LINE_FLUSH, c);
   if (!uv_is_active((uv_handle_t *)&flush_idle))
     uv_idle_start(&flush_idle, on_flush_idle);
 }
@@ -238,13 +273,8 @@ static void flush_later(ephd_conn_t *c) {
 static void on_flush_check(uv_check_t *h) {
   (void)h;
   uv_idle_stop(&flush_idle);
-  while (flush_head) {
-    ephd_conn_t *c = flush_head;
-    flush_head = c->flush_next;
-    if (flush_head == NULL) flush_tail = NULL;
-    c->flush_queued = 0;
-    flush(c);
-  }
+  ephd_conn_t *c;
+  while ((c = line_pop(&flush_line, LINE_FLUSH))) flush(c);
   evict_while_over();
 }
 
@@ -532,27 +562,19 @@ ephd_conn_t *ephd_deferred_conn(ephd_deferred_t *d) {
 }
 
 static void on_turn(uv_idle_t *h) {
-  ephd_conn_t *c = turn_head;
   /* Every connection that asked may have closed since (conn_close takes
    * it off the line). */
-  if (c == NULL) {
-    uv_idle_stop(h);
-    return;
-  }
-  turn_head = c->turn_next;
-  if (turn_head == NULL) {
-    turn_tail = NULL;
-    uv_idle_stop(h);
-  }
-  c->turn_queued = 0;
-  c->deferred.ops->turn(c->deferred.data);
+  ephd_conn_t *c = line_pop(&turn_line, LINE_TURN);
+  if (turn_line.head == NULL) uv_idle_stop(h);
+  if (c) c->deferred.ops->turn(c->deferred.data);
 }
 
 void ephd_deferred_turn(ephd_deferred_t *d) {
   ephd_conn_t *c = ephd_deferred_conn(d);
   /* At the broker's stop every held request is being cut off: none gets
    * a turn (the idle handle is closing). */
-  if (c->turn_queued || c->closed || uv_is_closing((uv_handle_t *)&turn_idle))
+  if (c->on_line[LINE_TURN] || c->closed ||
+      uv_is_closing((uv_handle_t *)&turn_idle))
     return;
   if (c->streaming && unwritten(c) > limits.max_unwritten_bytes) {
     /* The client has not taken what was streamed: the turn waits for it
@@ -561,13 +583,7 @@ void ephd_deferred_turn(ephd_deferred_t *d) {
     arm(c, DEADLINE_IDLE, uv_now(loop) + limits.idle_timeout_ms);
     return;
   }
-  c->turn_queued = 1;
-  c->turn_next = NULL;
-  if (turn_tail)
-    turn_tail->turn_next = c;
-  else
-    turn_head = c;
-  turn_tail = c;
+  line_push(&turn_line, LINE_TURN, c);
   uv_idle_start(&turn_idle, on_turn);
 }
 
@@ -1038,31 +1054,13 @@ static void conn_close(ephd_conn_t *c) {
     conns = c->next;
   if (c->next) c->next->prev = c->prev;
   nconns--;
-  if (c->turn_queued) {
-    ephd_conn_t **pp = &turn_head, *prev = NULL;
-    while (*pp != c) {
-      prev = *pp;
-      pp = &(*pp)->turn_next;
-    }
-    *pp = c->turn_next;
-    if (turn_tail == c) turn_tail = prev;
-    c->turn_queued = 0;
-  }
+  line_remove(&turn_line, LINE_TURN, c);
   if (c->resume_queued) {
     ephd_conn_t **pp = &resume_head;
     while (*pp != c) pp = &(*pp)->resume_next;
     *pp = c->resume_next;
   }
-  if (c->flush_queued) {
-    ephd_conn_t **pp = &flush_head, *prev = NULL;
-    while (*pp != c) {
-      prev = *pp;
-      pp = &(*pp)->flush_next;
-    }
-    *pp = c->flush_next;
-    if (flush_tail == c) flush_tail = prev;
-    c->flush_queued = 0;
-  }
+  line_remove(&flush_line, LINE_FLUSH, c);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
