@@ -398,6 +398,17 @@ local function status_frame(c, out, tenant, shown, previous)
     return 0, frame.listing or shown, frame
 end
 
+-- --watch: draw's frame every interval seconds until interrupted, after
+-- home and clear, the time and the broker (a terminal redraws in place).
+local function watch(out, c, interval, draw)
+    while true do
+        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
+        draw()
+        out:flush()
+        socket.sleep(interval)
+    end
+end
+
 function _M.status(args, out)
     local opts, rest = parse(args, 2, with_connection({
         ["--interval"] = "value", ["--watch"] = "flag",
@@ -415,14 +426,10 @@ function _M.status(args, out)
     local tenant = opts.tenant or (not opts.token and DEFAULT_TENANT) or nil
     if not opts.watch then return (status_frame(c, out, tenant)) end
     local shown, previous
-    while true do
-        -- Home and clear, then the frame: a terminal redraws in place.
-        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
+    return watch(out, c, interval, function()
         local _, kept, frame = status_frame(c, out, tenant, shown, previous)
         shown, previous = kept, frame
-        out:flush()
-        socket.sleep(interval)
-    end
+    end)
 end
 
 -- ephd push / pop / ack ----------------------------------------------------
@@ -891,12 +898,7 @@ function _M.policy_shadow(args, out)
     local c = connect("policy shadow", opts)
     if not c then return 2 end
     if not opts.watch then return shadow_frame(c, out) end
-    while true do
-        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
-        shadow_frame(c, out)
-        out:flush()
-        socket.sleep(interval)
-    end
+    return watch(out, c, interval, function() shadow_frame(c, out) end)
 end
 
 local COMMANDS = { status = _M.status, push = _M.push, pop = _M.pop,
