@@ -314,13 +314,18 @@ typedef struct {
 } head_t;
 static head_t json_heads[500];
 
-static void append_head(ephd_buf_t *o, int status, const char *content_type) {
+/* The status line and Content-Type, up to the end of its line. */
+static void append_status(ephd_buf_t *o, int status, const char *content_type) {
   ephd_buf_appends(o, "HTTP/1.1 ");
   ephd_buf_append_u64(o, (uint64_t)status);
   ephd_buf_append(o, " ", 1);
   ephd_buf_appends(o, ephd_status_reason(status));
   ephd_buf_appends(o, "\r\nContent-Type: ");
   ephd_buf_appends(o, content_type);
+}
+
+static void append_head(ephd_buf_t *o, int status, const char *content_type) {
+  append_status(o, status, content_type);
   ephd_buf_appends(o, "\r\nContent-Length: ");
   /* The length is written once the body is: digits padded with leading
    * spaces (optional whitespace in HTTP), so the body is built in place. */
@@ -449,11 +454,8 @@ void ephd_deferred_stream(ephd_deferred_t *d, int status) {
   c->status = status;
   c->code = EPHD_CODE_COUNT;
   c->streaming = 1;
-  ephd_buf_appends(o, "HTTP/1.1 ");
-  ephd_buf_append_u64(o, (uint64_t)status);
-  ephd_buf_append(o, " ", 1);
-  ephd_buf_appends(o, ephd_status_reason(status));
-  ephd_buf_appends(o, "\r\nContent-Type: application/json\r\n");
+  append_status(o, status, "application/json");
+  ephd_buf_append(o, "\r\n", 2);
   if (c->http10)
     c->keep_alive = 0;
   else
