@@ -409,20 +409,30 @@ local function watch(out, c, interval, draw)
     end
 end
 
-function _M.status(args, out)
-    local opts, rest = parse(args, 2, with_connection({
+-- The arguments of a command that draws its frame once, or with --watch
+-- every --interval seconds (interval by default), its words starting at
+-- args[first]: the options, the connection and the interval; or nil and
+-- the exit status after saying what is wrong (or the help).
+local function watch_args(args, first, command, topic, interval, out)
+    local opts, rest = parse(args, first, with_connection({
         ["--interval"] = "value", ["--watch"] = "flag",
     }))
     if not opts then
-        io.stderr:write("ephd status: ", rest, "\n")
-        return usage("status")
+        io.stderr:write("ephd ", command, ": ", rest, "\n")
+        return nil, usage(topic)
     end
-    if opts.help then return usage("status", out) end
-    if #rest > 0 then return usage("status") end
-    local interval = tonumber(opts.interval or 1)
-    if not interval or interval <= 0 then return usage("status") end
-    local c = connect("status", opts)
-    if not c then return 2 end
+    if opts.help then return nil, usage(topic, out) end
+    if #rest > 0 then return nil, usage(topic) end
+    interval = tonumber(opts.interval or interval)
+    if not interval or interval <= 0 then return nil, usage(topic) end
+    local c = connect(command, opts)
+    if not c then return nil, 2 end
+    return opts, c, interval
+end
+
+function _M.status(args, out)
+    local opts, c, interval = watch_args(args, 2, "status", "status", 1, out)
+    if not opts then return c end
     local tenant = opts.tenant or (not opts.token and DEFAULT_TENANT) or nil
     if not opts.watch then return (status_frame(c, out, tenant)) end
     local shown, previous
@@ -884,19 +894,9 @@ local function shadow_frame(c, out)
 end
 
 function _M.policy_shadow(args, out)
-    local opts, rest = parse(args, 3, with_connection({
-        ["--interval"] = "value", ["--watch"] = "flag",
-    }))
-    if not opts then
-        io.stderr:write("ephd policy shadow: ", rest, "\n")
-        return usage("policy_shadow")
-    end
-    if opts.help then return usage("policy_shadow", out) end
-    if #rest > 0 then return usage("policy_shadow") end
-    local interval = tonumber(opts.interval or 2)
-    if not interval or interval <= 0 then return usage("policy_shadow") end
-    local c = connect("policy shadow", opts)
-    if not c then return 2 end
+    local opts, c, interval = watch_args(args, 3, "policy shadow",
+                                         "policy_shadow", 2, out)
+    if not opts then return c end
     if not opts.watch then return shadow_frame(c, out) end
     return watch(out, c, interval, function() shadow_frame(c, out) end)
 end
