@@ -5,30 +5,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_head.h"
 #include "json.h"
 #include "llhttp.h"
 #include "log.h"
 
-typedef struct {
-  size_t off, len;
-} span_t;
+/* Offsets from the connection's base: the buffer may move. */
+typedef ephd_head_span_t span_t;
 
 enum { H_NONE, H_FIELD, H_VALUE };
-
-/* The request headers the broker reads, each at most once per request. */
-enum {
-  HDR_TENANT,
-  HDR_AUTHORIZATION,
-  HDR_CONTENT_TYPE,
-  HDR_ORIGIN,
-  HDR_HOST,
-  HDR_FETCH_SITE,
-  HDR_FORWARD,
-  N_HEADERS
-};
-static const char *const header_names[N_HEADERS] = {
-    "x-queen-tenant", "Authorization",  "Content-Type",   "Origin",
-    "Host",           "Sec-Fetch-Site", "X-Queen-Forward"};
 
 struct ephd_deferred {
   const ephd_deferred_ops_t *ops;
@@ -55,8 +40,8 @@ struct ephd_conn {
   ephd_buf_t chunked; /* a chunked body, reassembled */
   uv_write_t wreq;
   span_t url, field, value, body;
-  span_t headers[N_HEADERS];
-  unsigned headers_seen; /* a bit per HDR_ */
+  span_t headers[EPHD_N_HEADERS];
+  unsigned headers_seen; /* a bit per EPHD_HDR_ */
   size_t header_bytes;
   int hstate;
   int head; /* a HEAD request: its answer has no body */
@@ -78,7 +63,7 @@ struct ephd_conn {
   int turn_on_drain; /* ... once what it streamed so far is written */
   int streaming;     /* its answer is being sent as it is made */
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
-  int repeated; /* the HDR_ whose repetition was refused; -1: a name's
+  int repeated; /* the EPHD_HDR_ whose repetition was refused; -1: a name's
                  * trailing whitespace was */
   int route;    /* the metrics' route of the request being answered */
   int code;     /* its error code; EPHD_CODE_COUNT: not an error */
@@ -639,13 +624,13 @@ static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
   s->len += len;
 }
 
-static int on_message_begin(llhttp_t *p) {
-  ephd_conn_t *c = of(p);
+/* A message begins: nothing of the last one's is read as its. */
+static void message_begin(ephd_conn_t *c) {
   c->began_ms = uv_now(loop);
   c->in_body = 0;
   span_t none = {0, 0};
   c->url = c->field = c->value = c->body = none;
-  for (int i = 0; i < N_HEADERS; i++) c->headers[i] = none;
+  for (int i = 0; i < EPHD_N_HEADERS; i++) c->headers[i] = none;
   c->headers_seen = 0;
   c->head = 0;
   c->refuse = 0;
@@ -654,6 +639,10 @@ static int on_message_begin(llhttp_t *p) {
   c->body_chunked = 0;
   c->expect_continue = 0;
   c->chunked.len = 0;
+}
+
+static int on_message_begin(llhttp_t *p) {
+  message_begin(of(p));
   return 0;
 }
 
@@ -677,58 +666,6 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   return too_big_headers(c, p, len);
 }
 
-/* Which of the headers we read the field names, or -1; by length first,
- * since most fields are none of them. */
-/* Case-insensitive by one bit: the names are letters and '-', and of the
- * bytes llhttp takes in a field name only those fold onto them. A word at a
- * time, because every header of every request is looked up here. */
-static uint64_t folded8(const char *p) {
-  uint64_t w;
-  memcpy(&w, p, sizeof(w));
-  return w | 0x2020202020202020ull;
-}
-
-static uint32_t folded4(const char *p) {
-  uint32_t w;
-  memcpy(&w, p, sizeof(w));
-  return w | 0x20202020u;
-}
-
-/* Whether f names `name`, both len bytes (4 to 16): two words, which
- * overlap when len is not a multiple of the word, cover it. */
-static int same_name(const char *f, const char *name, size_t len) {
-  if (len >= 8)
-    return folded8(f) == folded8(name) &&
-           folded8(f + len - 8) == folded8(name + len - 8);
-  return folded4(f) == folded4(name) &&
-         folded4(f + len - 4) == folded4(name + len - 4);
-}
-
-static int header_of(const char *f, size_t len) {
-  int h = -1;
-  switch (len) {
-    case 4:
-      h = HDR_HOST;
-      break;
-    case 6:
-      h = HDR_ORIGIN;
-      break;
-    case 12:
-      h = HDR_CONTENT_TYPE;
-      break;
-    case 13:
-      h = HDR_AUTHORIZATION;
-      break;
-    case 14:
-      h = (f[0] | 0x20) == 'x' ? HDR_TENANT : HDR_FETCH_SITE;
-      break;
-    case 15:
-      h = HDR_FORWARD;
-      break;
-  }
-  return h >= 0 && same_name(f, header_names[h], len) ? h : -1;
-}
-
 static int on_header_value_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   if (c->hstate != H_VALUE) c->value.len = 0; /* an empty value */
@@ -745,7 +682,7 @@ static int on_header_value_complete(llhttp_t *p) {
     c->repeated = -1;
     return HPE_USER;
   }
-  int h = header_of(f, c->field.len);
+  int h = ephd_head_header_of(f, c->field.len);
   if (h >= 0) {
     /* Twice is refused, as a repeated Content-Length is: which one counts
      * would otherwise be up to each hop (the first, the last, both
@@ -829,10 +766,10 @@ static void release_chunked(ephd_conn_t *c) {
   ephd_buf_shrink(&c->chunked, 0);
 }
 
-static int on_message_complete(llhttp_t *p) {
-  ephd_conn_t *c = of(p);
+/* A whole request, however it was read, is answered or held. */
+static void dispatch(ephd_conn_t *c, const char *method, int keep_alive,
+                     int http10) {
   ephd_request_t *r = &c->req.pub;
-  const char *method = llhttp_method_name((llhttp_method_t)p->method);
   r->method.ptr = method;
   r->method.len = strlen(method);
   ephd_slice_t url = origin_form(slice(c, c->url));
@@ -851,17 +788,17 @@ static int on_message_complete(llhttp_t *p) {
   } else {
     r->body = slice(c, c->body);
   }
-  r->tenant = slice(c, c->headers[HDR_TENANT]);
-  r->authorization = slice(c, c->headers[HDR_AUTHORIZATION]);
-  r->content_type = slice(c, c->headers[HDR_CONTENT_TYPE]);
+  r->tenant = slice(c, c->headers[EPHD_HDR_TENANT]);
+  r->authorization = slice(c, c->headers[EPHD_HDR_AUTHORIZATION]);
+  r->content_type = slice(c, c->headers[EPHD_HDR_CONTENT_TYPE]);
   r->json = r->content_type.len == 16 &&
             memcmp(r->content_type.ptr, "application/json", 16) == 0;
-  r->origin = slice(c, c->headers[HDR_ORIGIN]);
-  r->host = slice(c, c->headers[HDR_HOST]);
-  r->fetch_site = slice(c, c->headers[HDR_FETCH_SITE]);
-  r->forward = slice(c, c->headers[HDR_FORWARD]);
-  c->keep_alive = llhttp_should_keep_alive(p);
-  c->http10 = p->http_major == 1 && p->http_minor == 0;
+  r->origin = slice(c, c->headers[EPHD_HDR_ORIGIN]);
+  r->host = slice(c, c->headers[EPHD_HDR_HOST]);
+  r->fetch_site = slice(c, c->headers[EPHD_HDR_FETCH_SITE]);
+  r->forward = slice(c, c->headers[EPHD_HDR_FORWARD]);
+  c->keep_alive = keep_alive;
+  c->http10 = http10;
   c->answered = 0;
   c->route = 0;
   c->started = uv_hrtime();
@@ -878,7 +815,40 @@ static int on_message_complete(llhttp_t *p) {
                      "the request was not answered");
   }
   if (!c->held) release_chunked(c);
+}
+
+static int on_message_complete(llhttp_t *p) {
+  dispatch(of(p), llhttp_method_name((llhttp_method_t)p->method),
+           llhttp_should_keep_alive(p),
+           p->http_major == 1 && p->http_minor == 0);
   return HPE_PAUSED;
+}
+
+static span_t moved(ephd_head_span_t s, size_t by) {
+  span_t out = {s.off + by, s.len};
+  return out;
+}
+
+/* A plain message, read whole in one pass (http_head.c), gives the request
+ * llhttp's callbacks would have gathered; llhttp, which has not seen it,
+ * still stands at a message's start. Returns the message's length, or 0:
+ * llhttp reads it. */
+static size_t read_plain(ephd_conn_t *c) {
+  ephd_plain_t m;
+  size_t at = c->parsed;
+  size_t n =
+      ephd_head_read_plain(c->base + at, c->end - at, limits.max_header_bytes,
+                           limits.max_body_bytes, &m);
+  if (n == 0) return 0;
+  message_begin(c);
+  c->headers_ms = c->began_ms;
+  c->url = moved(m.url, at);
+  c->body = moved(m.body, at);
+  c->headers_seen = m.seen;
+  for (int h = 0; h < EPHD_N_HEADERS; h++)
+    if (m.seen & (1u << h)) c->headers[h] = moved(m.headers[h], at);
+  dispatch(c, m.method, 1, 0);
+  return n;
 }
 
 static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
@@ -894,7 +864,7 @@ static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
   } else if (c->refuse == 400) {
     char msg[80];
     snprintf(msg, sizeof(msg), "the %s header appears more than once",
-             header_names[c->repeated]);
+             ephd_head_names[c->repeated]);
     respond_error(c, 400, msg);
   } else {
     char msg[160];
@@ -918,7 +888,7 @@ static void keep_leftover(ephd_conn_t *c) {
   span_t *spans[] = {&c->url, &c->field, &c->value, &c->body};
   for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++)
     if (spans[i]->off >= from) spans[i]->off -= from;
-  for (int i = 0; i < N_HEADERS; i++)
+  for (int i = 0; i < EPHD_N_HEADERS; i++)
     if (c->headers[i].off >= from) c->headers[i].off -= from;
   c->parsed -= from;
   c->msg_start = 0;
@@ -961,6 +931,14 @@ static void process(ephd_conn_t *c) {
     if (unwritten(c) > limits.max_unwritten_bytes) {
       c->output_paused = 1;
       break;
+    }
+    /* Where a message begins, llhttp has seen none of it. */
+    if (c->parsed == c->msg_start) {
+      size_t n = read_plain(c);
+      if (n) {
+        c->parsed = c->msg_start = c->msg_start + n;
+        continue;
+      }
     }
     size_t len = parse_len(c);
     llhttp_errno_t err = llhttp_execute(&c->parser, c->base + c->parsed, len);

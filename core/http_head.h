@@ -1,0 +1,48 @@
+/* A request's head as the transport reads it: the headers the broker reads,
+ * and the plain request, read whole without llhttp. */
+#ifndef EPHD_HTTP_HEAD_H
+#define EPHD_HTTP_HEAD_H
+
+#include <stddef.h>
+
+/* Bytes of a message, from where it begins. */
+typedef struct {
+  size_t off, len;
+} ephd_head_span_t;
+
+/* The request headers the broker reads, each at most once per request. */
+enum {
+  EPHD_HDR_TENANT,
+  EPHD_HDR_AUTHORIZATION,
+  EPHD_HDR_CONTENT_TYPE,
+  EPHD_HDR_ORIGIN,
+  EPHD_HDR_HOST,
+  EPHD_HDR_FETCH_SITE,
+  EPHD_HDR_FORWARD,
+  EPHD_N_HEADERS
+};
+
+extern const char *const ephd_head_names[EPHD_N_HEADERS];
+
+/* Which of the headers above a field name is (any case), or -1. */
+int ephd_head_header_of(const char *name, size_t len);
+
+typedef struct {
+  const char *method; /* spelt as llhttp_method_name spells it */
+  ephd_head_span_t url, body;
+  ephd_head_span_t headers[EPHD_N_HEADERS]; /* those seen; values trimmed */
+  unsigned seen;                            /* a bit per EPHD_HDR_ */
+} ephd_plain_t;
+
+/* Reads the message at buf when it is plain and whole: GET, POST, PUT or
+ * DELETE of an origin-form target, HTTP/1.1, token field names right
+ * before their colon, printable ASCII values, at most one Content-Length
+ * (within max_body) and no other framing or connection header but
+ * "Connection: keep-alive", the head within max_head bytes and the body
+ * all in buf. Returns the message's length, or 0 when it is anything else,
+ * which llhttp then reads from its first byte: the broker answers every
+ * message exactly as it would have without this. */
+size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
+                            size_t max_body, ephd_plain_t *m);
+
+#endif

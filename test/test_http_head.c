@@ -1,0 +1,160 @@
+#include "http_head.h"
+#include "test.h"
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+#define MAX_HEAD 8192
+#define MAX_BODY 1024
+
+static size_t read_plain(const char *text, ephd_plain_t *m) {
+  return ephd_head_read_plain(text, strlen(text), MAX_HEAD, MAX_BODY, m);
+}
+
+TEST_IMPL(plain_reads_common_requests) {
+  ephd_plain_t m;
+  const char *push =
+      "POST /api/v1/ephemeral/push HTTP/1.1\r\n"
+      "host: bench\r\n"
+      "Content-Type: application/json \t\r\n"
+      "User-Agent: curl/8.0\r\n"
+      "Connection: Keep-Alive\r\n"
+      "X-QUEEN-TENANT:acme\r\n"
+      "Content-Length: 4\r\n"
+      "\r\n"
+      "{}  GET /next HTTP/1.1\r\n\r\n";
+  size_t n = read_plain(push, &m);
+  ASSERT_EQ(n, strlen(push) - strlen("GET /next HTTP/1.1\r\n\r\n"));
+  ASSERT(strcmp(m.method, "POST") == 0);
+  ASSERT_MEM_EQ(push + m.url.off, m.url.len, "/api/v1/ephemeral/push");
+  ASSERT_MEM_EQ(push + m.body.off, m.body.len, "{}  ");
+  ASSERT_EQ(m.seen, (1u << EPHD_HDR_HOST) | (1u << EPHD_HDR_CONTENT_TYPE) |
+                        (1u << EPHD_HDR_TENANT));
+  ephd_head_span_t *h = m.headers;
+  ASSERT_MEM_EQ(push + h[EPHD_HDR_HOST].off, h[EPHD_HDR_HOST].len, "bench");
+  ASSERT_MEM_EQ(push + h[EPHD_HDR_CONTENT_TYPE].off,
+                h[EPHD_HDR_CONTENT_TYPE].len, "application/json");
+  ASSERT_MEM_EQ(push + h[EPHD_HDR_TENANT].off, h[EPHD_HDR_TENANT].len, "acme");
+
+  /* The next message of a pipeline is read from where the first ended. */
+  const char *next = push + n;
+  ASSERT_EQ(read_plain(next, &m), strlen(next));
+  ASSERT(strcmp(m.method, "GET") == 0);
+  ASSERT_EQ(m.body.len, 0);
+  ASSERT_EQ(m.seen, 0);
+
+  const char *get =
+      "GET /api/v1/ephemeral/queues?limit=5&q=a%20b HTTP/1.1\r\n"
+      "Authorization: Bearer t0k3n\r\nHost:\r\n\r\n";
+  ASSERT_EQ(read_plain(get, &m), strlen(get));
+  ASSERT_MEM_EQ(get + m.url.off, m.url.len,
+                "/api/v1/ephemeral/queues?limit=5&q=a%20b");
+  ASSERT_MEM_EQ(get + m.headers[EPHD_HDR_AUTHORIZATION].off,
+                m.headers[EPHD_HDR_AUTHORIZATION].len, "Bearer t0k3n");
+  ASSERT_EQ(m.headers[EPHD_HDR_HOST].len, 0); /* an empty value */
+
+  ASSERT(read_plain("DELETE /q HTTP/1.1\r\n\r\n", &m) > 0);
+  ASSERT(strcmp(m.method, "DELETE") == 0);
+  ASSERT(read_plain("PUT /q HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &m) > 0);
+  ASSERT(strcmp(m.method, "PUT") == 0);
+  return 0;
+}
+
+/* Each of these is llhttp's to read: framing other than one
+ * Content-Length, what the transport refuses or answers otherwise, bytes
+ * outside the plain classes, and what is not all there yet. */
+static const char *const not_plain[] = {
+    /* framing */
+    "POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "POST /p HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+    "POST /p HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\nxy",
+    "POST /p HTTP/1.1\r\nContent-Length: +1\r\n\r\nx",
+    "POST /p HTTP/1.1\r\nContent-Length: 0x1\r\n\r\nx",
+    "POST /p HTTP/1.1\r\nContent-Length: 1 1\r\n\r\nxx",
+    "POST /p HTTP/1.1\r\nContent-Length: 1\t\r\n\r\nx",
+    "POST /p HTTP/1.1\r\nContent-Length:\r\n\r\n",
+    "POST /p HTTP/1.1\r\nContent-Length: 1025\r\n\r\n", /* over MAX_BODY */
+    "POST /p HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n",
+    "POST /p HTTP/1.1\r\nContent-Length: 5\r\n\r\nabc", /* body not all here */
+    "GET /p HTTP/1.1\r\nHost: a\r\n",                   /* head not all here */
+    "GET /p HTTP/1.1\r\nHost: a\r\n\r",
+    /* what the transport answers otherwise */
+    "HEAD /p HTTP/1.1\r\n\r\n",
+    "OPTIONS /p HTTP/1.1\r\n\r\n",
+    "get /p HTTP/1.1\r\n\r\n",
+    "GET /p HTTP/1.0\r\n\r\n",
+    "GET /p HTTP/1.1 \r\n\r\n",
+    "GET /p HTTP/2.0\r\n\r\n",
+    "GET http://h/p HTTP/1.1\r\n\r\n",
+    "OPTIONS * HTTP/1.1\r\n\r\n",
+    "GET /p HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+    "GET /p HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: close\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\n\r\n",
+    "GET /p HTTP/1.1\r\nProxy-Connection: keep-alive\r\n\r\n",
+    "GET /p HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "GET /p HTTP/1.1\r\nx-queen-tenant: a\r\nX-Queen-Tenant: a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nHost : a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nHost\t: a\r\n\r\n",
+    /* bytes outside the plain classes */
+    "GET /p HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
+    "GET /p HTTP/1.1\nHost: a\n\n",
+    "GET /p HTTP/1.1\r\nHost: a\n\r\n",
+    "GET /p HTTP/1.1\r\nHost: a\rb\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX-A: \x01\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX-A: \x7f\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX-A: caf\xc3\xa9\r\n\r\n",
+    "GET /p HTTP/1.1\r\n: a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX(A): a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX/A: a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX\"A: a\r\n\r\n",
+    "GET /p#frag HTTP/1.1\r\n\r\n",
+    "GET /p\x7f HTTP/1.1\r\n\r\n",
+    "GET /\xc3\xa9 HTTP/1.1\r\n\r\n",
+    "GET /p\tq HTTP/1.1\r\n\r\n",
+    "GET  /p HTTP/1.1\r\n\r\n",
+    "\r\nGET /p HTTP/1.1\r\n\r\n",
+};
+
+TEST_IMPL(plain_leaves_the_rest_to_llhttp) {
+  ephd_plain_t m;
+  for (size_t i = 0; i < COUNT(not_plain); i++) {
+    if (read_plain(not_plain[i], &m) != 0) {
+      fprintf(stderr, "read as plain: \"%s\"\n", not_plain[i]);
+      return 1;
+    }
+  }
+  /* A NUL in the target, which strlen would hide. */
+  static const char nul[] = "GET /p\0q HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(ephd_head_read_plain(nul, sizeof(nul) - 1, MAX_HEAD, MAX_BODY, &m),
+            0);
+  /* A head past its bound, however small the request. */
+  const char *get = "GET /p HTTP/1.1\r\nHost: a\r\n\r\n";
+  ASSERT_EQ(ephd_head_read_plain(get, strlen(get), strlen(get), 0, &m),
+            strlen(get));
+  ASSERT_EQ(ephd_head_read_plain(get, strlen(get), strlen(get) - 1, 0, &m), 0);
+  return 0;
+}
+
+TEST_IMPL(plain_header_names_any_case) {
+  static const struct {
+    const char *name;
+    int header;
+  } names[] = {
+      {"x-queen-tenant", EPHD_HDR_TENANT},
+      {"X-QUEEN-TENANT", EPHD_HDR_TENANT},
+      {"authorization", EPHD_HDR_AUTHORIZATION},
+      {"content-TYPE", EPHD_HDR_CONTENT_TYPE},
+      {"Origin", EPHD_HDR_ORIGIN},
+      {"HOST", EPHD_HDR_HOST},
+      {"sec-fetch-site", EPHD_HDR_FETCH_SITE},
+      {"X-Queen-Forward", EPHD_HDR_FORWARD},
+      {"Hosts", -1},
+      {"Hose", -1},
+      {"x-queen-tenanT2", -1},
+      {"content-length", -1},
+      {"Content_Type", -1},
+  };
+  for (size_t i = 0; i < COUNT(names); i++)
+    ASSERT_EQ(ephd_head_header_of(names[i].name, strlen(names[i].name)),
+              names[i].header);
+  return 0;
+}
