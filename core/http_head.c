@@ -112,6 +112,11 @@ static const unsigned char is_token[256] = {
     ['|'] = 1,         ['~'] = 1,
 };
 
+static int printable_above(unsigned char b, unsigned char low,
+                           unsigned char stop) {
+  return b > low && b < 0x7f && b != stop;
+}
+
 /* The first byte from p that is not printable ASCII above `low` (0x20:
  * space stops the run; 0x1f: it does not), or is `stop`. Every request
  * spends most of its reading here, so on x86-64 sixteen bytes a step
@@ -136,7 +141,7 @@ static const unsigned char *printable_run(const unsigned char *p,
     p += 16;
   }
 #endif
-  while (p<end && * p> low && *p < 0x7f && *p != stop) p++;
+  while (p < end && printable_above(*p, low, stop)) p++;
   return p;
 }
 
@@ -225,15 +230,16 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
     p++;
     while (p < end && is_ows(*p)) p++;
     const unsigned char *value = p;
+    /* A tab stops the run, and the byte loop goes on past it. */
     p = printable_run(p, end, 0x1f, 0x7f);
-    while (p < end && (*p == '\t' || (*p >= ' ' && *p < 0x7f))) p++;
+    while (p < end && (*p == '\t' || printable_above(*p, 0x1f, 0x7f))) p++;
     if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return 0;
     const unsigned char *value_end = p;
     while (value_end > value && is_ows(value_end[-1])) value_end--;
     p += 2;
     int h = ephd_head_header_of((const char *)field, field_len);
     if (h >= 0) {
-      /* Twice is llhttp's path's to refuse. */
+      /* Twice is refused, on llhttp's path. */
       if (m->seen & (1u << h)) return 0;
       m->seen |= 1u << h;
       m->headers[h] = span(base, value, value_end);
