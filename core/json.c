@@ -9,11 +9,6 @@
 #include "ffi.h"
 #include "utf8.h"
 
-const char *ephd_json_ws(const char *p, const char *end) {
-  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-  return p;
-}
-
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
