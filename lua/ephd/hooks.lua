@@ -19,8 +19,9 @@ local function failed(name, err)
     local now = tonumber(C.ephd_ffi_now_ms())
     if not last_logged[name] or now - last_logged[name] >= 1000 then
         last_logged[name] = now
-        require("ephd.log").warn("policy_hook_failed", {
-            hook = name, count = _M.failures[name], error = tostring(err) })
+        local log = require("ephd.log")
+        log.warn("policy_hook_failed", {
+            hook = name, count = _M.failures[name], error = log.excerpt(err) })
     end
 end
 

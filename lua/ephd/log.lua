@@ -64,6 +64,21 @@ function _M.fields(t)
     return _M.ordered(keys, t)
 end
 
+-- An operator's text as a log line or an admin answer carries it: at most
+-- EXCERPT bytes, cut before a character, and how long it was. A hook may
+-- raise with any string, and one of 24 MB was logged whole.
+local EXCERPT = 512
+
+function _M.excerpt(text)
+    text = tostring(text)
+    if #text <= EXCERPT then return text end
+    local n = EXCERPT
+    while n > 0 and byte(text, n + 1) >= 0x80 and byte(text, n + 1) < 0xC0 do
+        n = n - 1
+    end
+    return text:sub(1, n) .. "... (" .. #text .. " bytes)"
+end
+
 for _, level in ipairs({ "info", "warn", "error" }) do
     _M[level] = function(event, t)
         C.ephd_ffi_log_fields(level, event, _M.fields(t))

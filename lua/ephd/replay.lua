@@ -105,6 +105,11 @@ end
 
 local NUMBERS = { messages = true, bytes = true, status = true }
 
+local function count(text)
+    local n = text:match("^%d+$") and tonumber(text)
+    return n and n < 2^53 and n or nil
+end
+
 local ROUTE = {}
 for _, r in ipairs(routes) do ROUTE[r.name] = true end
 
@@ -120,7 +125,15 @@ function _M.parse(text)
     local at = _M.ms(t.ts)
     if not at then return nil end
     t.ts, t.level, t.event = nil, nil, nil
-    for k in pairs(NUMBERS) do t[k] = tonumber(t[k]) end
+    -- The broker writes these as counts; a line with anything else
+    -- (messages=-100000 gave a tenant tokens) is not one it wrote.
+    for k in pairs(NUMBERS) do
+        if t[k] ~= nil then
+            local n = count(t[k])
+            if not n then return nil end
+            t[k] = n
+        end
+    end
     if t.forwarded then t.forwarded = t.forwarded == "true" end
     return { at = at, route = t.route, code = t.code, status = t.status,
              fields = t }

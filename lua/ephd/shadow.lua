@@ -112,6 +112,7 @@ end
 local function disable(s, err)
     local hook, why = verdict.failure(err)
     hook = hook or "ephd.verdict"
+    why = log.excerpt(why)
     s.state = "disabled"
     s.disabled = { hook = hook, error = why, at = wall_ms() }
     _M.disabled_total = _M.disabled_total + 1

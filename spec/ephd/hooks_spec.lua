@@ -30,6 +30,23 @@ describe("ephd.hooks", function()
         assert.equals(2, hooks.failures.broken)
     end)
 
+    it("logs a huge error of a hook's as an excerpt", function()
+        local fields
+        helper.core_double({
+            ephd_ffi_now_ms = function() return 0ULL end,
+            ephd_ffi_policy_enter = function() end,
+            ephd_ffi_policy_leave = function() end,
+            ephd_ffi_log_fields = function(_, _, f) fields = f end,
+        })
+        hooks = require("ephd.hooks")
+        hooks.active = { hooks = {
+            huge = function() error(string.rep("x", 1000000), 0) end,
+        }, guarded = { huge = true } }
+        assert.is_false((hooks.call("huge")))
+        assert.truthy(#fields < 600, #fields)
+        assert.truthy(fields:find("(1000000 bytes)", 1, true))
+    end)
+
     it("runs the operator's hooks inside the watchdog's brackets only",
        function()
         hooks.call("fine", 1, 2)

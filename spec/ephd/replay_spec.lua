@@ -76,6 +76,17 @@ describe("ephd.replay", function()
                            .fields.forwarded)
         end)
 
+        it("leaves out a line whose counts the broker could not have written",
+           function()
+            for _, bad in ipairs({ { messages = -100000 }, { bytes = "1e9" },
+                                   { messages = "0x10" }, { status = "nan" },
+                                   { bytes = "99999999999999999999" } }) do
+                assert.is_nil(replay.parse(push(0, A, "pass", bad)))
+            end
+            assert.equals(0, replay.parse(push(0, A, "pass",
+                                               { messages = 0 })).fields.messages)
+        end)
+
         it("leaves out a request line naming no route, and replays on",
            function()
             assert.is_nil(replay.parse(push(0, A, "pass",

@@ -99,6 +99,17 @@ describe("ephd.shadow", function()
         assert.matches("hook=cost", logged[1])
     end)
 
+    it("keeps an excerpt of a huge error, in its report and its log",
+       function()
+        local s = start('return { name = "b", version = 1, hooks = { '
+                        .. 'cost = function() error(("x"):rep(1e6), 0) end } }')
+        shadow.observe(push("t1"), s)
+        assert.equals("disabled", s.state)
+        assert.truthy(#s.disabled.error < 600, #s.disabled.error)
+        assert.truthy(s.disabled.error:find("(1000000 bytes)", 1, true))
+        assert.truthy(#logged[1] < 800, #logged[1])
+    end)
+
     it("asks no cost, rate or bytes of a push refused for its shape",
        function()
         -- A cost hook that reads the queue's name (a malformed push may
