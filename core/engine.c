@@ -26,28 +26,12 @@ static char *xstrndup(const char *s, size_t len) {
 
 static void on_lease_expired(ephd_lease_t *l, void *data);
 
-static void list_remove(ephd_list_t *l, ephd_queue_t *q) {
-  if (q->link.prev)
-    q->link.prev->link.next = q->link.next;
-  else
-    l->head = q->link.next;
-  if (q->link.next)
-    q->link.next->link.prev = q->link.prev;
-  else
-    l->tail = q->link.prev;
-  q->link.prev = q->link.next = NULL;
-  l->count--;
+static ephd_queue_t *queue_of(ephd_node_t *n) {
+  return EPHD_ENTRY(n, ephd_queue_t, link);
 }
 
-static void list_append(ephd_list_t *l, ephd_queue_t *q) {
-  q->link.next = NULL;
-  q->link.prev = l->tail;
-  if (l->tail)
-    l->tail->link.next = q;
-  else
-    l->head = q;
-  l->tail = q;
-  l->count++;
+static ephd_tenant_t *tenant_of(ephd_node_t *n) {
+  return EPHD_ENTRY(n, ephd_tenant_t, empty_link);
 }
 
 /* Every byte the engine holds for a queue is charged here, so the queue's,
@@ -181,26 +165,13 @@ static void drop_leases(ephd_engine_t *e, ephd_ring_t *r) {
 }
 
 static void empty_remove(ephd_engine_t *e, ephd_tenant_t *t) {
-  if (t->prev_empty)
-    t->prev_empty->next_empty = t->next_empty;
-  else
-    e->empty_head = t->next_empty;
-  if (t->next_empty)
-    t->next_empty->prev_empty = t->prev_empty;
-  else
-    e->empty_tail = t->prev_empty;
-  t->prev_empty = t->next_empty = NULL;
+  if (ephd_list_has(&e->empty, &t->empty_link))
+    ephd_list_remove(&e->empty, &t->empty_link);
 }
 
 static void empty_append(ephd_engine_t *e, ephd_tenant_t *t, uint64_t now) {
   t->empty_ms = now;
-  t->next_empty = NULL;
-  t->prev_empty = e->empty_tail;
-  if (e->empty_tail)
-    e->empty_tail->next_empty = t;
-  else
-    e->empty_head = t;
-  e->empty_tail = t;
+  ephd_list_append(&e->empty, &t->empty_link);
 }
 
 static ephd_tenant_t *tenant_open(ephd_engine_t *e, const char *name,
@@ -245,7 +216,7 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
   ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
   ephd_queue_t *q = ephd_map_get(&t->queues, queue, queue_len);
   if (q) return q;
-  if (t->prev_empty || e->empty_head == t) empty_remove(e, t);
+  empty_remove(e, t);
   q = xcalloc(1, sizeof(*q));
   q->name = xstrndup(queue, queue_len);
   q->name_len = queue_len;
@@ -254,33 +225,33 @@ ephd_queue_t *ephd_engine_queue_open(ephd_engine_t *e, const char *tenant,
   q->active_ms = uv_now(e->loop);
   ephd_map_init(&q->rings_by_name);
   ephd_map_put(&t->queues, q->name, queue_len, q);
-  list_append(&e->idle, q);
+  ephd_list_append(&e->idle, &q->link);
   charge(q, ephd_cost_queue(queue_len));
   return q;
 }
 
 void ephd_engine_touch(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms) {
   q->active_ms = now_ms;
-  if (!q->declared && e->idle.tail != q) {
-    list_remove(&e->idle, q);
-    list_append(&e->idle, q);
+  if (!q->declared && e->idle.tail != &q->link) {
+    ephd_list_remove(&e->idle, &q->link);
+    ephd_list_append(&e->idle, &q->link);
   }
 }
 
 static int parked(const ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->ngroups; i++)
-    if (q->groups[i]->gate.count) return 1;
+    if (ephd_gate_count(&q->groups[i]->gate)) return 1;
   return 0;
 }
 
 void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms) {
-  for (ephd_queue_t *q = e->declared.head; q; q = q->link.next)
-    ephd_engine_expire(e, q, now_ms);
+  for (ephd_node_t *n = e->declared.head; n; n = n->next)
+    ephd_engine_expire(e, queue_of(n), now_ms);
   /* The idle list is ordered by activity, so the walk stops at the first
    * queue that is recent; one that is stale but busy goes to the back. */
   ephd_queue_t *q;
   size_t budget = e->idle.count;
-  while ((q = e->idle.head) && budget-- &&
+  while ((q = queue_of(e->idle.head)) && budget-- &&
          q->active_ms + e->idle_ms <= now_ms) {
     ephd_engine_expire(e, q, now_ms);
     if (q->depth == 0 && !parked(q)) {
@@ -293,7 +264,8 @@ void ephd_engine_housekeep(ephd_engine_t *e, uint64_t now_ms) {
    * record; its counters stopped when its last queue went, so the meter
    * (which ticks more often than forget_ms, see main.c) has seen them. */
   ephd_tenant_t *t;
-  while ((t = e->empty_head) && t->empty_ms + e->forget_ms <= now_ms) {
+  while ((t = tenant_of(e->empty.head)) &&
+         t->empty_ms + e->forget_ms <= now_ms) {
     empty_remove(e, t);
     ephd_map_del(&e->tenants, t->name, t->len);
     tenant_free(e, t);
@@ -307,9 +279,9 @@ ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
   ephd_queue_t *q =
       ephd_engine_queue_open(e, tenant, tenant_len, queue, queue_len);
   if (!q->declared) {
-    list_remove(&e->idle, q);
+    ephd_list_remove(&e->idle, &q->link);
     q->declared = 1;
-    list_append(&e->declared, q);
+    ephd_list_append(&e->declared, &q->link);
   }
   /* Lowering a bound below the occupancy evicts nothing: it refuses the
    * next arrival. */
@@ -320,16 +292,16 @@ ephd_queue_t *ephd_engine_declare(ephd_engine_t *e, const char *tenant,
 
 void ephd_engine_undeclare(ephd_engine_t *e, ephd_queue_t *q) {
   if (!q->declared) return;
-  list_remove(&e->declared, q);
+  ephd_list_remove(&e->declared, &q->link);
   q->declared = 0;
   q->opts = e->defaults;
-  list_append(&e->idle, q);
+  ephd_list_append(&e->idle, &q->link);
 }
 
 void ephd_engine_sweep_declarations(ephd_engine_t *e, uint64_t gen) {
-  ephd_queue_t *q = e->declared.head;
+  ephd_queue_t *q = queue_of(e->declared.head);
   while (q) {
-    ephd_queue_t *next = q->link.next;
+    ephd_queue_t *next = queue_of(q->link.next);
     if (q->decl_gen != gen) ephd_engine_undeclare(e, q);
     q = next;
   }
@@ -516,7 +488,7 @@ uint32_t ephd_engine_plan_queue(const ephd_engine_t *e, const ephd_tenant_t *t,
 void ephd_engine_reserve_queue(ephd_engine_t *e, const char *tenant,
                                size_t tenant_len, size_t queue_len) {
   ephd_tenant_t *t = tenant_open(e, tenant, tenant_len);
-  if (t->prev_empty || e->empty_head == t) empty_remove(e, t);
+  empty_remove(e, t);
   uint64_t cost = ephd_cost_queue(queue_len);
   t->reserved_queues++;
   t->reserved_bytes += cost;
@@ -738,7 +710,7 @@ void ephd_engine_wake_group(ephd_queue_t *q, ephd_ring_t *r, uint32_t group) {
     ephd_gate_wake(g, r);
     return;
   }
-  for (uint32_t i = 0; i < q->nrings && g->head; i++)
+  for (uint32_t i = 0; i < q->nrings && ephd_gate_count(g); i++)
     ephd_gate_wake(g, q->rings[i]);
 }
 
@@ -846,7 +818,7 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
   for (uint32_t i = 0; i < q->ngroups; i++) free(q->groups[i]);
   ephd_tenant_t *t = q->tenant;
   uncharge(q, q->footprint);
-  list_remove(list_of(e, q), q);
+  ephd_list_remove(list_of(e, q), &q->link);
   ephd_map_del(&t->queues, q->name, q->name_len);
   ephd_map_free(&q->rings_by_name);
   free(q->rings);
@@ -862,8 +834,8 @@ void ephd_engine_delete(ephd_engine_t *e, ephd_queue_t *q) {
 void ephd_engine_close(ephd_engine_t *e) {
   /* Every queue is on one of the two lists. Restarting a scan of a tenant's
    * map after each delete was quadratic: 100k inboxes took seconds to stop. */
-  while (e->idle.head) ephd_engine_delete(e, e->idle.head);
-  while (e->declared.head) ephd_engine_delete(e, e->declared.head);
+  while (e->idle.head) ephd_engine_delete(e, queue_of(e->idle.head));
+  while (e->declared.head) ephd_engine_delete(e, queue_of(e->declared.head));
   ephd_tenant_t *t;
   size_t pos = 0;
   while ((t = ephd_map_next(&e->tenants, &pos))) tenant_free(e, t);
@@ -943,7 +915,7 @@ void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out) {
    * mode), for the status reads only: nothing on the hot path counts. */
   out->parked = 0;
   for (uint32_t i = 0; i < q->ngroups; i++)
-    out->parked += q->groups[i]->gate.count;
+    out->parked += ephd_gate_count(&q->groups[i]->gate);
 }
 
 int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,

@@ -13,6 +13,7 @@
 #include "ffi.h"
 #include "gate.h"
 #include "lease.h"
+#include "list.h"
 #include "map.h"
 #include "ring.h"
 
@@ -28,24 +29,13 @@ struct ephd_tenant;
 
 typedef struct ephd_queue ephd_queue_t;
 
-/* An intrusive doubly linked list: the idle and declared lists hold
- * queues without allocating. */
-typedef struct {
-  ephd_queue_t *prev, *next;
-} ephd_link_t;
-
-typedef struct {
-  ephd_queue_t *head, *tail;
-  size_t count;
-} ephd_list_t;
-
 struct ephd_queue {
   char *name;
   size_t name_len;
   struct ephd_tenant *tenant;
   int declared;
   uint64_t decl_gen;   /* the load that last applied its declaration */
-  ephd_link_t link;    /* implicit: in the idle list; declared: declared list */
+  ephd_node_t link;    /* implicit: in the idle list; declared: declared list */
   uint64_t active_ms;  /* last push, pop or ack */
   ephd_options_t opts; /* in force */
   ephd_map_t rings_by_name;
@@ -71,7 +61,7 @@ typedef struct ephd_tenant {
   uint64_t *cell_bytes; /* the engine's, charged with it */
   uint64_t born;        /* the engine's count of tenant records, at creation */
   uint64_t empty_ms;    /* when its last queue went */
-  struct ephd_tenant *prev_empty, *next_empty; /* while it has no queue */
+  ephd_node_t empty_link; /* in the engine's empty list while it has no queue */
   /* Configures of new queues whose writes are in flight: their places in
    * the queue allowance and what they will create, counted by every check
    * until each write completes. A tenant holding one is never forgotten. */
@@ -105,7 +95,7 @@ typedef struct {
   ephd_map_t tenants;
   uint64_t tenants_born; /* tenant records ever created */
   /* Tenants without a queue, longest first: forgotten after forget_ms. */
-  struct ephd_tenant *empty_head, *empty_tail;
+  ephd_list_t empty;
   uint64_t forget_ms;
   uint64_t cell_bytes; /* the footprint of everything, in the costs below */
   uint64_t max_cell_bytes;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
+
 typedef struct ephd_waiter ephd_waiter_t;
 
 /* Tries to answer a woken waiter; returns 1 if it did (and unparked it). */
@@ -17,13 +19,12 @@ typedef int (*ephd_waiter_wake_cb)(ephd_waiter_t *w);
 typedef void (*ephd_waiter_flush_cb)(ephd_waiter_t *w);
 
 typedef struct ephd_gate {
-  ephd_waiter_t *head, *tail;
-  size_t count;
-  uint64_t *parked; /* the owner's count over all its gates (a tenant's) */
+  ephd_list_t waiters; /* in arrival order */
+  uint64_t *parked;    /* the owner's count over all its gates (a tenant's) */
 } ephd_gate_t;
 
 struct ephd_waiter {
-  ephd_waiter_t *prev, *next;
+  ephd_node_t link;
   /* NULL while not parked. A gate must not move while anything is parked
    * on it: the engine allocates each group (and its gate) on its own. */
   ephd_gate_t *gate;
@@ -33,6 +34,9 @@ struct ephd_waiter {
 };
 
 void ephd_gate_init(ephd_gate_t *g, uint64_t *parked);
+static inline size_t ephd_gate_count(const ephd_gate_t *g) {
+  return g->waiters.count;
+}
 void ephd_waiter_init(ephd_waiter_t *w, ephd_waiter_wake_cb wake,
                       ephd_waiter_flush_cb flush);
 void ephd_gate_park(ephd_gate_t *g, ephd_waiter_t *w);

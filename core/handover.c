@@ -8,6 +8,7 @@
 
 #include "ffi.h"
 #include "http.h"
+#include "list.h"
 #include "log.h"
 #include "op.h"
 #include "prom.h"
@@ -32,7 +33,7 @@ static uint64_t wiped_unplanned, wiped_handover, handed_over;
 
 /* One partition on its way to its new owner, written out already. */
 typedef struct job {
-  struct job *next;
+  ephd_node_t link; /* in queued */
   uint64_t messages;
   char address[EPHD_MEMBER_ADDRESS_MAX];
   ephd_buf_t headers; /* the forward mark and the media type */
@@ -42,7 +43,7 @@ typedef struct job {
 /* The move under way: its jobs not yet sent, how many are in flight, when
  * it must be over, and its tally for the log line. Moves that overlap
  * (views changing in a row) share it. */
-static job_t *queued_head, *queued_tail;
+static ephd_list_t queued;
 static uint32_t in_flight;
 static uv_timer_t deadline_timer;
 static int timer_ready, leaving;
@@ -77,7 +78,7 @@ static void job_free(job_t *j) {
 /* The move is over when nothing is queued or in flight: one line for it,
  * and a leaving broker goes on with its stop. */
 static void settle(void) {
-  if (queued_head || in_flight) return;
+  if (queued.head || in_flight) return;
   if (timer_ready) uv_timer_stop(&deadline_timer);
   if (tally_partitions) {
     char np[24], nh[24], nd[24];
@@ -120,13 +121,17 @@ static void on_answer(void *data, int result,
   settle();
 }
 
+static job_t *first_queued(void) {
+  job_t *j = EPHD_ENTRY(queued.head, job_t, link);
+  ephd_list_remove(&queued, &j->link);
+  return j;
+}
+
 /* Sends what the window allows, while the move's time lasts. */
 static void pump(void) {
   uint64_t now = uv_now(loop);
-  while (queued_head && in_flight < WINDOW) {
-    job_t *j = queued_head;
-    queued_head = j->next;
-    if (queued_head == NULL) queued_tail = NULL;
+  while (queued.head && in_flight < WINDOW) {
+    job_t *j = first_queued();
     ephd_relay_peer_t *peer = ephd_relay_peer(j->address);
     ephd_relay_request_t rq = {
         .method = {"POST", 4},
@@ -153,13 +158,11 @@ static void pump(void) {
  * ends by its own deadline, the same moment. */
 static void on_deadline(uv_timer_t *t) {
   (void)t;
-  while (queued_head) {
-    job_t *j = queued_head;
-    queued_head = j->next;
+  while (queued.head) {
+    job_t *j = first_queued();
     dropped(j->messages);
     job_free(j);
   }
-  queued_tail = NULL;
   settle();
 }
 
@@ -255,11 +258,7 @@ static int hand_over(const ephd_member_t *owner, const char *tenant,
   ephd_buf_append(&j->headers, tenant, tenant_len);
   ephd_buf_appends(&j->headers,
                    "\r\nContent-Type: " EPHD_TRANSFER_MEDIA_TYPE "\r\n");
-  if (queued_tail)
-    queued_tail->next = j;
-  else
-    queued_head = j;
-  queued_tail = j;
+  ephd_list_append(&queued, &j->link);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "http_head.h"
 #include "json.h"
+#include "list.h"
 #include "llhttp.h"
 #include "log.h"
 
@@ -59,7 +60,6 @@ struct ephd_conn {
   int output_paused; /* parsing waits for unwritten answers to drain */
   int sent_all;      /* the client shut its sending side while paused */
   int open_handles;
-  int resume_queued;
   int turn_on_drain; /* ... once what it streamed so far is written */
   int streaming;     /* its answer is being sent as it is made */
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
@@ -82,13 +82,11 @@ struct ephd_conn {
     ephd_request_t pub;
     ephd_conn_t *conn;
   } req;
-  ephd_deferred_t deferred; /* what holds the request, while held */
-  ephd_conn_t *prev, *next; /* every connection, for shutdown */
-  ephd_conn_t *resume_next; /* answered held requests with bytes left */
-  /* Its place on each line (below): the next on it, and whether it is on. */
-  ephd_conn_t *line_next[N_LINES];
-  unsigned char on_line[N_LINES];
-  size_t held_bytes;     /* its buffers' capacity, as last counted */
+  ephd_deferred_t deferred;       /* what holds the request, while held */
+  ephd_node_t link;               /* in conns: every connection, for shutdown */
+  ephd_node_t resume_link;        /* answered held requests with bytes left */
+  ephd_node_t line_link[N_LINES]; /* its place on each line (below) */
+  size_t held_bytes;              /* its buffers' capacity, as last counted */
   size_t deferred_bytes; /* what the holder of its request keeps for it */
 };
 
@@ -111,8 +109,7 @@ static char shared_in[65536];
  * broker without bound (nginx and Redis bound a client's unparsed input the
  * same way). */
 #define STALLED_INPUT_BYTES sizeof(shared_in)
-static ephd_conn_t *conns;
-static size_t nconns;
+static ephd_list_t conns;
 /* What every connection's buffers hold together, by their capacity (what
  * the heap gave them), against limits.max_client_bytes: each connection's
  * input, answers and body are bounded on their own, but ten thousand
@@ -122,45 +119,31 @@ static size_t nconns;
  * The shared read buffer is counted by nobody: it is always there. */
 static size_t client_bytes;
 static uint64_t evicted;
-static uint64_t activity; /* requests dispatched and connections closed */
-static ephd_conn_t *resume_head;
+static uint64_t activity;   /* requests dispatched and connections closed */
+static ephd_list_t resumes; /* the last asked first */
 static uv_idle_t resume_idle;
 
 /* A line of connections, first come first served, each on it at most
  * once, with a link of its own in every connection. */
-typedef struct {
-  ephd_conn_t *head, *tail;
-} line_t;
+typedef ephd_list_t line_t;
+
+static int on_line(line_t *l, int which, ephd_conn_t *c) {
+  return ephd_list_has(l, &c->line_link[which]);
+}
 
 static void line_push(line_t *l, int which, ephd_conn_t *c) {
-  c->on_line[which] = 1;
-  c->line_next[which] = NULL;
-  if (l->tail)
-    l->tail->line_next[which] = c;
-  else
-    l->head = c;
-  l->tail = c;
+  ephd_list_append(l, &c->line_link[which]);
 }
 
 static ephd_conn_t *line_pop(line_t *l, int which) {
-  ephd_conn_t *c = l->head;
-  if (c == NULL) return NULL;
-  l->head = c->line_next[which];
-  if (l->head == NULL) l->tail = NULL;
-  c->on_line[which] = 0;
-  return c;
+  ephd_node_t *n = l->head;
+  if (n == NULL) return NULL;
+  ephd_list_remove(l, n);
+  return EPHD_ENTRY(n - which, ephd_conn_t, line_link); /* &line_link[0] */
 }
 
 static void line_remove(line_t *l, int which, ephd_conn_t *c) {
-  if (!c->on_line[which]) return;
-  ephd_conn_t **pp = &l->head, *prev = NULL;
-  while (*pp != c) {
-    prev = *pp;
-    pp = &(*pp)->line_next[which];
-  }
-  *pp = c->line_next[which];
-  if (l->tail == c) l->tail = prev;
-  c->on_line[which] = 0;
+  if (on_line(l, which, c)) ephd_list_remove(l, &c->line_link[which]);
 }
 
 /* Held requests answered a slice at a time: one slice a loop turn, in the
@@ -215,8 +198,10 @@ static void evict_while_over(void) {
   static uint64_t logged_ms;
   while (limits.max_client_bytes && client_bytes > limits.max_client_bytes) {
     ephd_conn_t *big = NULL;
-    for (ephd_conn_t *c = conns; c; c = c->next)
+    for (ephd_node_t *n = conns.head; n; n = n->next) {
+      ephd_conn_t *c = EPHD_ENTRY(n, ephd_conn_t, link);
       if (!c->closed && (!big || c->held_bytes > big->held_bytes)) big = c;
+    }
     if (big == NULL || big->held_bytes == 0) return;
     evicted++;
     uint64_t now = uv_now(loop);
@@ -239,17 +224,16 @@ static void evict_while_over(void) {
 /* Parsing resumes later, never inside the call that allowed it (an answer
  * may be made inside another connection's dispatch). */
 static void resume_later(ephd_conn_t *c) {
-  if (c->resume_queued || c->closing || c->closed) return;
-  c->resume_queued = 1;
-  c->resume_next = resume_head;
-  resume_head = c;
+  if (ephd_list_has(&resumes, &c->resume_link) || c->closing || c->closed)
+    return;
+  ephd_list_prepend(&resumes, &c->resume_link);
   uv_idle_start(&resume_idle, on_resume);
 }
 
 /* In the order answers were made: a parked pop woken by a push leaves
  * before the push's own 201. */
 static void flush_later(ephd_conn_t *c) {
-  if (c->closed || c->on_line[LINE_FLUSH]) return;
+  if (c->closed || on_line(&flush_line, LINE_FLUSH, c)) return;
   line_push(&flush_line, LINE_FLUSH, c);
   if (!uv_is_active((uv_handle_t *)&flush_idle))
     uv_idle_start(&flush_idle, on_flush_idle);
@@ -560,7 +544,7 @@ void ephd_deferred_turn(ephd_deferred_t *d) {
   ephd_conn_t *c = ephd_deferred_conn(d);
   /* At the broker's stop every held request is being cut off: none gets
    * a turn (the idle handle is closing). */
-  if (c->on_line[LINE_TURN] || c->closed ||
+  if (on_line(&turn_line, LINE_TURN, c) || c->closed ||
       uv_is_closing((uv_handle_t *)&turn_idle))
     return;
   if (c->streaming && unwritten(c) > limits.max_unwritten_bytes) {
@@ -584,7 +568,7 @@ void ephd_deferred_deadline(ephd_deferred_t *d, uint64_t at_ms) {
   arm(ephd_deferred_conn(d), DEADLINE_DEFERRED, at_ms);
 }
 
-size_t ephd_http_connections(void) { return nconns; }
+size_t ephd_http_connections(void) { return conns.count; }
 
 size_t ephd_http_client_bytes(void) { return client_bytes; }
 
@@ -1028,18 +1012,10 @@ static void conn_close(ephd_conn_t *c) {
     c->deferred.ops->cancel(c->deferred.data);
   }
   finish(c);
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    conns = c->next;
-  if (c->next) c->next->prev = c->prev;
-  nconns--;
+  ephd_list_remove(&conns, &c->link);
   line_remove(&turn_line, LINE_TURN, c);
-  if (c->resume_queued) {
-    ephd_conn_t **pp = &resume_head;
-    while (*pp != c) pp = &(*pp)->resume_next;
-    *pp = c->resume_next;
-  }
+  if (ephd_list_has(&resumes, &c->resume_link))
+    ephd_list_remove(&resumes, &c->resume_link);
   line_remove(&flush_line, LINE_FLUSH, c);
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
@@ -1184,10 +1160,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void on_resume(uv_idle_t *h) {
   (void)h;
-  while (resume_head) {
-    ephd_conn_t *c = resume_head;
-    resume_head = c->resume_next;
-    c->resume_queued = 0;
+  while (resumes.head) {
+    ephd_conn_t *c = EPHD_ENTRY(resumes.head, ephd_conn_t, resume_link);
+    ephd_list_remove(&resumes, &c->resume_link);
     c->base = c->in.base;
     c->end = c->in.len;
     process(c);
@@ -1208,10 +1183,7 @@ static void on_connection(uv_stream_t *server, int status) {
   c->req.conn = c;
   llhttp_init(&c->parser, HTTP_REQUEST, &settings);
   c->parser.data = c;
-  c->next = conns;
-  if (conns) conns->prev = c;
-  conns = c;
-  nconns++;
+  ephd_list_prepend(&conns, &c->link);
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     conn_close(c);
     return;
@@ -1274,9 +1246,9 @@ void ephd_http_stop(void) {
     uv_close((uv_handle_t *)&flush_idle, NULL);
     listening = 0;
   }
-  ephd_conn_t *c = conns;
+  ephd_conn_t *c = EPHD_ENTRY(conns.head, ephd_conn_t, link);
   while (c) {
-    ephd_conn_t *next = c->next;
+    ephd_conn_t *next = EPHD_ENTRY(c->link.next, ephd_conn_t, link);
     c->closing = 1;
     if (c->held && c->deferred.ops->stop) {
       /* Answered now (a parked poll: an empty batch), and closed once
@@ -1297,5 +1269,5 @@ void ephd_http_stop(void) {
 }
 
 void ephd_http_abort(void) {
-  while (conns) conn_close(conns);
+  while (conns.head) conn_close(EPHD_ENTRY(conns.head, ephd_conn_t, link));
 }

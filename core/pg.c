@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "list.h"
+
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 2000
 #define CONNECT_TIMEOUT_MS 5000
 
 typedef struct job {
-  struct job *next;
+  ephd_node_t link; /* in jobs */
   char *sql;
   int nparams;
   char **values;
@@ -36,8 +38,8 @@ static int connected;
 static int stopped;
 static uv_timer_t retry_timer, connect_timer;
 static uint64_t backoff_ms = BACKOFF_MIN_MS;
-static job_t *head, *tail;
-static int in_flight; /* the head job has been sent */
+static ephd_list_t jobs; /* in the order they were asked */
+static int in_flight;    /* the first job has been sent */
 static PGresult *last_result;
 static char last_error[256];
 
@@ -53,11 +55,15 @@ static void job_free(job_t *j) {
   free(j);
 }
 
+static job_t *take_first(void) {
+  job_t *j = EPHD_ENTRY(jobs.head, job_t, link);
+  ephd_list_remove(&jobs, &j->link);
+  return j;
+}
+
 static void fail_all(const char *why) {
-  while (head) {
-    job_t *j = head;
-    head = j->next;
-    if (head == NULL) tail = NULL;
+  while (jobs.head) {
+    job_t *j = take_first();
     j->cb(j->data, NULL, why);
     job_free(j);
   }
@@ -179,10 +185,10 @@ static void connecting(void) {
   }
 }
 
-/* Sends the head job if nothing is in flight. */
+/* Sends the first job if nothing is in flight. */
 static void pump(void) {
-  if (!connected || in_flight || head == NULL) return;
-  job_t *j = head;
+  if (!connected || in_flight || jobs.head == NULL) return;
+  job_t *j = EPHD_ENTRY(jobs.head, job_t, link);
   if (!PQsendQueryParams(link->conn, j->sql, j->nparams, NULL,
                          (const char *const *)j->values, j->lengths, NULL, 0)) {
     lost(PQerrorMessage(link->conn));
@@ -199,9 +205,7 @@ static void pump(void) {
 }
 
 static void finish_job(void) {
-  job_t *j = head;
-  head = j->next;
-  if (head == NULL) tail = NULL;
+  job_t *j = take_first();
   in_flight = 0;
   PGresult *res = last_result;
   last_result = NULL;
@@ -297,11 +301,7 @@ int ephd_pg_query(const char *sql, int nparams, const char *const *values,
   }
   j->cb = cb;
   j->data = data;
-  if (tail)
-    tail->next = j;
-  else
-    head = j;
-  tail = j;
+  ephd_list_append(&jobs, &j->link);
   pump();
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "buf.h"
+#include "list.h"
 #include "llhttp.h"
 
 /* What an idle connection keeps of its read buffer for the next answer:
@@ -32,16 +33,11 @@ typedef struct {
 
 typedef struct conn conn_t;
 
-typedef struct {
-  ephd_relay_t *head, *tail;
-  size_t count;
-} rlist_t;
-
 struct ephd_relay {
   uv_timer_t timer; /* the deadline; at 0 for a failure told later */
   ephd_relay_peer_t *peer;
   conn_t *conn;
-  ephd_relay_t *prev, *next; /* in one list of its peer's, by state */
+  ephd_node_t link; /* in one list of its peer's, by state */
   ephd_relay_cb cb;
   void *data;
   uint64_t sent_ns;
@@ -61,9 +57,9 @@ struct conn {
   uv_write_t write;
   llhttp_t parser;
   ephd_relay_peer_t *peer;
-  ephd_relay_t *req;   /* connecting or busy for it */
-  conn_t *prev, *next; /* the peer's idle list, newest first */
-  ephd_buf_t in;       /* the answer: headers as read, the body compacted */
+  ephd_relay_t *req;     /* connecting or busy for it */
+  ephd_node_t idle_link; /* in the peer's idle list, newest first */
+  ephd_buf_t in;         /* the answer: headers as read, the body compacted */
   uint64_t idle_since;
   int state;
   int addr;      /* which of the peer's addresses */
@@ -94,12 +90,11 @@ struct ephd_relay_peer {
   uint64_t resolved_ms;
   int resolving;
   uv_getaddrinfo_t gai;
-  rlist_t queue[NLANES];
-  rlist_t active;
-  rlist_t failing;
+  ephd_list_t queue[NLANES];
+  ephd_list_t active;
+  ephd_list_t failing;
   uint32_t busy[NLANES];
-  conn_t *idle_head, *idle_tail;
-  uint32_t nidle;
+  ephd_list_t idle; /* newest first */
   uv_timer_t idle_timer;
   int refs; /* its timer and a resolution in progress */
 };
@@ -118,32 +113,6 @@ static void pump(ephd_relay_peer_t *p);
 static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r);
 static void on_request_timer(uv_timer_t *t);
 
-/* --- lists ---------------------------------------------------------- */
-
-static void rlist_push(rlist_t *l, ephd_relay_t *r) {
-  r->next = NULL;
-  r->prev = l->tail;
-  if (l->tail)
-    l->tail->next = r;
-  else
-    l->head = r;
-  l->tail = r;
-  l->count++;
-}
-
-static void rlist_remove(rlist_t *l, ephd_relay_t *r) {
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    l->head = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  else
-    l->tail = r->prev;
-  r->prev = r->next = NULL;
-  l->count--;
-}
-
 static uint32_t lane_cap(int lane) {
   return lane == LANE_SHORT ? limits.max_conns : limits.max_parked;
 }
@@ -156,18 +125,12 @@ static void on_conn_closed(uv_handle_t *h) {
   free(c);
 }
 
-static void idle_remove(conn_t *c) {
-  ephd_relay_peer_t *p = c->peer;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    p->idle_head = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
-  else
-    p->idle_tail = c->prev;
-  c->prev = c->next = NULL;
-  p->nidle--;
+static conn_t *conn_of(ephd_node_t *n) {
+  return EPHD_ENTRY(n, conn_t, idle_link);
+}
+
+static ephd_relay_t *relay_of(ephd_node_t *n) {
+  return EPHD_ENTRY(n, ephd_relay_t, link);
 }
 
 /* Ends a connection in any state; its request, if any, stays where it is
@@ -175,7 +138,7 @@ static void idle_remove(conn_t *c) {
  * still holds come back cancelled before the handle's close callback. */
 static void conn_close(conn_t *c) {
   if (c->state == C_CLOSED) return;
-  if (c->state == C_IDLE) idle_remove(c);
+  if (c->state == C_IDLE) ephd_list_remove(&c->peer->idle, &c->idle_link);
   if (c->req) c->req->conn = NULL;
   c->req = NULL;
   c->state = C_CLOSED;
@@ -186,32 +149,26 @@ static void conn_close(conn_t *c) {
 static void on_idle_timer(uv_timer_t *t) {
   ephd_relay_peer_t *p = t->data;
   uint64_t now = uv_now(loop);
-  while (p->idle_tail &&
-         p->idle_tail->idle_since + limits.idle_timeout_ms <= now)
-    conn_close(p->idle_tail);
-  if (p->idle_tail)
+  conn_t *oldest;
+  while ((oldest = conn_of(p->idle.tail)) &&
+         oldest->idle_since + limits.idle_timeout_ms <= now)
+    conn_close(oldest);
+  if (oldest)
     uv_timer_start(t, on_idle_timer,
-                   p->idle_tail->idle_since + limits.idle_timeout_ms - now, 0);
+                   oldest->idle_since + limits.idle_timeout_ms - now, 0);
 }
 
 /* Newest first: the connections in use stay warm and the rest age out
  * at the tail, which the peer's one timer watches. */
 static void conn_idle(conn_t *c) {
   ephd_relay_peer_t *p = c->peer;
-  if (p->nidle >= limits.max_idle) {
+  if (p->idle.count >= limits.max_idle) {
     conn_close(c);
     return;
   }
   c->state = C_IDLE;
   c->idle_since = uv_now(loop);
-  c->prev = NULL;
-  c->next = p->idle_head;
-  if (p->idle_head)
-    p->idle_head->prev = c;
-  else
-    p->idle_tail = c;
-  p->idle_head = c;
-  p->nidle++;
+  ephd_list_prepend(&p->idle, &c->idle_link);
   if (!uv_is_active((uv_handle_t *)&p->idle_timer))
     uv_timer_start(&p->idle_timer, on_idle_timer, limits.idle_timeout_ms, 0);
 }
@@ -226,16 +183,16 @@ static void detach(ephd_relay_t *r) {
   ephd_relay_peer_t *p = r->peer;
   switch (r->state) {
     case R_QUEUED:
-      rlist_remove(&p->queue[r->lane], r);
+      ephd_list_remove(&p->queue[r->lane], &r->link);
       stats.queued--;
       break;
     case R_ACTIVE:
-      rlist_remove(&p->active, r);
+      ephd_list_remove(&p->active, &r->link);
       p->busy[r->lane]--;
       stats.in_flight--;
       break;
     case R_FAILING:
-      rlist_remove(&p->failing, r);
+      ephd_list_remove(&p->failing, &r->link);
       break;
   }
   if (r->conn) conn_close(r->conn);
@@ -277,16 +234,16 @@ static void fail_soon(ephd_relay_t *r, int kind) {
   ephd_relay_peer_t *p = r->peer;
   if (r->conn) conn_close(r->conn);
   if (r->state == R_QUEUED) {
-    rlist_remove(&p->queue[r->lane], r);
+    ephd_list_remove(&p->queue[r->lane], &r->link);
     stats.queued--;
   } else if (r->state == R_ACTIVE) {
-    rlist_remove(&p->active, r);
+    ephd_list_remove(&p->active, &r->link);
     p->busy[r->lane]--;
     stats.in_flight--;
   }
   r->state = R_FAILING;
   r->failure = kind;
-  rlist_push(&p->failing, r);
+  ephd_list_append(&p->failing, &r->link);
   uv_timer_start(&r->timer, on_request_timer, 0, 0);
 }
 
@@ -314,7 +271,7 @@ static void on_peer_timer_closed(uv_handle_t *h) { peer_release(h->data); }
 
 static void fail_queued(ephd_relay_peer_t *p, int kind) {
   for (int lane = 0; lane < NLANES; lane++)
-    while (p->queue[lane].head) fail_soon(p->queue[lane].head, kind);
+    while (p->queue[lane].head) fail_soon(relay_of(p->queue[lane].head), kind);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status,
@@ -468,9 +425,9 @@ static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r) {
  * has is told queue_timeout by its timer later in this turn, and a slot
  * given to it would open a connection only to close it (a crowd timing
  * out together opened one per request to an owner already too slow). */
-static ephd_relay_t *next_waiting(rlist_t *l) {
-  ephd_relay_t *r = l->head;
-  while (r && uv_timer_get_due_in(&r->timer) == 0) r = r->next;
+static ephd_relay_t *next_waiting(ephd_list_t *l) {
+  ephd_relay_t *r = relay_of(l->head);
+  while (r && uv_timer_get_due_in(&r->timer) == 0) r = relay_of(r->link.next);
   return r;
 }
 
@@ -483,22 +440,22 @@ static void pump(ephd_relay_peer_t *p) {
     ephd_relay_t *r;
     while (p->busy[lane] < lane_cap(lane) &&
            (r = next_waiting(&p->queue[lane]))) {
-      conn_t *c = p->idle_head;
+      conn_t *c = conn_of(p->idle.head);
       if (c == NULL && !addresses_ready(p)) {
         resolve(p);
         return;
       }
-      rlist_remove(&p->queue[lane], r);
+      ephd_list_remove(&p->queue[lane], &r->link);
       stats.queued--;
       r->state = R_ACTIVE;
-      rlist_push(&p->active, r);
+      ephd_list_append(&p->active, &r->link);
       p->busy[lane]++;
       stats.in_flight++;
       if (c == NULL) {
         conn_open(p, r);
         continue;
       }
-      idle_remove(c);
+      ephd_list_remove(&p->idle, &c->idle_link);
       if (conn_send(c, r) < 0) {
         /* The pooled connection is gone already: nothing was sent. */
         conn_close(c);
@@ -950,7 +907,7 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
   uv_timer_init(loop, &r->timer);
   r->timer.data = r;
   uv_timer_start(&r->timer, on_request_timer, req->timeout_ms, 0);
-  rlist_push(&p->queue[lane], r);
+  ephd_list_append(&p->queue[lane], &r->link);
   stats.queued++;
   stats.requests++;
   *out = r;
@@ -967,10 +924,10 @@ void ephd_relay_cancel(ephd_relay_t *r) {
 }
 
 static ephd_relay_t *any_pending(ephd_relay_peer_t *p) {
-  if (p->failing.head) return p->failing.head;
-  if (p->active.head) return p->active.head;
+  if (p->failing.head) return relay_of(p->failing.head);
+  if (p->active.head) return relay_of(p->active.head);
   for (int lane = 0; lane < NLANES; lane++)
-    if (p->queue[lane].head) return p->queue[lane].head;
+    if (p->queue[lane].head) return relay_of(p->queue[lane].head);
   return NULL;
 }
 
@@ -982,7 +939,7 @@ void ephd_relay_close_all(void) {
   for (ephd_relay_peer_t *p = peers; p; p = p->next) {
     ephd_relay_t *r;
     while ((r = any_pending(p))) complete(r, EPHD_RELAY_E_STOPPING, NULL);
-    while (p->idle_head) conn_close(p->idle_head);
+    while (p->idle.head) conn_close(conn_of(p->idle.head));
   }
   ephd_relay_peer_t *p = peers;
   peers = NULL;

@@ -46,12 +46,12 @@ TEST_IMPL(gate_wakes_in_order) {
   ASSERT_EQ(norder, 2);
   ASSERT_EQ(order[0], 0);
   ASSERT_EQ(order[1], 1);
-  ASSERT_EQ(g.count, 1);
+  ASSERT_EQ(ephd_gate_count(&g), 1);
   ASSERT_EQ(parked, 1);
   ephd_gate_wake(&g, NULL); /* nothing available: the waiter stays */
-  ASSERT_EQ(g.count, 1);
+  ASSERT_EQ(ephd_gate_count(&g), 1);
   for (int i = 0; i < 3; i++) ephd_gate_unpark(&w[i].w);
-  ASSERT_EQ(g.count, 0);
+  ASSERT_EQ(ephd_gate_count(&g), 0);
   ASSERT_EQ(parked, 0);
   return 0;
 }
@@ -70,7 +70,7 @@ TEST_IMPL(gate_flush) {
   ASSERT_EQ(nflushed, 2);
   ASSERT_EQ(flushed[0], 0);
   ASSERT_EQ(flushed[1], 2);
-  ASSERT_EQ(g.count, 0);
+  ASSERT_EQ(ephd_gate_count(&g), 0);
   ASSERT_EQ(parked, 0);
   for (int i = 0; i < 3; i++) ASSERT(w[i].w.gate == NULL);
   return 0;
