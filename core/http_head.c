@@ -81,22 +81,23 @@ int ephd_head_header_of(const char *f, size_t len) {
  * "Connection: keep-alive", which changes nothing in HTTP/1.1. */
 enum { F_OTHER, F_LENGTH, F_CONNECTION, F_NOT_PLAIN };
 
+/* By length, as no two of them share one. */
+static const struct {
+  const char *name;
+  int kind;
+} framing_by_len[18] = {
+    [6] = {"expect", F_NOT_PLAIN},
+    [7] = {"upgrade", F_NOT_PLAIN},
+    [10] = {"connection", F_CONNECTION},
+    [14] = {"content-length", F_LENGTH},
+    [16] = {"proxy-connection", F_NOT_PLAIN},
+    [17] = {"transfer-encoding", F_NOT_PLAIN},
+};
+
 static int framing_of(const char *f, size_t len) {
-  switch (len) {
-    case 6:
-      return same_name(f, "expect", 6) ? F_NOT_PLAIN : F_OTHER;
-    case 7:
-      return same_name(f, "upgrade", 7) ? F_NOT_PLAIN : F_OTHER;
-    case 10:
-      return same_name(f, "connection", 10) ? F_CONNECTION : F_OTHER;
-    case 14:
-      return same_name(f, "content-length", 14) ? F_LENGTH : F_OTHER;
-    case 16:
-      return same_name(f, "proxy-connection", 16) ? F_NOT_PLAIN : F_OTHER;
-    case 17:
-      return same_name(f, "transfer-encoding", 17) ? F_NOT_PLAIN : F_OTHER;
-  }
-  return F_OTHER;
+  if (len >= 18 || framing_by_len[len].name == NULL) return F_OTHER;
+  return same_name(f, framing_by_len[len].name, len) ? framing_by_len[len].kind
+                                                     : F_OTHER;
 }
 
 /* What a byte may be in a plain request: never wider than llhttp takes
