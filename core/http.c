@@ -916,8 +916,11 @@ static void process(ephd_conn_t *c) {
       c->output_paused = 1;
       break;
     }
-    /* Where a message begins, llhttp has seen none of it. */
-    if (c->parsed == c->msg_start) {
+    /* Where a message begins, llhttp has seen none of it. After a CONNECT
+     * or an upgrade llhttp reads nothing more as HTTP (the next execute
+     * is HPE_PAUSED_UPGRADE, a 400): neither may the plain reader, or
+     * bytes a proxy tunnels would be served as requests. */
+    if (c->parsed == c->msg_start && !c->parser.upgrade) {
       size_t n = read_plain(c);
       if (n) {
         c->parsed = c->msg_start = c->msg_start + n;

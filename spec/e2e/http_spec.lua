@@ -174,6 +174,24 @@ describe("http", function()
         c:close()
     end)
 
+    it("reads nothing as HTTP after an upgrade or a CONNECT, however "
+       .. "plain (no requests smuggled through a tunnel)", function()
+        local health = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+        for _, first in ipairs({
+            "GET /health HTTP/1.1\r\nHost: t\r\nConnection: upgrade\r\n"
+                .. "Upgrade: websocket\r\n\r\n",
+            "CONNECT t:443 HTTP/1.1\r\nHost: t\r\n\r\n",
+        }) do
+            local c = d:connect()
+            c:send(first .. health)
+            assert.is_not_nil(c:receive())
+            local res = c:receive()
+            assert.equals(400, res.status)
+            assert.equals("close", res.headers["connection"])
+            c:close()
+        end
+    end)
+
     it("honours Connection: close", function()
         local c = d:connect()
         local res = c:request("GET", "/api/v1/ephemeral/queues", nil,
