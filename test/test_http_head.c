@@ -55,6 +55,41 @@ TEST_IMPL(plain_reads_common_requests) {
   ASSERT(strcmp(m.method, "DELETE") == 0);
   ASSERT(read_plain("PUT /q HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &m) > 0);
   ASSERT(strcmp(m.method, "PUT") == 0);
+  ASSERT_EQ(m.keep_alive, 1);
+  return 0;
+}
+
+/* urllib sends "Connection: close" with every request: plain, and the
+ * connection is not kept, as llhttp_should_keep_alive says. */
+TEST_IMPL(plain_reads_connection_close) {
+  ephd_plain_t m;
+  const char *urllib =
+      "POST /api/v1/ephemeral/push HTTP/1.1\r\n"
+      "Accept-Encoding: identity\r\n"
+      "Content-Length: 2\r\n"
+      "Host: 127.0.0.1:6632\r\n"
+      "User-Agent: Python-urllib/3.11\r\n"
+      "Content-Type: application/json\r\n"
+      "Connection: close\r\n"
+      "\r\n"
+      "{}";
+  ASSERT_EQ(read_plain(urllib, &m), strlen(urllib));
+  ASSERT_EQ(m.keep_alive, 0);
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: CLOSE \r\n\r\n", &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  /* Close wins over keep-alive, in either order. */
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: close\r\n"
+                    "Connection: keep-alive\r\n\r\n",
+                    &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: keep-alive\r\n"
+                    "Connection: close\r\n\r\n",
+                    &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  /* The next message is read kept again. */
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", &m) >
+         0);
+  ASSERT_EQ(m.keep_alive, 1);
   return 0;
 }
 
@@ -87,7 +122,10 @@ static const char *const not_plain[] = {
     "OPTIONS * HTTP/1.1\r\n\r\n",
     "GET /p HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
     "GET /p HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
-    "GET /p HTTP/1.1\r\nConnection: close\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: closed\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: clos\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: close, TE\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n",
     "GET /p HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\n\r\n",
     "GET /p HTTP/1.1\r\nProxy-Connection: keep-alive\r\n\r\n",
     "GET /p HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
