@@ -262,8 +262,8 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
           return 0;
         has_length = 1;
         break;
-      case F_CONNECTION:
-        if (value_end - value == 5 &&
+      case F_CONNECTION: /* llhttp takes no tab after "close" */
+        if (value_end - value == 5 && value_end == p - 2 &&
             same_name((const char *)value, "close", 5))
           m->keep_alive = 0;
         else if (value_end - value != 10 ||

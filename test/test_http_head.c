@@ -75,7 +75,7 @@ TEST_IMPL(plain_reads_connection_close) {
       "{}";
   ASSERT_EQ(read_plain(urllib, &m), strlen(urllib));
   ASSERT_EQ(m.keep_alive, 0);
-  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: CLOSE \r\n\r\n", &m) > 0);
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection:  CLOSE\r\n\r\n", &m) > 0);
   ASSERT_EQ(m.keep_alive, 0);
   /* Close wins over keep-alive, in either order. */
   ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: close\r\n"
@@ -126,6 +126,8 @@ static const char *const not_plain[] = {
     "GET /p HTTP/1.1\r\nConnection: clos\r\n\r\n",
     "GET /p HTTP/1.1\r\nConnection: close, TE\r\n\r\n",
     "GET /p HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: close\t\r\n\r\n", /* kept, to llhttp */
+    "GET /p HTTP/1.1\r\nConnection: close \r\n\r\n",
     "GET /p HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\n\r\n",
     "GET /p HTTP/1.1\r\nProxy-Connection: keep-alive\r\n\r\n",
     "GET /p HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
