@@ -831,7 +831,7 @@ static size_t read_plain(ephd_conn_t *c) {
   c->headers_seen = m.seen;
   for (int h = 0; h < EPHD_N_HEADERS; h++)
     if (m.seen & (1u << h)) c->headers[h] = moved(m.headers[h], at);
-  dispatch(c, m.method, 1, 0);
+  dispatch(c, m.method, m.keep_alive, 0);
   return n;
 }
 

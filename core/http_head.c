@@ -78,7 +78,10 @@ int ephd_head_header_of(const char *f, size_t len) {
 
 /* The headers that frame the message or the connection, which llhttp
  * reads. Of them a plain request has Content-Length, once, and
- * "Connection: keep-alive", which changes nothing in HTTP/1.1. */
+ * "Connection: keep-alive", which changes nothing in HTTP/1.1, or
+ * "Connection: close", which urllib sends with every request: llhttp
+ * then says not to keep the connection (llhttp_should_keep_alive), and
+ * so does the plain reading. */
 enum { F_OTHER, F_LENGTH, F_CONNECTION, F_NOT_PLAIN };
 
 /* By length, as no two of them share one. */
@@ -215,6 +218,7 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
     return 0;
   p += sizeof(version) - 1;
   m->seen = 0;
+  m->keep_alive = 1;
   size_t body_len = 0;
   int has_length = 0;
   for (;;) {
@@ -258,9 +262,12 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
           return 0;
         has_length = 1;
         break;
-      case F_CONNECTION:
-        if (value_end - value != 10 ||
-            !same_name((const char *)value, "keep-alive", 10))
+      case F_CONNECTION: /* llhttp takes no tab after "close" */
+        if (value_end - value == 5 && value_end == p - 2 &&
+            same_name((const char *)value, "close", 5))
+          m->keep_alive = 0;
+        else if (value_end - value != 10 ||
+                 !same_name((const char *)value, "keep-alive", 10))
           return 0;
         break;
       case F_NOT_PLAIN:

@@ -32,14 +32,15 @@ typedef struct {
   ephd_head_span_t url, body;
   ephd_head_span_t headers[EPHD_N_HEADERS]; /* those seen; values trimmed */
   unsigned seen;                            /* a bit per EPHD_HDR_ */
+  int keep_alive; /* 0 when the client said "Connection: close" */
 } ephd_plain_t;
 
 /* Reads the message at buf when it is plain and whole: GET, POST, PUT or
  * DELETE of an origin-form target, HTTP/1.1, token field names right
  * before their colon, printable ASCII values, at most one Content-Length
  * (within max_body) and no other framing or connection header but
- * "Connection: keep-alive", the head within max_head bytes and the body
- * all in buf. Returns the message's length, or 0 when it is anything else,
+ * "Connection: keep-alive" or "close", the head within max_head bytes and the
+ * body all in buf. Returns the message's length, or 0 when it is anything else,
  * which llhttp then reads from its first byte: the broker answers every
  * message exactly as it would have without this. */
 size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,

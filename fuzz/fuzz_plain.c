@@ -2,10 +2,10 @@
  * message is plain, llhttp, configured as the transport configures it,
  * must read the same bytes as one whole message with the same method,
  * target, identity headers (values trimmed as the transport trims them)
- * and body, keep the connection alive, and leave the transport nothing to
- * refuse (no repeated identity header, no space before a colon, no
- * 100-continue, the head and body within their bounds). A plain reading
- * that differs from llhttp's would let one byte sequence mean two
+ * and body, keep the connection alive or not as llhttp does, and leave the
+ * transport nothing to refuse (no repeated identity header, no space before a
+ * colon, no 100-continue, the head and body within their bounds). A plain
+ * reading that differs from llhttp's would let one byte sequence mean two
  * requests. The first two bytes choose the bounds. */
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (llhttp_get_error_pos(&parser) != buf + n) abort();
   if (strcmp(m.method, llhttp_method_name(parser.method)) != 0) abort();
   if (parser.http_major != 1 || parser.http_minor != 1) abort();
-  if (!llhttp_should_keep_alive(&parser)) abort();
+  if (llhttp_should_keep_alive(&parser) != m.keep_alive) abort();
   if (parser.flags & (F_CHUNKED | F_UPGRADE)) abort();
   if (parser.upgrade) abort();
   if (!same(m.url, r.url) || !same(m.body, r.body)) abort();

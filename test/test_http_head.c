@@ -55,6 +55,91 @@ TEST_IMPL(plain_reads_common_requests) {
   ASSERT(strcmp(m.method, "DELETE") == 0);
   ASSERT(read_plain("PUT /q HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &m) > 0);
   ASSERT(strcmp(m.method, "PUT") == 0);
+  ASSERT_EQ(m.keep_alive, 1);
+  return 0;
+}
+
+/* A push as each client people use sends it (captured from the clients
+ * themselves, with a two-byte body): all of them are plain, which is the
+ * reason the plain reader exists. Node's http module is here with the
+ * Content-Length it sets when given one; without, it sends chunked, which
+ * is llhttp's. */
+static const char *const client_pushes[] = {
+    /* curl 7.88 */
+    "Host: 127.0.0.1:6632\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n"
+    "Content-Type: application/json\r\nContent-Length: 2\r\n",
+    /* Python http.client */
+    "Host: 127.0.0.1:6632\r\nAccept-Encoding: identity\r\n"
+    "Content-Length: 2\r\nContent-Type: application/json\r\n",
+    /* Python requests 2.34 */
+    "Host: 127.0.0.1:6632\r\nUser-Agent: python-requests/2.34.2\r\n"
+    "Accept-Encoding: gzip, deflate\r\nAccept: */*\r\n"
+    "Connection: keep-alive\r\nContent-Type: application/json\r\n"
+    "Content-Length: 2\r\n",
+    /* Node 20 fetch (undici) */
+    "host: 127.0.0.1:6632\r\nconnection: keep-alive\r\n"
+    "Content-Type: application/json\r\naccept: */*\r\n"
+    "accept-language: *\r\nsec-fetch-mode: cors\r\nuser-agent: node\r\n"
+    "accept-encoding: gzip, deflate\r\ncontent-length: 2\r\n",
+    /* Node 20 http module, Content-Length given */
+    "Content-Type: application/json\r\nContent-Length: 2\r\n"
+    "Host: 127.0.0.1:6632\r\nConnection: keep-alive\r\n",
+    /* wget 1.21 */
+    "Host: 127.0.0.1:6632\r\nUser-Agent: Wget/1.21.3\r\nAccept: */*\r\n"
+    "Accept-Encoding: identity\r\nConnection: Keep-Alive\r\n"
+    "Content-Type: application/json\r\nContent-Length: 2\r\n",
+    /* ephd.client */
+    "Host: 127.0.0.1:6632\r\nContent-Type: application/json\r\n"
+    "Content-Length: 2\r\n",
+};
+
+TEST_IMPL(plain_reads_what_clients_send) {
+  ephd_plain_t m;
+  char push[512];
+  for (size_t i = 0; i < COUNT(client_pushes); i++) {
+    snprintf(push, sizeof(push),
+             "POST /api/v1/ephemeral/push HTTP/1.1\r\n%s\r\n{}",
+             client_pushes[i]);
+    if (read_plain(push, &m) != strlen(push) || !m.keep_alive) {
+      fprintf(stderr, "not read as a kept plain push: \"%s\"\n", push);
+      return 1;
+    }
+    ASSERT_MEM_EQ(push + m.body.off, m.body.len, "{}");
+  }
+  return 0;
+}
+
+/* urllib sends "Connection: close" with every request: plain, and the
+ * connection is not kept, as llhttp_should_keep_alive says. */
+TEST_IMPL(plain_reads_connection_close) {
+  ephd_plain_t m;
+  const char *urllib =
+      "POST /api/v1/ephemeral/push HTTP/1.1\r\n"
+      "Accept-Encoding: identity\r\n"
+      "Content-Length: 2\r\n"
+      "Host: 127.0.0.1:6632\r\n"
+      "User-Agent: Python-urllib/3.11\r\n"
+      "Content-Type: application/json\r\n"
+      "Connection: close\r\n"
+      "\r\n"
+      "{}";
+  ASSERT_EQ(read_plain(urllib, &m), strlen(urllib));
+  ASSERT_EQ(m.keep_alive, 0);
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection:  CLOSE\r\n\r\n", &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  /* Close wins over keep-alive, in either order. */
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: close\r\n"
+                    "Connection: keep-alive\r\n\r\n",
+                    &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: keep-alive\r\n"
+                    "Connection: close\r\n\r\n",
+                    &m) > 0);
+  ASSERT_EQ(m.keep_alive, 0);
+  /* The next message is read kept again. */
+  ASSERT(read_plain("GET /p HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", &m) >
+         0);
+  ASSERT_EQ(m.keep_alive, 1);
   return 0;
 }
 
@@ -87,7 +172,12 @@ static const char *const not_plain[] = {
     "OPTIONS * HTTP/1.1\r\n\r\n",
     "GET /p HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
     "GET /p HTTP/1.1\r\nUpgrade: websocket\r\n\r\n",
-    "GET /p HTTP/1.1\r\nConnection: close\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: closed\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: clos\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: close, TE\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n",
+    "GET /p HTTP/1.1\r\nConnection: close\t\r\n\r\n", /* kept, to llhttp */
+    "GET /p HTTP/1.1\r\nConnection: close \r\n\r\n",
     "GET /p HTTP/1.1\r\nConnection: keep-alive, Upgrade\r\n\r\n",
     "GET /p HTTP/1.1\r\nProxy-Connection: keep-alive\r\n\r\n",
     "GET /p HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",

@@ -202,6 +202,21 @@ describe("http", function()
         assert.is_nil(line)
         assert.equals("closed", err)
         c:close()
+        -- Read plain (urllib's shape) or not, a request pipelined behind
+        -- it is never served.
+        for _, head in ipairs({ "Connection: close\r\n",
+                                "Connection: keep-alive, close\r\n" }) do
+            c = d:connect()
+            c:send("GET /api/v1/ephemeral/queues HTTP/1.1\r\nHost: t\r\n"
+                   .. head .. "\r\n"
+                   .. "GET /api/v1/ephemeral/queues HTTP/1.1\r\n"
+                   .. "Host: t\r\n\r\n")
+            res = c:receive()
+            assert.equals(200, res.status)
+            assert.equals("close", res.headers["connection"])
+            assert.is_nil((c.sock:receive("*l")))
+            c:close()
+        end
     end)
 
     it("closes the connection after a malformed request", function()
