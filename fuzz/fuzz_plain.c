@@ -6,7 +6,9 @@
  * transport nothing to refuse (no repeated identity header, no space before a
  * colon, no 100-continue, the head and body within their bounds). A plain
  * reading that differs from llhttp's would let one byte sequence mean two
- * requests. The first two bytes choose the bounds. */
+ * requests. The rest of the input is a pipeline, so llhttp is compared
+ * from whatever state the messages before left it in. The first two bytes
+ * choose the bounds. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -93,15 +95,47 @@ static int same(ephd_head_span_t a, ephd_head_span_t b) {
   return a.len == b.len && (a.len == 0 || a.off == b.off);
 }
 
+/* The plain reading of the message at buf (n bytes of the len there)
+ * against llhttp's reading of the same bytes, llhttp standing where the
+ * last message it read left it, as in the transport. */
+static void compare(llhttp_t *parser, const char *buf, size_t len, size_t n,
+                    const ephd_plain_t *m, size_t max_head, size_t max_body) {
+  if (n > len) abort();
+  reading_t r;
+  memset(&r, 0, sizeof(r));
+  r.base = buf;
+  parser->data = &r;
+  /* Given all the bytes, llhttp must stop exactly where the plain reader
+   * said the message ends. */
+  llhttp_errno_t err = llhttp_execute(parser, buf, len);
+  if (err != HPE_PAUSED || !r.complete) abort();
+  if (llhttp_get_error_pos(parser) != buf + n) abort();
+  if (strcmp(m->method, llhttp_method_name(parser->method)) != 0) abort();
+  if (parser->http_major != 1 || parser->http_minor != 1) abort();
+  if (llhttp_should_keep_alive(parser) != m->keep_alive) abort();
+  if (parser->flags & (F_CHUNKED | F_UPGRADE)) abort();
+  if (parser->upgrade) abort();
+  if (!same(m->url, r.url) || !same(m->body, r.body)) abort();
+  /* Nothing the transport would have refused on the llhttp path. */
+  if (r.refused || r.expect) abort();
+  if (r.head_bytes > max_head || r.body.len > max_body) abort();
+  if (m->seen != r.seen) abort();
+  for (int h = 0; h < EPHD_N_HEADERS; h++)
+    if ((m->seen & (1u << h)) && !same(m->headers[h], r.headers[h])) abort();
+}
+
+/* The bytes as a pipeline, read as the transport reads one: at each
+ * message's start the plain reader first (never after an upgrade, which
+ * the transport checks), llhttp where it says no; what the plain reader
+ * takes is compared with llhttp's reading from the state the messages
+ * before left it in (an upgrade before was how bytes after it were once
+ * served). Stops where the transport would: an error, a message not all
+ * there, a connection not kept. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
   size_t max_head = 16 + (size_t)data[0] * 4, max_body = data[1];
   const char *buf = (const char *)data + 2;
-  size_t len = size - 2;
-  ephd_plain_t m;
-  size_t n = ephd_head_read_plain(buf, len, max_head, max_body, &m);
-  if (n == 0) return 0;
-  if (n > len) abort();
+  size_t len = size - 2, pos = 0;
 
   llhttp_settings_t settings;
   llhttp_settings_init(&settings);
@@ -113,26 +147,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   settings.on_message_complete = on_complete;
   llhttp_t parser;
   llhttp_init(&parser, HTTP_REQUEST, &settings);
-  reading_t r;
-  memset(&r, 0, sizeof(r));
-  r.base = buf;
-  parser.data = &r;
-  /* Given all the bytes, llhttp must stop exactly where the plain reader
-   * said the message ends. */
-  llhttp_errno_t err = llhttp_execute(&parser, buf, len);
-  if (err != HPE_PAUSED || !r.complete) abort();
-  if (llhttp_get_error_pos(&parser) != buf + n) abort();
-  if (strcmp(m.method, llhttp_method_name(parser.method)) != 0) abort();
-  if (parser.http_major != 1 || parser.http_minor != 1) abort();
-  if (llhttp_should_keep_alive(&parser) != m.keep_alive) abort();
-  if (parser.flags & (F_CHUNKED | F_UPGRADE)) abort();
-  if (parser.upgrade) abort();
-  if (!same(m.url, r.url) || !same(m.body, r.body)) abort();
-  /* Nothing the transport would have refused on the llhttp path. */
-  if (r.refused || r.expect) abort();
-  if (r.head_bytes > max_head || r.body.len > max_body) abort();
-  if (m.seen != r.seen) abort();
-  for (int h = 0; h < EPHD_N_HEADERS; h++)
-    if ((m.seen & (1u << h)) && !same(m.headers[h], r.headers[h])) abort();
+  while (pos < len) {
+    ephd_plain_t m;
+    size_t n = parser.upgrade ? 0
+                              : ephd_head_read_plain(buf + pos, len - pos,
+                                                     max_head, max_body, &m);
+    if (n) {
+      compare(&parser, buf + pos, len - pos, n, &m, max_head, max_body);
+      if (!m.keep_alive) return 0;
+    } else {
+      reading_t r;
+      memset(&r, 0, sizeof(r));
+      r.base = buf + pos;
+      parser.data = &r;
+      if (llhttp_execute(&parser, buf + pos, len - pos) != HPE_PAUSED) return 0;
+      if (r.refused || !llhttp_should_keep_alive(&parser)) return 0;
+      n = (size_t)(llhttp_get_error_pos(&parser) - (buf + pos));
+    }
+    llhttp_resume(&parser);
+    pos += n;
+  }
   return 0;
 }
