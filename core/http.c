@@ -653,9 +653,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 static int on_header_value_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
   if (c->hstate != H_VALUE) c->value.len = 0; /* an empty value */
-  while (c->value.len && (c->base[c->value.off + c->value.len - 1] == ' ' ||
-                          c->base[c->value.off + c->value.len - 1] == '\t'))
-    c->value.len--;
+  c->value.len = ephd_head_trimmed(c->base + c->value.off, c->value.len);
   c->hstate = H_NONE;
   const char *f = c->base + c->field.off;
   /* RFC 9112 5.1: whitespace between a field name and its colon is a 400;

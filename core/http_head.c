@@ -33,8 +33,8 @@ static uint32_t folded4(const char *p) {
   return w | 0x20202020u;
 }
 
-/* Whether f spells `name` (lower case), both len bytes (4 to 24): whole
- * words, the last one overlapping the one before when len is not a
+/* Whether f spells `name`, in any case (both are folded), both len bytes (4 to
+ * 24): whole words, the last one overlapping the one before when len is not a
  * multiple of the word. */
 static int same_name(const char *f, const char *name, size_t len) {
   if (len < 8)
@@ -44,11 +44,6 @@ static int same_name(const char *f, const char *name, size_t len) {
     if (folded8(f + i) != folded8(name + i)) return 0;
   return folded8(f + len - 8) == folded8(name + len - 8);
 }
-
-/* The same names in lower case, as same_name compares them. */
-static const char *const lower_names[EPHD_N_HEADERS] = {
-    "x-queen-tenant", "authorization",  "content-type",   "origin",
-    "host",           "sec-fetch-site", "x-queen-forward"};
 
 /* By length first, since most fields are none of them. */
 int ephd_head_header_of(const char *f, size_t len) {
@@ -73,7 +68,7 @@ int ephd_head_header_of(const char *f, size_t len) {
       h = EPHD_HDR_FORWARD;
       break;
   }
-  return h >= 0 && same_name(f, lower_names[h], len) ? h : -1;
+  return h >= 0 && same_name(f, ephd_head_names[h], len) ? h : -1;
 }
 
 /* The headers that frame the message or the connection, which llhttp
@@ -239,8 +234,8 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
     p = printable_run(p, end, 0x1f, 0x7f);
     while (p < end && (*p == '\t' || printable_above(*p, 0x1f, 0x7f))) p++;
     if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return 0;
-    const unsigned char *value_end = p;
-    while (value_end > value && is_ows(value_end[-1])) value_end--;
+    const unsigned char *value_end =
+        value + ephd_head_trimmed((const char *)value, (size_t)(p - value));
     p += 2;
     int h = ephd_head_header_of((const char *)field, field_len);
     if (h >= 0) {

@@ -24,6 +24,13 @@ enum {
 
 extern const char *const ephd_head_names[EPHD_N_HEADERS];
 
+/* A header value's length without its trailing spaces and tabs: the
+ * value both readers hand on (the leading ones are never part of it). */
+static inline size_t ephd_head_trimmed(const char *v, size_t len) {
+  while (len && (v[len - 1] == ' ' || v[len - 1] == '\t')) len--;
+  return len;
+}
+
 /* Which of the headers above a field name is (any case), or -1. */
 int ephd_head_header_of(const char *name, size_t len);
 

@@ -65,7 +65,7 @@ static int on_value_complete(llhttp_t *p) {
   reading_t *r = p->data;
   const char *f = r->base + r->field.off;
   ephd_head_span_t v = r->in_value ? r->value : (ephd_head_span_t){0, 0};
-  while (v.len && is_ows(r->base[v.off + v.len - 1])) v.len--;
+  v.len = ephd_head_trimmed(r->base + v.off, v.len);
   if (r->field.len && is_ows(f[r->field.len - 1])) r->refused = 1;
   int h = ephd_head_header_of(f, r->field.len);
   if (h >= 0) {
