@@ -291,8 +291,9 @@ describe("a shadow policy", function()
             -- --watch re-prints until interrupted.
             out = helper.run("timeout 1.5 " .. EPHD .. " policy shadow "
                              .. "--watch --interval 0.2" .. url)
-            local frames = select(2, out:gsub("\27%[H\27%[2J", ""))
+            local frames = select(2, out:gsub("%d%d:%d%d:%d%d  http://", ""))
             assert.is_true(frames >= 3, out)
+            assert.is_nil(out:find("\27", 1, true))
             -- None, disabled, and what it does not know.
             d:request("DELETE", SHADOW)
             out, code = helper.run(EPHD .. " policy shadow" .. url)
