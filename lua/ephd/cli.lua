@@ -433,11 +433,11 @@ local function stdout_open_after(seconds)
 end
 
 -- --watch: draw's frame on stdout (out) every interval seconds, after the
--- time and the broker, until interrupted or until stdout is closed (exit 0: the reader
--- had what it wanted). A terminal redraws in place (home and clear); a
--- pipe or a file gets the frames one after another, with no escape codes.
--- luasocket ignores SIGPIPE, so a write to a closed pipe fails, and the
--- failure is the end.
+-- time and the broker, until interrupted or until stdout is closed (exit
+-- 0: the reader had what it wanted). A terminal redraws in place (home
+-- and clear); a pipe or a file gets the frames one after another, with no
+-- escape codes. luasocket ignores SIGPIPE, so a write to a closed pipe
+-- fails rather than kills, and the failure is the end.
 local function watch(out, c, interval, draw)
     local clear = ffi.C.isatty(1) == 1
     local first = true

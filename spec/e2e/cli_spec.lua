@@ -2,6 +2,7 @@
 -- verbs (push, pop, ack) and policy test, as an operator types them.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
+local client = require("ephd.client")
 
 local EPHD = helper.build .. "/ephd"
 
@@ -330,6 +331,31 @@ describe("ephd push, pop and ack", function()
         out, code = ephd("pop ''")
         assert.equals(1, code)
         assert.matches("ephemeral_bad_request %(400%)", out)
+    end)
+
+    it("offers no retry for a push no retry can pass", function()
+        -- Above the burst: 429 with no Retry-After, and no "retry in".
+        local b = daemon.start({ env = { QUEEN_EPHEMERAL_RATE = "1",
+                                         QUEEN_EPHEMERAL_BURST = "2" } })
+        finally(function() b:stop() end)
+        local out, code = helper.run(EPHD .. " push v-b 1 2 3 --url "
+                                     .. "http://127.0.0.1:" .. b.port)
+        assert.equals(1, code)
+        assert.equals("ephd push: http://127.0.0.1:" .. b.port .. " answered "
+                      .. "rate_limited (429): the push costs 3, more than "
+                      .. "the tenant's burst of 2: no retry can pass it; "
+                      .. "split it into pushes that cost at most 2\n", out)
+        local c = client.new({ url = "http://127.0.0.1:" .. b.port })
+        local ok, err = c:push("v-b", { 1, 2, 3 })
+        assert.is_nil(ok)
+        assert.is_false(client.retryable(err))
+        assert.is_nil(err.retry_after)
+        -- Over the rate, a wait does help.
+        assert.equals(2, c:push("v-b", { 1, 2 }))
+        ok, err = c:push("v-b", { 3 })
+        assert.is_true(client.retryable(err))
+        assert.equals(1, err.retry_after)
+        c:close()
     end)
 
     it("refuses a command line it cannot use, with its synopsis", function()
