@@ -327,7 +327,8 @@ function _M.render(frame, shown, previous)
     if listing then
         head[1] = format("%d queue%s", listing.count,
                          listing.count == 1 and "" or "s")
-        head[2] = "cell " .. human_bytes(listing.cellBytes)
+        -- cellBytes is the answering broker's footprint, not the cell's.
+        head[2] = "this broker's bytes " .. human_bytes(listing.cellBytes)
             .. (frame.system and (" of " .. human_bytes(
                     frame.system.cellMaxBytes)) or "")
     end

@@ -103,12 +103,15 @@ try {
         ?.textContent === "5", null, { timeout: 10000 });
   });
 
-  await check("the cards show the surface, cell bytes and queues", async () => {
+  await check("the cards show the surface, this broker's bytes and queues", async () => {
     await page.waitForFunction(
       () => document.getElementById("surface").textContent === "enabled",
       null, { timeout: 10000 });
     assert.equal(await page.locator("#count").textContent(), "2");
     assert.match(await page.locator("#cell").textContent(), / \/ 256\.0 MiB$/);
+    // The broker's own footprint, not the cell's: labelled so.
+    assert.match(await page.locator("#cell").locator("xpath=..").textContent(),
+                 /this broker's bytes \/ ceiling/);
     // Two ticks of the meter give a rate and a sparkline.
     await page.waitForFunction(
       () => document.querySelectorAll("#ratespark polyline").length === 2,

@@ -82,13 +82,14 @@ describe("ephd status", function()
         assert.truthy(out:find("http://127.0.0.1:1", 1, true))
     end)
 
-    it("shows the cell's ceiling, the policy and the tenant's counters",
-       function()
+    it("shows this broker's bytes and ceiling, the policy and the tenant's "
+       .. "counters", function()
         local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:"
                               .. d.port)
         assert.equals(0, code)
-        assert.matches("of 256%.0 MiB  surface enabled  policy default v1",
-                       out)
+        -- The answering broker's footprint, not its cell's sum.
+        assert.matches("this broker's bytes [%d.]+ K?i?B of 256%.0 MiB  "
+                       .. "surface enabled  policy default v1", out)
         assert.matches("tenant 00000000%-0000%-0000%-0000%-000000000001  "
                        .. "pushed %d+  delivered %d+  parked 0", out)
     end)
