@@ -892,10 +892,11 @@ function _M.render_shadow(s, out)
         out:write("no shadow policy is loaded\n")
         return
     end
-    out:write(format("shadow %s v%s from %s, since %s: %s\n", s.name,
-                     tostring(s.version), s.dir, since(s.since),
-                     s.state == "running" and "running"
-                     or "DISABLED"))
+    out:write(format("shadow %s v%s from %s, since %s, judging %s: %s\n",
+                     s.name, tostring(s.version), s.dir, since(s.since),
+                     s.routes == "all" and "every route"
+                     or "the family's routes",
+                     s.state == "running" and "running" or "DISABLED"))
     if s.disabled then
         out:write(format("disabled at %s: its %s hook failed: %s\n",
                          since(s.disabled.at), s.disabled.hook,
