@@ -193,6 +193,26 @@ try {
     assert.equal(await page.locator('tr[data-queue="q9"] .at-bound').count(), 0);
   });
 
+  await check("the queue table fits a 1280-pixel window, delete included",
+              async () => {
+    // A wide row: a long name, at its bound (this broker has no database
+    // to declare a ttl with).
+    const wide = "orders.eu-west-1.checkout-priority";
+    assert.equal((await push(base, wide, 100)).status, 201);
+    await page.waitForFunction(
+      (q) => document.querySelector(`tr[data-queue="${q}"] .at-bound`),
+      wide, { timeout: 10000 });
+    const fit = await page.evaluate(() => ({
+      width: window.innerWidth,
+      scroll: document.documentElement.scrollWidth,
+      right: Math.max(...[...document.querySelectorAll("#queues .danger")]
+        .map((b) => b.getBoundingClientRect().right)),
+    }));
+    assert.equal(fit.width, 1280);
+    assert.ok(fit.scroll <= fit.width, `the page scrolls: ${fit.scroll} px`);
+    assert.ok(fit.right <= fit.width, `delete ends at ${fit.right} px`);
+  });
+
   await check("a screenshot of the real data is kept", async () => {
     mkdirSync(artifacts, { recursive: true });
     await page.screenshot({ path: `${artifacts}/dashboard.png`,
