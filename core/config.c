@@ -109,8 +109,9 @@ static const knob_t knobs[] = {
      "the Lua state's memory, past which policy code fails (0: no cap)"},
     {"QUEEN_TENANCY_HEADER", "false", 0, 1, K_BOOL, AT(lua.tenancy_header),
      "take the tenant from the x-queen-tenant header"},
-    {"QUEEN_EPHEMERAL_REQUIRE_GRANT", "(QUEEN_TENANCY_HEADER)", 0, 1, K_BOOL,
-     AT(lua.require_grant), "refuse tenants without a grant row"},
+    {"QUEEN_EPHEMERAL_REQUIRE_GRANT", "(tenancy)", 0, 1, K_BOOL,
+     AT(lua.require_grant),
+     "refuse tenants without a grant row (default: QUEEN_TENANCY_HEADER's)"},
     {"QUEEN_EPHEMERAL_LOG_REFUSALS", "false", 0, 1, K_BOOL,
      AT(lua.log_refusals),
      "log each refused request: tenant, route, status and code"},
@@ -197,13 +198,34 @@ static void usage(FILE *out) {
           "                       the requests a broker logged\n"
           "  policy shadow [--watch]  what the shadow policy would change\n\n"
           "environment (default):\n");
+  /* Not knobs, but read all the same: listed with them. */
+  static const struct {
+    const char *name, *fallback, *help;
+  } others[] = {
+      {"DATABASE_URL", "(none)", "the default of --database-url"},
+      {"EPHD_URL", "(none)",
+       "the commands' broker when --url is not given (then "
+       "http://127.0.0.1:6632)"},
+      {"EPHD_ALLOWED_ORIGINS", "(none)",
+       "foreign browser origins let in: a comma-separated list, or *"},
+      {"QUEEN_EPHEMERAL_CELL_TOKEN", "(none)",
+       "the cell's shared secret for relayed requests (16+ characters)"},
+  };
+  /* Columns as wide as their longest cell, so no long name runs on. */
+  int name_w = 0, fallback_w = 0;
+  for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+    if ((int)strlen(knobs[i].name) > name_w) name_w = strlen(knobs[i].name);
+    if ((int)strlen(knobs[i].fallback) > fallback_w)
+      fallback_w = strlen(knobs[i].fallback);
+  }
+  for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+    if ((int)strlen(others[i].name) > name_w) name_w = strlen(others[i].name);
   for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++)
-    fprintf(out, "  %-34s %-10s %s\n", knobs[i].name, knobs[i].fallback,
-            knobs[i].help);
-  fprintf(out, "  %-34s %-10s %s\n", "EPHD_ALLOWED_ORIGINS", "(none)",
-          "foreign browser origins let in: a comma-separated list, or *");
-  fprintf(out, "  %-34s %-10s %s\n", "QUEEN_EPHEMERAL_CELL_TOKEN", "(none)",
-          "the cell's shared secret for relayed requests (16+ characters)");
+    fprintf(out, "  %-*s  %-*s  %s\n", name_w, knobs[i].name, fallback_w,
+            knobs[i].fallback, knobs[i].help);
+  for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+    fprintf(out, "  %-*s  %-*s  %s\n", name_w, others[i].name, fallback_w,
+            others[i].fallback, others[i].help);
 }
 
 static int parse_listen(ephd_settings_t *s, const char *v) {
@@ -304,9 +326,16 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
       abort();
     }
     if (env && parse_value(k, env, s) < 0) {
-      fprintf(stderr, "ephd: %s=%s is not usable: %s\n", k->name, env,
-              k->kind == K_BOOL ? "expected true, false, 1 or 0"
-                                : "expected a whole number in range");
+      if (k->kind == K_BOOL)
+        fprintf(stderr,
+                "ephd: %s=%s is not usable: expected true, false, 1 or 0\n",
+                k->name, env);
+      else
+        fprintf(stderr,
+                "ephd: %s=%s is not usable: expected a whole number from "
+                "%llu to %llu\n",
+                k->name, env, (unsigned long long)k->min,
+                (unsigned long long)k->max);
       return -1;
     }
   }

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 24 };
+enum { EPHD_FFI_ABI_VERSION = 25 };
 
 enum {
   EPHD_OK = 0,
@@ -40,8 +40,9 @@ enum {
   EPHD_REFUSE_TENANT_BYTES = 4,
   EPHD_REFUSE_TENANT_QUEUES = 8,
   EPHD_REFUSE_PARKED = 16,
-  EPHD_REFUSE_QUEUE_PARTS = 32,    /* partitions or groups past a queue's cap */
-  EPHD_REFUSE_QUEUE_TOO_SMALL = 64 /* the push alone is over its bounds */
+  EPHD_REFUSE_QUEUE_PARTS = 32,     /* partitions past a queue's cap */
+  EPHD_REFUSE_QUEUE_TOO_SMALL = 64, /* the push alone is over its bounds */
+  EPHD_REFUSE_QUEUE_GROUPS = 128    /* named groups past a queue's cap */
 };
 
 typedef struct {

@@ -273,19 +273,30 @@ static const char *literal(const char *p, const char *end, const char *lit) {
   return p + n;
 }
 
+/* *at, when at is not NULL, is where a value that is not JSON stops being
+ * read: the token that cannot be read, or end when the value is cut short.
+ * The hot path passes NULL, and pays only on failure. */
+#define BROKEN(where)            \
+  do {                           \
+    if (at != NULL) *at = where; \
+    return NULL;                 \
+  } while (0)
+
 /* Iterative, with an explicit stack of container kinds, so nesting depth costs
  * bytes rather than C stack frames. */
-const char *ephd_json_skip(const char *p, const char *end) {
+static inline const char *skip(const char *p, const char *end,
+                               const char **at) {
   char stack[EPHD_JSON_MAX_DEPTH];
   int depth = 0;
   for (;;) {
     /* Expect a value. */
     p = ephd_json_ws(p, end);
-    if (p >= end) return NULL;
+    if (p >= end) BROKEN(end);
+    const char *token = p;
     switch (*p) {
       case '{':
       case '[':
-        if (depth == EPHD_JSON_MAX_DEPTH) return NULL;
+        if (depth == EPHD_JSON_MAX_DEPTH) BROKEN(p);
         stack[depth++] = *p;
         p = ephd_json_ws(p + 1, end);
         if (p < end && *p == (stack[depth - 1] == '{' ? '}' : ']')) {
@@ -294,10 +305,11 @@ const char *ephd_json_skip(const char *p, const char *end) {
           break;
         }
         if (stack[depth - 1] == '{') {
+          token = p;
           p = string_walk(p, end, NULL);
-          if (p == NULL) return NULL;
+          if (p == NULL) BROKEN(token);
           p = ephd_json_ws(p, end);
-          if (p >= end || *p != ':') return NULL;
+          if (p >= end || *p != ':') BROKEN(p);
           p++;
         }
         continue;
@@ -317,31 +329,45 @@ const char *ephd_json_skip(const char *p, const char *end) {
         p = number(p, end);
         break;
     }
-    if (p == NULL) return NULL;
+    if (p == NULL) BROKEN(token);
     /* After a value: close containers or move to the next element. */
     for (;;) {
       if (depth == 0) return p;
       p = ephd_json_ws(p, end);
-      if (p >= end) return NULL;
+      if (p >= end) BROKEN(end);
       char close = stack[depth - 1] == '{' ? '}' : ']';
       if (*p == close) {
         depth--;
         p++;
         continue;
       }
-      if (*p != ',') return NULL;
+      if (*p != ',') BROKEN(p);
       p++;
       if (stack[depth - 1] == '{') {
-        p = ephd_json_ws(p, end);
+        token = p = ephd_json_ws(p, end);
         p = string_walk(p, end, NULL);
-        if (p == NULL) return NULL;
+        if (p == NULL) BROKEN(token);
         p = ephd_json_ws(p, end);
-        if (p >= end || *p != ':') return NULL;
+        if (p >= end || *p != ':') BROKEN(p);
         p++;
       }
       break;
     }
   }
+}
+
+#undef BROKEN
+
+const char *ephd_json_skip(const char *p, const char *end) {
+  return skip(p, end, NULL);
+}
+
+const char *ephd_json_broken(const char *p, const char *end) {
+  const char *at = end;
+  const char *after = skip(p, end, &at);
+  if (after == NULL) return at;
+  after = ephd_json_ws(after, end);
+  return after == end ? NULL : after;
 }
 
 /* Whether any of w's eight bytes is a control, a quote or a backslash:

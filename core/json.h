@@ -23,6 +23,10 @@ static inline const char *ephd_json_ws(const char *p, const char *end) {
 }
 /* Returns the end of the value starting at p, or NULL if it is not JSON. */
 const char *ephd_json_skip(const char *p, const char *end);
+/* NULL when p..end is one JSON value (whitespace around it allowed); else
+ * where reading it fails: the token that cannot be read, the first byte
+ * after the value, or end when it is cut short. Slow path only. */
+const char *ephd_json_broken(const char *p, const char *end);
 /* Walks an object's members: *p starts after '{' and *first at 1. Returns 1
  * with the decoded key in key and *p at its value (which the caller must
  * consume), 0 at the closing '}', -1 when the object is broken. The key is

@@ -172,9 +172,10 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   uint32_t refusals = 0;
   if (q == NULL && ephd_tenant_full_of_queues(t, limits))
     refusals |= EPHD_REFUSE_TENANT_QUEUES;
-  if (q && ((new_ring && ephd_queue_full_of_partitions(e, q)) ||
-            (a->group && new_group && ephd_queue_full_of_groups(e, q))))
+  if (q && new_ring && ephd_queue_full_of_partitions(e, q))
     refusals |= EPHD_REFUSE_QUEUE_PARTS;
+  if (q && a->group && new_group && ephd_queue_full_of_groups(e, q))
+    refusals |= EPHD_REFUSE_QUEUE_GROUPS;
   /* Queue mode's cursor is made by a queue's first pop and names nothing
    * the client chose: it is charged, never refused, or a full cell could
    * not be drained by a consumer that had not popped yet. */

@@ -92,11 +92,30 @@ static const char *scan_items(ephd_op_state_t *op, const body_shape_t *shape,
 /* Why a refused body was refused, when the reason is its encoding: the
  * scanner stops at the first string that is not UTF-8 without knowing it
  * will be refused, so the whole body is checked again, on this path only. */
-static void explain_encoding(const ephd_request_t *req, ephd_scan_t *s) {
-  if (ephd_ffi_utf8_valid(req->body.ptr, req->body.len) != EPHD_OK)
-    fail(s,
-         "the body is not UTF-8: every string must be strict "
-         "UTF-8 (RFC 3629)");
+static int explain_encoding(const ephd_request_t *req, ephd_scan_t *s) {
+  if (ephd_ffi_utf8_valid(req->body.ptr, req->body.len) == EPHD_OK) return 0;
+  fail(s,
+       "the body is not UTF-8: every string must be strict "
+       "UTF-8 (RFC 3629)");
+  return 1;
+}
+
+/* The same for its syntax: a body cut short inside `messages` stops the
+ * scan where an item was expected, which is not the array's fault. Said
+ * with the byte where reading failed, counted from 0. */
+static void explain_syntax(const ephd_request_t *req, ephd_scan_t *s) {
+  const char *end = req->body.ptr + req->body.len;
+  const char *at = ephd_json_broken(req->body.ptr, end);
+  if (at == NULL) return;
+  if (at == end)
+    snprintf(s->message, sizeof(s->message),
+             "the body is not valid JSON: it ends at byte %zu, inside a "
+             "value (cut short?)",
+             req->body.len);
+  else
+    snprintf(s->message, sizeof(s->message),
+             "the body is not valid JSON at byte %zu",
+             (size_t)(at - req->body.ptr));
 }
 
 static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
@@ -166,8 +185,8 @@ static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
   int rc = scan_object(op, shape, base, base + req->body.len);
   if (rc == EPHD_OK)
     op->scanned = base;
-  else
-    explain_encoding(req, s);
+  else if (!explain_encoding(req, s))
+    explain_syntax(req, s);
   return rc;
 }
 

@@ -126,6 +126,23 @@ TEST_IMPL(json_skip_refuses_broken) {
  * blocks, and UTF-8 beside it must neither stop the run nor hide it. A stop
  * that cuts a character in two leaves a truncated sequence before it, which
  * is refused as not UTF-8. */
+static long broken_at(const char *s) {
+  const char *end = s + strlen(s), *at = ephd_json_broken(s, end);
+  return at == NULL ? -1 : (long)(at - s);
+}
+
+/* Where a body stops being JSON, for the 400's "at byte N". */
+TEST_IMPL(json_broken_names_the_byte) {
+  ASSERT_EQ(broken_at(" {\"a\":[1,2]} "), -1);
+  ASSERT_EQ(broken_at("{\"m\":[{\"payload\":1}"), 19); /* cut short */
+  ASSERT_EQ(broken_at("{\"m\":[1 2]}"), 8);            /* no comma */
+  ASSERT_EQ(broken_at("{\"m\":[tru]}"), 6);            /* the token */
+  ASSERT_EQ(broken_at("{\"m\":1,}"), 7);               /* no name */
+  ASSERT_EQ(broken_at("{\"m\":1} x"), 8);              /* after it */
+  ASSERT_EQ(broken_at(""), 0);
+  return 0;
+}
+
 TEST_IMPL(json_string_stops_at_every_offset) {
   const char stops[] = {'"', '\\', '\x01', '\x1f'};
   for (size_t len = 0; len < 40; len++) {

@@ -8,6 +8,7 @@
 -- `ephd policy check` stays in C: it loads
 -- policy code the way the broker does, in the broker's sandbox.
 local cjson = require("cjson.safe")
+local ffi = require("ffi")
 local socket = require("socket")
 local client = require("ephd.client")
 local write_columns = require("ephd.columns")
@@ -38,9 +39,12 @@ counts and rate limit (GET /api/v1/system/metering; the tenant is
 --tenant, or the single tenant without --token). Those need admin. While
 the surface is paused the listing is refused like every ephemeral route;
 with admin the table comes from GET /api/v1/system/queues, which answers
-paused too, and without it --watch keeps the last table. --watch redraws
-every --interval seconds (1 by default), with push and pop rates, until
-interrupted. Exits 1 when the broker does not answer, naming its URL.
+paused too (and when the admin's own tenant has no grant), and without
+it --watch keeps the last table. --watch redraws every --interval
+seconds (1 by default), with push and pop rates, until interrupted or
+its output is closed (exit 0: `ephd status --watch | head` ends); on a
+terminal in place, elsewhere one frame after another with no escape
+codes. Exits 1 when the broker does not answer, naming its URL.
 ]] .. CONNECTION_USAGE,
     push = [[
 usage: ephd push QUEUE [--partition P] [--string] [--json] [MESSAGE...]
@@ -120,7 +124,8 @@ agreements (==) below disagreements (->); the tenants with the most
 disagreements; and the last disagreeing requests (time, route, tenant,
 the two outcomes, the rung that decided). From GET
 /api/v1/system/policy/shadow, which needs admin. --watch re-prints every
---interval seconds (2 by default) until interrupted. Exits 1 when the
+--interval seconds (2 by default) until interrupted or its output is
+closed, as `ephd status --watch` does. Exits 1 when the
 broker does not answer, naming its URL.
 ]] .. CONNECTION_USAGE,
     policy_test = [[
@@ -322,7 +327,8 @@ function _M.render(frame, shown, previous)
     if listing then
         head[1] = format("%d queue%s", listing.count,
                          listing.count == 1 and "" or "s")
-        head[2] = "cell " .. human_bytes(listing.cellBytes)
+        -- cellBytes is the answering broker's footprint, not the cell's.
+        head[2] = "this broker's bytes " .. human_bytes(listing.cellBytes)
             .. (frame.system and (" of " .. human_bytes(
                     frame.system.cellMaxBytes)) or "")
     end
@@ -372,9 +378,16 @@ end
 local function snapshot(c, tenant)
     local frame = { tenant = tenant, at = socket.gettime() }
     frame.listing, frame.err = c:queues()
-    -- Paused, the family's listing refuses; the operator's does not.
-    if frame.err and frame.err.code == "ephemeral_disabled" then
+    -- Paused, the family's listing refuses; the operator's does not. Nor
+    -- does it refuse an admin whose own tenant has no grant (an admin
+    -- token under tenancy headers and QUEEN_EPHEMERAL_REQUIRE_GRANT): the
+    -- grant gates the family, not the operator's view.
+    local code = frame.err and frame.err.code
+    if code == "ephemeral_disabled" then
         frame.listing = c:system_queues(tenant)
+    elseif code == "feature_gated" then
+        local listing = c:system_queues(tenant)
+        if listing then frame.listing, frame.err = listing, nil end
     end
     if frame.listing then frame.listing.at = frame.at end
     frame.system = c:system()
@@ -398,14 +411,45 @@ local function status_frame(c, out, tenant, shown, previous)
     return 0, frame.listing or shown, frame
 end
 
--- --watch: draw's frame every interval seconds until interrupted, after
--- home and clear, the time and the broker (a terminal redraws in place).
+-- isatty and poll for --watch; declared here, the plain state the CLI runs
+-- in has no broker FFI (a pcall: a second require must not fail).
+pcall(ffi.cdef, [[
+int isatty(int fd);
+struct ephd_cli_pollfd { int fd; short events; short revents; };
+int poll(struct ephd_cli_pollfd *fds, unsigned long nfds, int timeout);
+]])
+
+-- Waits up to seconds; returns false as soon as stdout's reader is gone
+-- (a pipe's closed read end polls as POLLERR, whatever events asked), so
+-- `ephd status --watch | head` ends when head does, not a frame later.
+local function stdout_open_after(seconds)
+    local p = ffi.new("struct ephd_cli_pollfd", { fd = 1, events = 0 })
+    local deadline = socket.gettime() + seconds
+    repeat
+        local left = deadline - socket.gettime()
+        local n = ffi.C.poll(p, 1, math.max(0, floor(left * 1000 + 0.5)))
+        if n > 0 then return false end
+    until socket.gettime() >= deadline
+    return true
+end
+
+-- --watch: draw's frame on stdout (out) every interval seconds, after the
+-- time and the broker, until interrupted or until stdout is closed (exit
+-- 0: the reader had what it wanted). A terminal redraws in place (home
+-- and clear); a pipe or a file gets the frames one after another, with no
+-- escape codes. luasocket ignores SIGPIPE, so a write to a closed pipe
+-- fails rather than kills, and the failure is the end.
 local function watch(out, c, interval, draw)
+    local clear = ffi.C.isatty(1) == 1
+    local first = true
     while true do
-        out:write("\27[H\27[2J", os.date("%H:%M:%S"), "  ", c.url, "\n")
+        out:write(clear and "\27[H\27[2J" or (first and "" or "\n"),
+                  os.date("%H:%M:%S"), "  ", c.url, "\n")
+        first = false
         draw()
-        out:flush()
-        socket.sleep(interval)
+        if not out:flush() or not stdout_open_after(interval) then
+            return 0
+        end
     end
 end
 
@@ -848,10 +892,11 @@ function _M.render_shadow(s, out)
         out:write("no shadow policy is loaded\n")
         return
     end
-    out:write(format("shadow %s v%s from %s, since %s: %s\n", s.name,
-                     tostring(s.version), s.dir, since(s.since),
-                     s.state == "running" and "running"
-                     or "DISABLED"))
+    out:write(format("shadow %s v%s from %s, since %s, judging %s: %s\n",
+                     s.name, tostring(s.version), s.dir, since(s.since),
+                     s.routes == "all" and "every route"
+                     or "the family's routes",
+                     s.state == "running" and "running" or "DISABLED"))
     if s.disabled then
         out:write(format("disabled at %s: its %s hook failed: %s\n",
                          since(s.disabled.at), s.disabled.hook,

@@ -187,11 +187,10 @@ local function within_rate(ctx)
     local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
                                            l.burst, tonumber(C.ephd_ffi_now_ms()))
     if too_big then
-        return "the push costs " .. cost .. ", more than the tenant's burst "
-               .. "of " .. l.burst .. ": split it", retry_after(wait)
+        -- No Retry-After: waiting cannot help (docs/wire.md).
+        return rate.over_burst(cost, l.burst, ctx.messages)
     elseif not taken then
-        return "the tenant is over its rate of " .. l.rate
-               .. " messages per second", retry_after(wait)
+        return rate.over_rate(l.rate), retry_after(wait)
     end
     ctx.taken = cost
 end
@@ -211,11 +210,28 @@ _M.ORDER = {
       -- Under dropOldest too: a retry cannot help, only a smaller push.
       too_small = "the push alone is over the queue's maxBytes or "
                   .. "maxLength: it cannot fit even in an empty queue" },
+    -- Names the allowances hit (one, nearly always), each with the limit
+    -- an operator would raise; ctx.limits is the rate rung's, which every
+    -- family request passes. ephd.verdict words its estimate of the
+    -- tenant's bytes alike.
     { code = "ephemeral_quota_exceeded",
       bit = bor(C.EPHD_REFUSE_TENANT_BYTES, C.EPHD_REFUSE_TENANT_QUEUES,
-                C.EPHD_REFUSE_QUEUE_PARTS),
-      message = "at an ephemeral allowance: the tenant's bytes or queues, "
-                .. "or the queue's partitions or groups" },
+                C.EPHD_REFUSE_QUEUE_PARTS, C.EPHD_REFUSE_QUEUE_GROUPS),
+      prefix = "at an ephemeral allowance: ",
+      which = {
+          { bit = C.EPHD_REFUSE_TENANT_BYTES, phrase = function(ctx)
+              return "the tenant's bytes (limit " .. ctx.limits.max_bytes
+                     .. ")" end },
+          { bit = C.EPHD_REFUSE_TENANT_QUEUES, phrase = function(ctx)
+              return "the tenant's queues (limit " .. ctx.limits.max_queues
+                     .. ")" end },
+          { bit = C.EPHD_REFUSE_QUEUE_PARTS, phrase = function()
+              return "the queue's partitions "
+                     .. "(QUEEN_EPHEMERAL_MAX_PARTITIONS)" end },
+          { bit = C.EPHD_REFUSE_QUEUE_GROUPS, phrase = function()
+              return "the queue's named groups (QUEEN_EPHEMERAL_MAX_GROUPS)"
+          end },
+      } },
     { code = "ephemeral_unavailable", bit = C.EPHD_REFUSE_CELL_BYTES,
       message = "the broker is at QUEEN_EPHEMERAL_MAX_BYTES" },
 }
@@ -247,6 +263,15 @@ local function committed(ctx)
         if rung.too_small
            and band(refusals, C.EPHD_REFUSE_QUEUE_TOO_SMALL) ~= 0 then
             message = rung.too_small
+        end
+        if rung.which then
+            local hit = {}
+            for _, w in ipairs(rung.which) do
+                if band(refusals, w.bit) ~= 0 then
+                    hit[#hit + 1] = w.phrase(ctx)
+                end
+            end
+            message = rung.prefix .. table.concat(hit, "; ")
         end
         return refused(ctx, rung.code, message, rung.headers, "commit")
     end

@@ -39,8 +39,9 @@ function _M.new()
     -- Takes `cost` tokens at `now_ms`. Returns true, or false and an
     -- honest Retry-After in seconds (at least 1). A cost of nothing always
     -- passes (an empty push meters nothing). A cost above the burst never
-    -- fits: it is refused with the wait for a full bucket and a third
-    -- result, true, so the caller can say to split it; letting it through
+    -- fits: it is refused with a third result, true, so the caller can say
+    -- that no retry can pass it (the wait returned is a full bucket's, of
+    -- no use to that caller); letting it through
     -- into debt would let a tenant granted 5 a second push 10,000 at once.
     function set.take(tenant, cost, rate, burst, now_ms)
         if rate == 0 or cost == 0 then return true end
@@ -83,6 +84,24 @@ function _M.new()
     end
 
     return set
+end
+
+-- The refusals' words, one place for the live ladder and a shadow's
+-- (ephd.verdict), which must decide the same strings.
+function _M.over_rate(rate)
+    return "the tenant is over its rate of " .. rate
+           .. (rate == 1 and " message" or " messages") .. " per second"
+end
+
+-- A push above the burst never fits, now or later: it is answered with no
+-- Retry-After, and a split is offered only when there is one to make.
+function _M.over_burst(cost, burst, messages)
+    local text = "the push costs " .. cost .. ", more than the tenant's "
+                 .. "burst of " .. burst .. ": no retry can pass it"
+    if messages and messages > 1 then
+        return text .. "; split it into pushes that cost at most " .. burst
+    end
+    return text .. ", and one message cannot be split"
 end
 
 -- The live policy's buckets, and the module's functions are theirs.

@@ -17,6 +17,12 @@
 --            outcomes, the rung that decided, when (never a payload or a
 --            credential)
 --
+-- By default it judges the family's routes (/api/v1/ephemeral/...) alone:
+-- the system routes are the operator's own reads, a dashboard's and `ephd
+-- status`'s polling among them, which would crowd the counts of what a
+-- candidate changes for tenants. Loaded with {"routes": "all"}, it judges
+-- every route the ladder decides.
+--
 -- A shadow hook that raises, overruns the budget or returns what the
 -- contract refuses disables the shadow, with one log line; the live path
 -- never sees it.
@@ -86,11 +92,19 @@ local ENV = {
     counters = footprint,
 }
 
+-- The routes the shadow being loaded will judge ("family" or "all"), set
+-- by the load route as C starts reading its files: loads run one at a
+-- time, and one from --shadow-policy judges the family's.
+_M.loading_routes = nil
+
 -- Starts judging with policy p (what ephd.policy.load returned), read from
 -- dir; a shadow in place is replaced, its counts with it.
 function _M.start(p, dir)
+    local routes = _M.loading_routes or "family"
+    _M.loading_routes = nil
     _M.current = {
         p = p, dir = dir, since = wall_ms(), judge = verdict.new(p, ENV),
+        all_routes = routes == "all", routes = routes,
         state = "running", disabled = nil,
         decisions = 0, disagreements = 0, pairs = {},
         tenants = { n = 0, slot = {}, tenant = {}, count = {} },
@@ -193,11 +207,14 @@ local function request_of(ctx)
 end
 
 -- Judges ctx, which the live ladder decided (ctx.code and ctx.rung: what
--- it refused with and where, false when it passed), with shadow s. A
--- request relayed by a member of the cell was judged at its edge and is
--- not judged again.
+-- it refused with and where, false when it passed), with shadow s, if it
+-- is on a route s judges. A request relayed by a member of the cell was
+-- judged at its edge and is not judged again.
 function _M.observe(ctx, s)
-    if s.state ~= "running" or ctx.forwarded then return end
+    if s.state ~= "running" or ctx.forwarded
+       or not (ctx.family or s.all_routes) then
+        return
+    end
     local live, at = ctx.code or "pass", ctx.rung
     local shadow, rung
     local r
@@ -293,7 +310,7 @@ function _M.report()
     if not s then return nil end
     return {
         name = s.p.name, version = s.p.version, dir = s.dir, since = s.since,
-        state = s.state, disabled = s.disabled,
+        routes = s.routes, state = s.state, disabled = s.disabled,
         decisions = s.decisions, disagreements = s.disagreements,
         pairs = pairs_list(s), tenants = tenants_list(s),
         samples = samples_list(s),
@@ -304,7 +321,7 @@ function _M.body()
     local r = _M.report()
     if not r then return '{"shadow":null}' end
     local head = encode({ name = r.name, version = r.version, dir = r.dir,
-                          since = r.since, state = r.state,
+                          since = r.since, routes = r.routes, state = r.state,
                           disabled = r.disabled or cjson.null,
                           decisions = r.decisions,
                           disagreements = r.disagreements })

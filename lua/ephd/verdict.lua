@@ -82,8 +82,7 @@ function _M.new(p, env)
         local l = limits.settle(t, env.defaults().burst)
         -- Made once per tenant: a shadow refusing every request of a
         -- tenant over its rate would make it for each.
-        l.over_rate = "the tenant is over its rate of " .. l.rate
-                      .. " messages per second"
+        l.over_rate = rate.over_rate(l.rate)
         return l
     end)
     return self
@@ -152,8 +151,7 @@ local function within_rate(self, request, tenant, l, now_ms)
     local taken, _, too_big = self.rate.take(tenant, cost, l.rate,
                                                 l.burst, now_ms)
     if too_big then
-        return "the push costs " .. cost .. ", more than the tenant's "
-               .. "burst of " .. l.burst .. ": split it"
+        return rate.over_burst(cost, l.burst, messages)
     elseif not taken then
         return l.over_rate
     end
@@ -170,8 +168,8 @@ local function within_budget(self, request, tenant, l)
     if not counters or not request.bytes or l.max_bytes == 0 then return end
     local held = counters(tenant)
     if held and held.bytes + request.bytes > l.max_bytes then
-        return "at an ephemeral allowance: the tenant's bytes (candidate "
-               .. "limit " .. l.max_bytes .. ", estimated)"
+        return "at an ephemeral allowance: the tenant's bytes (limit "
+               .. l.max_bytes .. ", estimated)"
     end
 end
 

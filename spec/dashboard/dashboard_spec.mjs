@@ -103,12 +103,15 @@ try {
         ?.textContent === "5", null, { timeout: 10000 });
   });
 
-  await check("the cards show the surface, cell bytes and queues", async () => {
+  await check("the cards show the surface, this broker's bytes and queues", async () => {
     await page.waitForFunction(
       () => document.getElementById("surface").textContent === "enabled",
       null, { timeout: 10000 });
     assert.equal(await page.locator("#count").textContent(), "2");
     assert.match(await page.locator("#cell").textContent(), / \/ 256\.0 MiB$/);
+    // The broker's own footprint, not the cell's: labelled so.
+    assert.match(await page.locator("#cell").locator("xpath=..").textContent(),
+                 /this broker's bytes \/ ceiling/);
     // Two ticks of the meter give a rate and a sparkline.
     await page.waitForFunction(
       () => document.querySelectorAll("#ratespark polyline").length === 2,
@@ -188,6 +191,26 @@ try {
     assert.match(await opts.textContent(),
                  /≤100 msgs · ≤16\.0 MiB · reject · lease 30 s · retry 1$/);
     assert.equal(await page.locator('tr[data-queue="q9"] .at-bound').count(), 0);
+  });
+
+  await check("the queue table fits a 1280-pixel window, delete included",
+              async () => {
+    // A wide row: a long name, at its bound (this broker has no database
+    // to declare a ttl with).
+    const wide = "orders.eu-west-1.checkout-priority";
+    assert.equal((await push(base, wide, 100)).status, 201);
+    await page.waitForFunction(
+      (q) => document.querySelector(`tr[data-queue="${q}"] .at-bound`),
+      wide, { timeout: 10000 });
+    const fit = await page.evaluate(() => ({
+      width: window.innerWidth,
+      scroll: document.documentElement.scrollWidth,
+      right: Math.max(...[...document.querySelectorAll("#queues .danger")]
+        .map((b) => b.getBoundingClientRect().right)),
+    }));
+    assert.equal(fit.width, 1280);
+    assert.ok(fit.scroll <= fit.width, `the page scrolls: ${fit.scroll} px`);
+    assert.ok(fit.right <= fit.width, `delete ends at ${fit.right} px`);
   });
 
   await check("a screenshot of the real data is kept", async () => {

@@ -2,10 +2,24 @@
 -- verbs (push, pop, ack) and policy test, as an operator types them.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
+local client = require("ephd.client")
 
 local EPHD = helper.build .. "/ephd"
 
 -- Runs a shell command; returns its stdout+stderr and exit status.
+
+-- --watch's frames as a pipe or a file gets them: each after a line of
+-- the time and the URL, with no screen-clearing codes.
+local function frames(out)
+    local starts, list = {}, {}
+    for at in ("\n" .. out):gmatch("\n()%d%d:%d%d:%d%d  http://[^\n]*\n") do
+        starts[#starts + 1] = at - 1
+    end
+    for i, at in ipairs(starts) do
+        list[i] = out:sub(at, (starts[i + 1] or #out + 1) - 1)
+    end
+    return list
+end
 
 local function write(path, text)
     local f = assert(io.open(path, "w"))
@@ -34,8 +48,21 @@ describe("ephd status", function()
     it("redraws the table with --watch", function()
         local out = helper.run("timeout 1.5 " .. EPHD .. " status --watch "
                         .. "--interval 0.2 --url http://127.0.0.1:" .. d.port)
-        local frames = select(2, out:gsub("\27%[H\27%[2J", ""))
-        assert.is_true(frames >= 3)
+        assert.is_true(#frames(out) >= 3, out)
+        assert.is_nil(out:find("\27", 1, true))
+    end)
+
+    it("ends --watch when its output is closed", function()
+        -- head leaves after two lines; the watch must notice and exit 0,
+        -- not draw into a closed pipe until killed.
+        local t0 = daemon.now()
+        local out, code = helper.run("timeout 10 bash -c '" .. EPHD
+            .. " status --watch --url http://127.0.0.1:" .. d.port
+            .. " | head -2; exit ${PIPESTATUS[0]}'")
+        assert.equals(0, code, out)
+        assert.matches("^%d%d:%d%d:%d%d  http://127.0.0.1:" .. d.port
+                       .. "\nbroker ", out)
+        assert.is_true(daemon.now() - t0 < 5)
     end)
 
     it("explains itself and refuses what it does not know", function()
@@ -55,13 +82,14 @@ describe("ephd status", function()
         assert.truthy(out:find("http://127.0.0.1:1", 1, true))
     end)
 
-    it("shows the cell's ceiling, the policy and the tenant's counters",
-       function()
+    it("shows this broker's bytes and ceiling, the policy and the tenant's "
+       .. "counters", function()
         local out, code = helper.run(EPHD .. " status --url http://127.0.0.1:"
                               .. d.port)
         assert.equals(0, code)
-        assert.matches("of 256%.0 MiB  surface enabled  policy default v1",
-                       out)
+        -- The answering broker's footprint, not its cell's sum.
+        assert.matches("this broker's bytes [%d.]+ K?i?B of 256%.0 MiB  "
+                       .. "surface enabled  policy default v1", out)
         assert.matches("tenant 00000000%-0000%-0000%-0000%-000000000001  "
                        .. "pushed %d+  delivered %d+  parked 0", out)
     end)
@@ -114,7 +142,8 @@ describe("ephd status", function()
         local watched = f:read("*a")
         f:close()
         os.remove(file)
-        local last = watched:match(".*\27%[H\27%[2J(.*)$")
+        local seen = frames(watched)
+        local last = seen[#seen]
         assert.matches("surface PAUSED: maintenance", last)
         assert.matches("\ncli%-a%s+implicit", last)
         assert.not_matches("as of", last)
@@ -171,11 +200,50 @@ describe("ephd status without admin, paused", function()
         local watched = f:read("*a")
         f:close()
         os.remove(file)
-        local last = watched:match(".*\27%[H\27%[2J(.*)$")
+        local seen = frames(watched)
+        local last = seen[#seen]
         assert.matches("surface PAUSED: maintenance", last)
         assert.matches("\ncli%-r%s+implicit", last)
         assert.matches("%(as of %d%d:%d%d:%d%d: the listing is refused "
                        .. "while the surface is paused%)", last)
+    end)
+end)
+
+describe("ephd status as an admin whose tenant has no grant", function()
+    it("lists from the operator's route instead of feature_gated",
+       function()
+        -- Tenancy headers turn grants on: admin-token's own tenant has
+        -- none, and the family refuses it; the operator's view must not.
+        daemon.sql("TRUNCATE queen.ephemeral_quota")
+        local d = daemon.start({ db = true,
+            args = { "--policy-dir " .. helper.root
+                     .. "/examples/policies/bearer-tokens" },
+            env = { QUEEN_TENANCY_HEADER = "true" } })
+        finally(function()
+            d:stop()
+            daemon.sql("TRUNCATE queen.ephemeral_quota")
+        end)
+        local ADMIN = { Authorization = "Bearer admin-token" }
+        local OTHER = "22222222-2222-2222-2222-222222222222"
+        assert.refused_with("feature_gated",
+            d:request("GET", "/api/v1/ephemeral/queues", nil, ADMIN))
+        assert.equals(200, d:request("POST", "/api/v1/system/grants",
+            '{"tenant":"' .. OTHER .. '"}', ADMIN).status)
+        assert.equals(201, d:push("cli-g", { "1" }, nil,
+            { Authorization = "Bearer other-tenant-token" }).status)
+        local url = " --token admin-token --url http://127.0.0.1:" .. d.port
+        local out, code = helper.run(EPHD .. " status" .. url)
+        assert.equals(0, code, out)
+        assert.matches("0 queues", out)
+        assert.matches("(no queues)", out, 1, true)
+        out, code = helper.run(EPHD .. " status --tenant " .. OTHER .. url)
+        assert.equals(0, code, out)
+        assert.matches("\ncli%-g%s+implicit%s+1%s+1 B", out)
+        -- A token without admin is refused as before, saying why.
+        out, code = helper.run(EPHD .. " status --token dashboard-token "
+                               .. "--url http://127.0.0.1:" .. d.port)
+        assert.equals(1, code)
+        assert.matches("feature_gated", out)
     end)
 end)
 
@@ -264,6 +332,31 @@ describe("ephd push, pop and ack", function()
         out, code = ephd("pop ''")
         assert.equals(1, code)
         assert.matches("ephemeral_bad_request %(400%)", out)
+    end)
+
+    it("offers no retry for a push no retry can pass", function()
+        -- Above the burst: 429 with no Retry-After, and no "retry in".
+        local b = daemon.start({ env = { QUEEN_EPHEMERAL_RATE = "1",
+                                         QUEEN_EPHEMERAL_BURST = "2" } })
+        finally(function() b:stop() end)
+        local out, code = helper.run(EPHD .. " push v-b 1 2 3 --url "
+                                     .. "http://127.0.0.1:" .. b.port)
+        assert.equals(1, code)
+        assert.equals("ephd push: http://127.0.0.1:" .. b.port .. " answered "
+                      .. "rate_limited (429): the push costs 3, more than "
+                      .. "the tenant's burst of 2: no retry can pass it; "
+                      .. "split it into pushes that cost at most 2\n", out)
+        local c = client.new({ url = "http://127.0.0.1:" .. b.port })
+        local ok, err = c:push("v-b", { 1, 2, 3 })
+        assert.is_nil(ok)
+        assert.is_false(client.retryable(err))
+        assert.is_nil(err.retry_after)
+        -- Over the rate, a wait does help.
+        assert.equals(2, c:push("v-b", { 1, 2 }))
+        ok, err = c:push("v-b", { 3 })
+        assert.is_true(client.retryable(err))
+        assert.equals(1, err.retry_after)
+        c:close()
     end)
 
     it("refuses a command line it cannot use, with its synopsis", function()

@@ -31,6 +31,19 @@ describe("the daemon", function()
         }) do
             assert.truthy(out:find(knob), knob)
         end
+        -- Read, if not knobs: the commands' URL and the database's.
+        assert.matches("\n  EPHD_URL%s+%(none%)%s+the commands' broker", out)
+        assert.matches("\n  DATABASE_URL%s+%(none%)", out)
+        -- One column for every default and one for every help text,
+        -- however long the name.
+        local columns, n = {}, 0
+        for line in out:match("environment %(default%):\n(.*)$"):gmatch(
+                "[^\n]+") do
+            local d, h = line:match("^  %S+%s+()%S+%s+()")
+            local at = d .. "," .. h
+            if not columns[at] then columns[at], n = true, n + 1 end
+        end
+        assert.equals(1, n, out)
     end)
 
     it("stops at boot on a bad flag, naming it", function()
@@ -49,6 +62,12 @@ describe("the daemon", function()
             assert.is_not.equals(0, rc)
             assert.truthy(out:find("QUEEN_EPHEMERAL_LEASE_S", 1, true), bad)
         end
+        -- The range, not "in range".
+        local out = helper.run("QUEEN_EPHEMERAL_MAX_GROUPS=5000 "
+                               .. helper.build .. "/ephd --listen 127.0.0.1:1")
+        assert.truthy(out:find("QUEEN_EPHEMERAL_MAX_GROUPS=5000 is not usable:"
+                               .. " expected a whole number from 1 to 4096",
+                               1, true), out)
     end)
 
     it("stops at boot on a relay knob it cannot use, naming it", function()

@@ -137,95 +137,109 @@ describe("the manual's commands", function()
         daemon.forget_declarations()
     end)
 
+    -- again: a second run of the same file as a reader re-runs it, with
+    -- what the first left in PostgreSQL (grants, declarations) and in HOME.
+    local function runs(file, list, exact, again)
+        return function()
+            if not again then
+                daemon.forget_declarations()
+                daemon.sql("TRUNCATE queen.ephemeral_quota")
+            end
+            local d = daemon.start({ db = true })
+            local epoch = epoch_of(d)
+            -- Whichever broker is current when the spec ends or fails.
+            finally(function() d:stop() end)
+            local function run(body)
+                local script = body
+                    :gsub("localhost:6632", "localhost:" .. d.port)
+                    :gsub("127%.0%.0%.1:6632", "127.0.0.1:" .. d.port)
+                    :gsub("build/ephd", helper.build .. "/ephd")
+                    :gsub("e:" .. DOC_EPOCH .. ":", "e:" .. epoch .. ":")
+                local path = os.tmpname()
+                local f = assert(io.open(path, "w"))
+                f:write("set -e\n", script, "\n")
+                f:close()
+                local p = io.popen(("cd %s && HOME=%s EPHD_URL=%s "
+                    .. "bash %s 2>&1; echo \"exit=$?\"")
+                    :format(helper.root, home,
+                            "http://127.0.0.1:" .. d.port, path))
+                local out = p:read("*a")
+                p:close()
+                os.remove(path)
+                local text, code = out:match("^(.*)exit=(%d+)%s*$")
+                return text, tonumber(code)
+            end
+            local last
+            for _, b in ipairs(list) do
+                if b.kind == "sh" then
+                    local out, code = run(b.body)
+                    assert.equals(0, code, file .. ":\n" .. b.body
+                                  .. "\n--- printed:\n" .. out)
+                    last = { body = b.body, out = out }
+                elseif b.kind == "text" and last then
+                    local out = canonical(last.out, epoch, home)
+                    local shown = canonical(b.body)
+                    if exact then
+                        assert.equals(shown, expand(out):gsub("\n$", ""),
+                                      file .. ": the output of\n"
+                                      .. last.body)
+                    end
+                    for line in shown:gmatch("[^\n]+") do
+                        assert.is_truthy(
+                            squeeze(out):find(squeeze(line), 1, true),
+                            file .. ": expected \"" .. line .. "\" from\n"
+                            .. last.body .. "\n--- printed:\n" .. out)
+                    end
+                    last = nil
+                elseif b.kind == "norun" then
+                    for line in b.body:gmatch("[^\n]+") do
+                        -- The environment a command is run with is
+                        -- not the command.
+                        local cmd = line:gsub("%s+#.*$", "")
+                            :gsub("^[%u_][%w_]*=%S*%s+", "")
+                        local known = false
+                        for prefix in pairs(NORUN) do
+                            if cmd:sub(1, #prefix) == prefix then
+                                known = true
+                            end
+                        end
+                        assert.is_true(known, file .. ": \"" .. cmd
+                            .. "\" is shown but nothing runs it")
+                    end
+                    if b.restart then
+                        d:stop()
+                        local args, env = {}, {}
+                        for a in b.restart:gsub("~", home):gmatch("%S+") do
+                            local k, v = a:match("^([%u_][%w_]*)=(.*)$")
+                            if k then
+                                env[k] = v
+                            else
+                                args[#args + 1] = a
+                            end
+                        end
+                        d = daemon.start({ db = true, args = args,
+                                           env = env })
+                        epoch = epoch_of(d)
+                    end
+                    last = nil
+                end
+            end
+            d:stop()
+        end
+    end
+
     for _, file in ipairs(FILES) do
         local text = read(helper.root .. "/" .. file)
         local list = blocks(text)
         local exact = text:find("<!-- docs_spec: exact -->", 1, true)
         if #list > 0 then
-            it(file, function()
-                daemon.forget_declarations()
-                daemon.sql("TRUNCATE queen.ephemeral_quota")
-                local d = daemon.start({ db = true })
-                local epoch = epoch_of(d)
-                -- Whichever broker is current when the spec ends or fails.
-                finally(function() d:stop() end)
-                local function run(body)
-                    local script = body
-                        :gsub("localhost:6632", "localhost:" .. d.port)
-                        :gsub("127%.0%.0%.1:6632", "127.0.0.1:" .. d.port)
-                        :gsub("build/ephd", helper.build .. "/ephd")
-                        :gsub("e:" .. DOC_EPOCH .. ":", "e:" .. epoch .. ":")
-                    local path = os.tmpname()
-                    local f = assert(io.open(path, "w"))
-                    f:write("set -e\n", script, "\n")
-                    f:close()
-                    local p = io.popen(("cd %s && HOME=%s EPHD_URL=%s "
-                        .. "bash %s 2>&1; echo \"exit=$?\"")
-                        :format(helper.root, home,
-                                "http://127.0.0.1:" .. d.port, path))
-                    local out = p:read("*a")
-                    p:close()
-                    os.remove(path)
-                    local text, code = out:match("^(.*)exit=(%d+)%s*$")
-                    return text, tonumber(code)
-                end
-                local last
-                for _, b in ipairs(list) do
-                    if b.kind == "sh" then
-                        local out, code = run(b.body)
-                        assert.equals(0, code, file .. ":\n" .. b.body
-                                      .. "\n--- printed:\n" .. out)
-                        last = { body = b.body, out = out }
-                    elseif b.kind == "text" and last then
-                        local out = canonical(last.out, epoch, home)
-                        local shown = canonical(b.body)
-                        if exact then
-                            assert.equals(shown, expand(out):gsub("\n$", ""),
-                                          file .. ": the output of\n"
-                                          .. last.body)
-                        end
-                        for line in shown:gmatch("[^\n]+") do
-                            assert.is_truthy(
-                                squeeze(out):find(squeeze(line), 1, true),
-                                file .. ": expected \"" .. line .. "\" from\n"
-                                .. last.body .. "\n--- printed:\n" .. out)
-                        end
-                        last = nil
-                    elseif b.kind == "norun" then
-                        for line in b.body:gmatch("[^\n]+") do
-                            -- The environment a command is run with is
-                            -- not the command.
-                            local cmd = line:gsub("%s+#.*$", "")
-                                :gsub("^[%u_][%w_]*=%S*%s+", "")
-                            local known = false
-                            for prefix in pairs(NORUN) do
-                                if cmd:sub(1, #prefix) == prefix then
-                                    known = true
-                                end
-                            end
-                            assert.is_true(known, file .. ": \"" .. cmd
-                                .. "\" is shown but nothing runs it")
-                        end
-                        if b.restart then
-                            d:stop()
-                            local args, env = {}, {}
-                            for a in b.restart:gsub("~", home):gmatch("%S+") do
-                                local k, v = a:match("^([%u_][%w_]*)=(.*)$")
-                                if k then
-                                    env[k] = v
-                                else
-                                    args[#args + 1] = a
-                                end
-                            end
-                            d = daemon.start({ db = true, args = args,
-                                               env = env })
-                            epoch = epoch_of(d)
-                        end
-                        last = nil
-                    end
-                end
-                d:stop()
-            end)
+            it(file, runs(file, list, exact))
+            -- The quickstart is followed step by step, and so re-run as
+            -- written: every step must be one that can be taken twice.
+            if exact then
+                it(file .. ", run a second time", runs(file, list, exact,
+                                                       true))
+            end
         end
     end
 end)

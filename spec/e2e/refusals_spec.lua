@@ -39,6 +39,38 @@ describe("refusals", function()
         assert.equals(201, d:push("r", { "5" }).status)
     end)
 
+    it("rate_limited: a rate of 1 is 1 message per second", function()
+        local d = daemon.start({ env = { QUEEN_EPHEMERAL_RATE = "1",
+                                         QUEEN_EPHEMERAL_BURST = "1" } })
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("r1", { "1" }).status)
+        local res = d:push("r1", { "2" })
+        assert.refused_with("rate_limited", res)
+        assert.equals("the tenant is over its rate of 1 message per second",
+                      res.json.error)
+        assert.equals("1", res.headers["retry-after"])
+    end)
+
+    it("ephemeral_bad_request: a body cut short inside messages is not JSON",
+       function()
+        local d = daemon.start()
+        finally(function() d:stop() end)
+        local body = '{"queue":"j","messages":[{"payload":1},{"payload":'
+        local res = d:request("POST", "/api/v1/ephemeral/push", body)
+        assert.refused_with("ephemeral_bad_request", res)
+        assert.equals("the body is not valid JSON: it ends at byte " .. #body
+                      .. ", inside a value (cut short?)", res.json.error)
+        res = d:request("POST", "/api/v1/ephemeral/push",
+                        '{"queue":"j","messages":[{"payload":1} {}]}')
+        assert.refused_with("ephemeral_bad_request", res)
+        assert.equals("the body is not valid JSON at byte 39", res.json.error)
+        -- What is JSON but not an array still says so.
+        res = d:request("POST", "/api/v1/ephemeral/push",
+                        '{"queue":"j","messages":{}}')
+        assert.equals("messages must be an array of {payload}",
+                      res.json.error)
+    end)
+
     it("rate_limited: a grant's rate is its burst too", function()
         grant(T, { rate = 5 })
         local d = daemon.start({ db = true, env = {
@@ -66,8 +98,11 @@ describe("refusals", function()
         for i = 1, 10000 do many[i] = tostring(i) end
         local res = d:push("big", many, nil, TH)
         assert.refused_with("rate_limited", res)
-        assert.truthy(res.json.error:find("split it", 1, true))
-        assert.equals("1", res.headers["retry-after"])
+        assert.equals("the push costs 10000, more than the tenant's burst of "
+                      .. "5: no retry can pass it; split it into pushes that "
+                      .. "cost at most 5", res.json.error)
+        -- No wait can make it fit: no Retry-After to wait for.
+        assert.is_nil(res.headers["retry-after"])
         -- Nothing was taken: a push within the burst still passes.
         assert.equals(201, d:push("big", { "1", "2", "3", "4", "5" }, nil,
                                   TH).status)
@@ -82,7 +117,10 @@ describe("refusals", function()
         finally(function() d:stop() end)
         assert.equals(201, d:push("a1", { "1" }).status)
         assert.equals(200, d:pop("queue=a2").status)
-        assert.refused_with("ephemeral_quota_exceeded", d:push("a3", { "1" }))
+        local res = d:push("a3", { "1" })
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals("at an ephemeral allowance: the tenant's queues "
+                      .. "(limit 2)", res.json.error)
         assert.refused_with("ephemeral_quota_exceeded", d:pop("queue=a3"))
         assert.refused_with("ephemeral_quota_exceeded", d:request("POST",
             "/api/v1/ephemeral/configure", '{"queue":"a3"}'))
@@ -174,13 +212,18 @@ describe("refusals", function()
         finally(function() d:stop() end)
         assert.equals(200, d:pop("queue=one", TH).status)
         assert.equals(201, d:push("one", { '"12345678"' }, nil, TH).status)
-        assert.refused_with("ephemeral_quota_exceeded",
-                            d:push("one", { '"12345678"' }, nil, TH))
+        local res = d:push("one", { '"12345678"' }, nil, TH)
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals("at an ephemeral allowance: the tenant's bytes "
+                      .. "(limit 850)", res.json.error)
         -- A second queue, by push, pop or configure, is past the allowance.
         assert.refused_with("ephemeral_quota_exceeded",
                             d:push("two", { "1" }, nil, TH))
-        assert.refused_with("ephemeral_quota_exceeded",
-                            d:pop("queue=two", TH))
+        -- A new queue's names would pass the bytes too: both are named.
+        res = d:pop("queue=two", TH)
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals("at an ephemeral allowance: the tenant's bytes (limit "
+                      .. "850); the tenant's queues (limit 1)", res.json.error)
         assert.refused_with("ephemeral_quota_exceeded", d:request("POST",
             "/api/v1/ephemeral/configure", '{"queue":"two"}', TH))
         -- The existing queue still works.
@@ -195,15 +238,21 @@ describe("refusals", function()
         finally(function() d:stop() end)
         assert.equals(201, d:push("caps", { "1" }, "p1").status)
         assert.equals(201, d:push("caps", { "1" }, "p2").status)
-        assert.refused_with("ephemeral_quota_exceeded",
-                            d:push("caps", { "1" }, "p3"))
-        assert.refused_with("ephemeral_quota_exceeded",
-                            d:pop("queue=caps&partition=p3"))
+        local PARTS = "at an ephemeral allowance: the queue's partitions "
+                      .. "(QUEEN_EPHEMERAL_MAX_PARTITIONS)"
+        local res = d:push("caps", { "1" }, "p3")
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals(PARTS, res.json.error)
+        res = d:pop("queue=caps&partition=p3")
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals(PARTS, res.json.error)
         assert.equals(201, d:push("caps", { "2" }, "p1").status)
         assert.equals(200, d:pop("queue=caps&group=a").status)
         assert.equals(200, d:pop("queue=caps&group=b").status)
-        assert.refused_with("ephemeral_quota_exceeded",
-                            d:pop("queue=caps&group=c"))
+        res = d:pop("queue=caps&group=c")
+        assert.refused_with("ephemeral_quota_exceeded", res)
+        assert.equals("at an ephemeral allowance: the queue's named groups "
+                      .. "(QUEEN_EPHEMERAL_MAX_GROUPS)", res.json.error)
         -- Queue mode is not a named group, and known groups still pop.
         assert.equals(200, d:pop("queue=caps").status)
         assert.equals(200, d:pop("queue=caps&group=a").status)

@@ -110,6 +110,30 @@ describe("scripts/run", function()
         assert.is_nil(read(dir .. "/pid"))
     end)
 
+    it("refuses a second scripts/run on the same PostgreSQL", function()
+        local script, pid = serving("")
+        local out, code = helper.run(("cd %s && EPHD_PG_DIR=%s/pg "
+            .. "scripts/run --listen 127.0.0.1:%d"):format(helper.root, dir,
+                                                          daemon.free_port()))
+        assert.equals(1, code, out)
+        assert.truthy(out:find("scripts/run: " .. dir .. "/pg is another "
+                               .. "scripts/run's PostgreSQL", 1, true), out)
+        assert.truthy(out:find("EPHD_PG_DIR=DIR", 1, true), out)
+        -- The first one's broker and PostgreSQL were left alone.
+        assert.is_true(alive(pid) and pg_running())
+        local d = setmetatable({ port = port }, daemon)
+        assert.equals(200, d:request("GET", "/health").status)
+        os.execute("kill -TERM " .. script)
+        local rc, log = finished(script)
+        assert.equals(0, rc, log)
+        assert.is_false(pg_running())
+        -- Once it is gone, the directory is free again.
+        script, pid = serving("")
+        assert.is_true(alive(pid))
+        os.execute("kill -TERM " .. script)
+        assert.equals(0, (finished(script)))
+    end)
+
     it("stops the private PostgreSQL when the broker is stopped itself",
        function()
         local script, pid = serving("")

@@ -70,6 +70,36 @@ describe("a shadow policy", function()
         assert.equals(201, d:push("q", { "1" }).status)
     end)
 
+    it("judges the family's routes, the system routes only when asked",
+       function()
+        local d = plan_tiers()
+        finally(function() d:stop() end)
+        assert.equals(200, load_shadow(d, STRICT).status)
+        -- A dashboard's polling is not what a candidate changes for
+        -- tenants: not counted.
+        for _ = 1, 3 do
+            assert.equals(200, d:request("GET",
+                                         "/api/v1/system/ephemeral").status)
+        end
+        assert.equals(201, d:push("q", { "1" }).status)
+        local s = shadow_of(d)
+        assert.equals("family", s.routes)
+        assert.equals(1, s.decisions)
+        assert.equals(1, pair(s, "pass", "pass"))
+        -- Opted in, they are.
+        assert.equals(200, d:request("POST", SHADOW, cjson.encode({
+            dir = STRICT, routes = "all" })).status)
+        assert.equals(200, d:request("GET", "/api/v1/system/ephemeral").status)
+        s = shadow_of(d)
+        assert.equals("all", s.routes)
+        -- The GET above (a report's own GET is judged once it is
+        -- answered, after its counts were written).
+        assert.equals(1, s.decisions)
+        assert.equals(2, shadow_of(d).decisions)
+        assert.refused_with("ephemeral_bad_request", d:request("POST", SHADOW,
+            cjson.encode({ dir = STRICT, routes = "system" })))
+    end)
+
     it("serves what the candidate would refuse, and names exactly those "
        .. "requests; promote makes the refusals real", function()
         local d = plan_tiers()
@@ -291,8 +321,9 @@ describe("a shadow policy", function()
             -- --watch re-prints until interrupted.
             out = helper.run("timeout 1.5 " .. EPHD .. " policy shadow "
                              .. "--watch --interval 0.2" .. url)
-            local frames = select(2, out:gsub("\27%[H\27%[2J", ""))
+            local frames = select(2, out:gsub("%d%d:%d%d:%d%d  http://", ""))
             assert.is_true(frames >= 3, out)
+            assert.is_nil(out:find("\27", 1, true))
             -- None, disabled, and what it does not know.
             d:request("DELETE", SHADOW)
             out, code = helper.run(EPHD .. " policy shadow" .. url)

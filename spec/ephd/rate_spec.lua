@@ -36,6 +36,21 @@ describe("ephd.rate", function()
         assert.is_true(too_big)
     end)
 
+    it("words its refusals for the live ladder and a shadow alike",
+       function()
+        assert.equals("the tenant is over its rate of 1 message per second",
+                      rate.over_rate(1))
+        assert.equals("the tenant is over its rate of 5 messages per "
+                      .. "second", rate.over_rate(5))
+        assert.equals("the push costs 12, more than the tenant's burst of "
+                      .. "10: no retry can pass it; split it into pushes "
+                      .. "that cost at most 10", rate.over_burst(12, 10, 3))
+        -- One message (a cost hook's price) cannot be split.
+        assert.equals("the push costs 12, more than the tenant's burst of "
+                      .. "10: no retry can pass it, and one message cannot "
+                      .. "be split", rate.over_burst(12, 10, 1))
+    end)
+
     it("lets a cost of nothing through, even in debt", function()
         assert.is_true(rate.take("t", 10, 5, 10, 0))
         assert.is_false((rate.take("t", 1, 5, 10, 0)))

@@ -27,13 +27,15 @@ _M.show = {
     end,
 }
 
-local LOAD_FIELDS = { dir = true }
+local LOAD_FIELDS = { dir = true, routes = true }
+local ROUTES = { family = true, all = true }
 -- PATH_MAX, less room for a file's name under it.
 local MAX_DIR = 3800
 
--- POST /api/v1/system/policy/shadow {"dir": "/abs/path"}: C reads the
--- files off the loop and answers once the candidate is in, or refused
--- (400, as a reload: the shadow in place, if any, stays).
+-- POST /api/v1/system/policy/shadow {"dir": "/abs/path", "routes":
+-- "family"|"all"}: C reads the files off the loop and answers once the
+-- candidate is in, or refused (400, as a reload: the shadow in place, if
+-- any, stays). routes: what it judges, the family's routes by default.
 _M.load = {
     parse = function(ctx)
         local why = no_query(ctx)
@@ -46,14 +48,19 @@ _M.load = {
             return "dir must be an absolute path of at most " .. MAX_DIR
                    .. " bytes"
         end
-        ctx.param = dir
+        if obj.routes ~= nil and not ROUTES[obj.routes] then
+            return 'routes must be "family" or "all"'
+        end
+        ctx.param = { dir = dir, routes = obj.routes or "family" }
     end,
     commit = function(ctx)
-        local dir = ctx.param
+        local dir = ctx.param.dir
         if C.ephd_ffi_policy_shadow(ctx.req, dir, #dir)
                 == C.EPHD_E_UNAVAILABLE then
             reply.refuse(ctx.req, "ephemeral_unavailable",
                          "a policy load or reload is already running")
+        else
+            shadow.loading_routes = ctx.param.routes
         end
         return 0
     end,
