@@ -155,7 +155,7 @@ describe("ephd status", function()
         finally(function() c:close() end)
         c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=cli-p"
                              .. "&group=g&wait=true&timeout=5000"))
-        daemon.sleep(0.2)
+        d:await_parked(1)
         local out = helper.run(EPHD .. " status --url http://127.0.0.1:"
                                .. d.port)
         assert.matches("QUEUE%s+TIER%s+DEPTH%s+BYTES%s+PARTS%s+GROUPS%s+"

@@ -208,7 +208,8 @@ c:close()
             QUEEN_EPHEMERAL_IDLE_TIMEOUT_S = "1" } })
         local k = client.new({ url = "http://127.0.0.1:" .. brief.port })
         assert.equals(1, k:push("cl-7", { 1 }))
-        require("socket").sleep(1.5) -- the broker closes the idle socket
+        -- The broker closes the idle socket: the scrape's own is left.
+        brief:await_metric("\nqueen_ephemeral_connections (%d+)", 1, 5)
         assert.equals(1, k:push("cl-7", { 2 }))
         assert.equals(2, #k:pop("cl-7", { batch = 5 }))
         k:close()

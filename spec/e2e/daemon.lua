@@ -299,4 +299,68 @@ end
 _M.sleep = socket.sleep
 _M.now = socket.gettime
 
+-- Waiting for a state, as Kong's helpers.wait_until: polls cond() every
+-- `step` seconds (0.05) for up to `seconds` (10) and returns its first
+-- truthy value, or fails naming `what` (a string, or a function saying it
+-- with the last value seen). A fixed sleep waits too long on an idle
+-- machine and too short on a loaded one: keep one only where a test is
+-- about elapsed time (a TTL, a lease, a rate's refill), and say so there.
+function _M.wait_until(what, cond, seconds, step)
+    local deadline = socket.gettime() + (seconds or 10)
+    while true do
+        local v = cond()
+        if v then return v end
+        if socket.gettime() > deadline then
+            if type(what) == "function" then what = what() end
+            error(("waited %g s for %s"):format(seconds or 10, what), 2)
+        end
+        socket.sleep(step or 0.05)
+    end
+end
+
+-- Waits until pred(value) holds for the first number /metrics shows
+-- after `pattern` (see metric); pred may be a number to equal. Returns
+-- the value.
+function _M:await_metric(pattern, pred, seconds)
+    local want, v = pred, nil
+    if type(pred) == "number" then pred = function(x) return x == want end end
+    _M.wait_until(function()
+        return ("%s on :%d to be %s (last %s)"):format(pattern, self.port,
+                                                      tostring(want), v)
+    end, function()
+        v = self:metric(pattern)
+        return pred(v)
+    end, seconds)
+    return v
+end
+
+local PARKED = "\nqueen_ephemeral_parked_polls (%d+)"
+
+-- The long polls parked here, and waiting until there are n of them.
+function _M:parked() return self:metric(PARKED) end
+function _M:await_parked(n, seconds)
+    return self:await_metric(PARKED, n, seconds)
+end
+
+-- Waits until the process is gone (after a signal the test sent).
+function _M:await_exit(seconds)
+    _M.wait_until("ephd " .. self.pid .. " to exit",
+                  function() return not self:alive() end, seconds, 0.01)
+end
+
+-- Waits until the broker has done what it was given, for a state no one
+-- series names (a connection it stopped reading, answers it stopped
+-- writing): two scrapes of /metrics `quiet` seconds (0.1) apart alike, but
+-- for the scrapes' own series.
+function _M:await_settled(seconds, quiet)
+    local last
+    _M.wait_until("the broker on :" .. self.port .. " to settle", function()
+        local now = self:request("GET", "/metrics").body
+            :gsub('[^\n]*route="metrics"[^\n]*\n', "")
+        local same = now == last
+        last = now
+        return same
+    end, seconds, quiet or 0.1)
+end
+
 return _M

@@ -217,7 +217,11 @@ describe("declarations", function()
     it("drop messages older than ttlSeconds, counted as ttl", function()
         configure(d, "ttl", '{"ttlSeconds":1}')
         d:push("ttl", { "1", "2" })
-        daemon.sleep(2.2)
+        local t0 = daemon.now()
+        daemon.wait_until("the ttl to drop both", function()
+            return entry(d, "ttl").depth == 0
+        end, 5)
+        assert.is_true(daemon.now() - t0 >= 0.9, "dropped before its ttl")
         local e = entry(d, "ttl")
         assert.equals(0, e.depth)
         assert.equals(2, e.drops.ttl)
@@ -261,7 +265,7 @@ describe("declarations", function()
         assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
         for i = 1, 3 do
             d:push("win", { tostring(i) })
-            daemon.sleep(0.05)
+            daemon.sleep(0.05) -- elapsed time: arriving within the window
         end
         local res = c:receive(5)
         assert.equals(3, #res.json.messages)
@@ -362,11 +366,10 @@ describe("declarations", function()
             return c
         end
         local gathering = park(10)
-        daemon.sleep(0.1)
+        d:await_parked(1)
         local behind = park(1)
-        daemon.sleep(0.1)
+        d:await_parked(2)
         assert.equals(201, d:push("win", { "1", "2" }).status)
-        daemon.sleep(0.1)
         gathering:close()
         local t0 = daemon.now()
         local res = assert(behind:receive(5))
@@ -387,13 +390,17 @@ describe("declarations refresh", function()
         daemon.sql("INSERT INTO queen.ephemeral_queues (tenant_id, queue, "
                    .. "options) VALUES ('00000000-0000-0000-0000-000000000001',"
                    .. " 'other', '{\"maxLength\": 9}')")
-        daemon.sleep(1.6)
+        daemon.wait_until("the row to be loaded", function()
+            return entry(d, "other").tier == "declared"
+        end, 5)
         local e = entry(d, "other")
         assert.equals("declared", e.tier)
         assert.equals(9, e.options.maxLength)
         assert.equals(1, e.depth)
         daemon.sql("DELETE FROM queen.ephemeral_queues WHERE queue = 'other'")
-        daemon.sleep(1.6)
+        daemon.wait_until("the row's removal to be loaded", function()
+            return entry(d, "other").tier == "implicit"
+        end, 5)
         e = entry(d, "other")
         assert.equals("implicit", e.tier)
         assert.equals(10000, e.options.maxLength)
@@ -423,26 +430,40 @@ describe("idle collection", function()
     end)
     after_each(function() d:stop() end)
 
+    local function await_collected(queue)
+        daemon.wait_until(queue .. " to be collected", function()
+            return entry(d, queue) == nil
+        end, 5)
+    end
+
+    -- Made idle after the queue a test keeps: once it is collected, the
+    -- collector has passed the kept one too.
+    local function await_witness_collected()
+        d:push("witness", { "1" })
+        d:pop("queue=witness&autoAck=true")
+        await_collected("witness")
+    end
+
     it("collects an empty, unpolled implicit queue after its idle time",
        function()
         d:push("idle", { "1" })
         d:pop("queue=idle&autoAck=true")
         assert.truthy(entry(d, "idle"))
-        daemon.sleep(2)
-        assert.is_nil(entry(d, "idle"))
+        await_collected("idle")
     end)
 
     it("keeps an implicit queue that still holds messages", function()
         d:push("full", { "1" })
-        daemon.sleep(2)
+        await_witness_collected()
         assert.equals(1, entry(d, "full").depth)
     end)
 
     it("does not collect a queue while a pop is parked on it", function()
         local c = d:connect()
         c:send(daemon.format("GET",
-            "/api/v1/ephemeral/pop?queue=parked&wait=true&timeout=2500"))
-        daemon.sleep(1.8)
+            "/api/v1/ephemeral/pop?queue=parked&wait=true&timeout=5000"))
+        d:await_parked(1)
+        await_witness_collected()
         assert.truthy(entry(d, "parked"))
         d:push("parked", { '"late"' })
         assert.equals("late", c:receive(5).json.messages[1].payload)
@@ -451,7 +472,7 @@ describe("idle collection", function()
 
     it("never collects a declared queue", function()
         configure(d, "kept", "{}")
-        daemon.sleep(2)
+        await_witness_collected()
         assert.equals("declared", entry(d, "kept").tier)
     end)
 end)

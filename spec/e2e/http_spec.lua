@@ -246,7 +246,7 @@ describe("http", function()
         -- Every parked request is on the wire before any socket closes.
         assert.equals(200, d:request("GET", "/api/v1/ephemeral/queues").status)
         for i = 1, 200 do conns[i]:close() end
-        daemon.sleep(0.1)
+        d:await_parked(0)
         -- Had a dead waiter taken the message, this pop would find nothing.
         assert.equals(201, d:push("gone", { '"left"' }).status)
         local res = d:pop("queue=gone")

@@ -223,7 +223,7 @@ describe("pop", function()
                 conns[i]:send(daemon.format("GET",
                     "/api/v1/ephemeral/pop?queue=grow&wait=true&timeout=10000"))
             end
-            daemon.sleep(0.1)
+            dd:await_parked(n)
             return conns
         end
         local function answered(conns)

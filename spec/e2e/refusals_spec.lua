@@ -35,7 +35,7 @@ describe("refusals", function()
         -- Four tokens short at two per second: two seconds.
         assert.equals("2", res.headers["retry-after"])
         assert.equals(4, d:depth("r").json.pending)
-        daemon.sleep(0.6)
+        daemon.sleep(0.6) -- elapsed time: a token's refill at two a second
         assert.equals(201, d:push("r", { "5" }).status)
     end)
 

@@ -35,6 +35,18 @@ local function start(n, env)
     return daemon.start_cell(n, env or ENV)
 end
 
+-- The bytes d's kernel holds that d has not read, over its established
+-- connections (/proc/net/tcp): what reached a broker that is stopped.
+local function unread_at(d)
+    local port, n = (":%04X"):format(d.port), 0
+    for line in io.lines("/proc/net/tcp") do
+        local here, st, rx = line:match("^%s*%d+: %x+(:%x+) %x+:%x+ (%x+) "
+                                        .. "%x+:(%x+)")
+        if here == port and st == "01" then n = n + tonumber(rx, 16) end
+    end
+    return n
+end
+
 describe("the relay", function()
     it("holds every partition's messages on its owner, whichever broker "
        .. "they were pushed to", function()
@@ -189,7 +201,7 @@ describe("the relay", function()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
                                 .. "&partition=" .. part
                                 .. "&wait=true&timeout=5000"))
-        daemon.sleep(0.3)
+        b:await_parked(1)
         local t0 = daemon.now()
         assert.equals(201, c:push("popped", { "42" }, part).status)
         res = assert(conn:receive(6))
@@ -444,7 +456,7 @@ describe("the relay", function()
         local conn = x:connect()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=whole"
                                 .. "&wait=true&timeout=5000"))
-        daemon.sleep(0.3)
+        owner:await_parked(1)
         local t0 = daemon.now()
         assert.equals(201, y:push("whole", { "8" }).status)
         res = assert(conn:receive(6))
@@ -555,7 +567,9 @@ describe("the relay", function()
                      .. id .. "'")
         local p = io.popen("luajit " .. helper.root
                            .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. quote(leave) .. " 1.5 >/dev/null 2>&1 & echo $!")
+                           .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
+                           .. " http://127.0.0.1:" .. b.port
+                           .. " >/dev/null 2>&1 & echo $!")
         fake = p:read("*l")
         p:close()
         daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
@@ -570,12 +584,13 @@ describe("the relay", function()
         assert.equals(3, b:cell().live)
         -- The first of b's partitions the newcomer owns goes to it, hears
         -- owner_moved after the cell saw it leave, and goes back to b.
+        local rehashed = 'queen_ephemeral_forwarded_total{route="push",'
+                         .. 'outcome="rehashed"} (%d+)'
         local moved
         for _, part in ipairs(mine) do
-            t0 = daemon.now()
             local res = a:push("hop", { "2" }, part)
             assert.equals(201, res.status, res.body)
-            if daemon.now() - t0 > 1 then
+            if a:metric(rehashed) > 0 then
                 moved = part
                 break
             end
@@ -586,8 +601,7 @@ describe("the relay", function()
         assert.equals(1, b:held("hop")[moved])
         assert.is_true(b:metric('queen_ephemeral_wipes_total{reason='
                                 .. '"handover"} (%d+)') >= 1)
-        assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
-                                   .. '"push",outcome="rehashed"} (%d+)'))
+        assert.equals(1, a:metric(rehashed))
     end)
 
     it("answers ephemeral_forward_failed within the relay's deadline when "
@@ -620,16 +634,15 @@ describe("the relay", function()
         assert.is_true(took >= 0.45 and took < 1.5, "took " .. took .. " s")
         -- A client leaving while its push is in flight to b.
         local conn = a:connect()
+        local unread = unread_at(b)
         conn:send(push)
-        daemon.sleep(0.2)
+        daemon.wait_until("the push to reach b", function()
+            return unread_at(b) > unread
+        end, 5)
         conn:close()
         local cancelled = 'queen_ephemeral_forwarded_total{route="push",'
                           .. 'outcome="cancelled"} (%d+)'
-        t0 = daemon.now()
-        while a:metric(cancelled) < 1 and daemon.now() - t0 < 2 do
-            daemon.sleep(0.05)
-        end
-        assert.equals(1, a:metric(cancelled))
+        a:await_metric(cancelled, 1, 2)
         os.execute("kill -CONT " .. b.pid)
         frozen = nil
         -- Thawed, b may apply what it had read (the loss contract's
@@ -644,18 +657,9 @@ describe("the relay", function()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=frozen"
                                 .. "&partition=" .. part
                                 .. "&wait=true&timeout=10000"))
-        local parked = "queen_ephemeral_parked_polls (%d+)"
-        t0 = daemon.now()
-        while b:metric(parked) < 1 and daemon.now() - t0 < 2 do
-            daemon.sleep(0.05)
-        end
-        assert.equals(1, b:metric(parked))
+        b:await_parked(1, 2)
         conn:close()
-        t0 = daemon.now()
-        while b:metric(parked) > 0 and daemon.now() - t0 < 2 do
-            daemon.sleep(0.05)
-        end
-        assert.equals(0, b:metric(parked))
+        b:await_parked(0, 2)
         assert.equals(1, a:metric('queen_ephemeral_forwarded_total{route='
                                    .. '"pop",outcome="cancelled"} (%d+)'))
         assert.is_true(a:alive() and b:alive())

@@ -36,7 +36,7 @@ describe("ephd policy replay", function()
         assert.equals(200, d:pop("queue=q&batch=10", as(FREE)).status)
         -- A second and more later the candidate's bucket holds a token
         -- again: served by both.
-        daemon.sleep(1.2)
+        daemon.sleep(1.2) -- elapsed time: the candidate's refill
         assert.equals(201, d:push("q", { "6" }, nil, as(FREE)).status)
         assert.equals(201, d:push("q", { "7" }, nil, as(FREE)).status)
         assert.refused_with("unauthorized", d:push("q", { "8" }, nil,

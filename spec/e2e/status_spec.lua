@@ -42,13 +42,13 @@ describe("status reads", function()
                                  .. q .. "&wait=true&timeout=5000"))
             conns[#conns + 1] = c
         end
-        daemon.sleep(0.2)
+        d:await_parked(3)
         assert.equals(3, entry(d, "s-park").parked)
         conns[1]:close()
-        daemon.sleep(0.1)
+        d:await_parked(2)
         assert.equals(2, entry(d, "s-park").parked)
         d:push("s-park", { "1" }, "x")
-        daemon.sleep(0.1)
+        d:await_parked(0)
         assert.equals(0, entry(d, "s-park").parked)
     end)
 
@@ -299,7 +299,7 @@ describe("a long queue list", function()
             local c = d:connect()
             c:send(daemon.format("GET", "/api/v1/ephemeral/queues"))
             c.sock:shutdown("send")
-            daemon.sleep(0.05)
+            assert(c.sock:receive(1)) -- its list is being made
             c:close()
         end
         assert.equals(200, d:request("GET", "/health").status)
@@ -331,7 +331,7 @@ describe("a long queue list", function()
         local before = d:metric("queen_ephemeral_client_bytes (%d+)")
         local c = d:connect()
         c:send(daemon.format("GET", "/api/v1/ephemeral/queues"))
-        daemon.sleep(1)
+        d:await_settled()
         -- Whole, the answer would sit in its connection's buffers: 8 MB.
         -- Streamed, the connection holds its 64 KiB bound past what the
         -- kernel took, a slice, and the list's copy of the names (32,500
@@ -364,7 +364,7 @@ describe("a long queue list", function()
         finally(function()
             for _, c in ipairs(idle) do c:close() end
         end)
-        daemon.sleep(0.5)
+        d:await_settled()
         local c = d:connect()
         c:send(daemon.format("GET", "/api/v1/ephemeral/queues"))
         local res = c:receive(10)
