@@ -6,8 +6,6 @@ local client = require("ephd.client")
 
 local EPHD = helper.build .. "/ephd"
 
--- Runs a shell command; returns its stdout+stderr and exit status.
-
 -- --watch's frames as a pipe or a file gets them: each after a line of
 -- the time and the URL, with no screen-clearing codes.
 local function frames(out)
@@ -19,6 +17,40 @@ local function frames(out)
         list[i] = out:sub(at, (starts[i + 1] or #out + 1) - 1)
     end
     return list
+end
+
+-- `ephd status --watch ARGS` in the background, its frames read from a
+-- file as they come; stop() ends it.
+local function watch(args)
+    local file = os.tmpname()
+    local sh = io.popen(EPHD .. " status --watch --interval 0.2" .. args
+                        .. " >" .. file .. " 2>&1 & echo $!")
+    local pid = assert(tonumber(sh:read("*l")))
+    sh:close()
+    local w = {}
+    function w.frames()
+        local f = assert(io.open(file))
+        local out = f:read("*a")
+        f:close()
+        return frames(out)
+    end
+    -- The first whole frame (one another has followed) matching pattern.
+    function w.await(what, pattern)
+        local found
+        daemon.wait_until(what, function()
+            local seen = w.frames()
+            for i = 1, #seen - 1 do
+                if seen[i]:find(pattern) then found = seen[i] end
+            end
+            return found
+        end)
+        return found
+    end
+    function w.stop()
+        os.execute("kill " .. pid .. " 2>/dev/null")
+        os.remove(file)
+    end
+    return w
 end
 
 local function write(path, text)
@@ -117,11 +149,10 @@ describe("ephd status", function()
 
     it("shows the kill switch and the whole table while paused", function()
         local url = " --url http://127.0.0.1:" .. d.port
-        local file = os.tmpname()
         -- The watch draws a table, then the pause comes.
-        os.execute("timeout 1.6 " .. EPHD .. " status --watch --interval "
-                   .. "0.2" .. url .. " >" .. file .. " 2>&1 &")
-        daemon.sleep(0.7)
+        local w = watch(url)
+        finally(w.stop)
+        w.await("a frame listing cli-a", "\ncli%-a%s")
         assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
             '{"enabled":false,"retryAfter":9,"reason":"maintenance"}').status)
         finally(function()
@@ -137,13 +168,7 @@ describe("ephd status", function()
                        .. "retry after 9 s%)  policy default v1", out)
         assert.matches("\ncli%-a%s+implicit%s+2%s+7 B", out)
         assert.not_matches("refused", out)
-        daemon.sleep(1.2)
-        local f = assert(io.open(file))
-        local watched = f:read("*a")
-        f:close()
-        os.remove(file)
-        local seen = frames(watched)
-        local last = seen[#seen]
+        local last = w.await("a frame of the pause", "surface PAUSED")
         assert.matches("surface PAUSED: maintenance", last)
         assert.matches("\ncli%-a%s+implicit", last)
         assert.not_matches("as of", last)
@@ -185,23 +210,16 @@ describe("ephd status without admin, paused", function()
                       .. " answered unauthorized (401): unknown token\n", out)
         local url = " --token dashboard-token --url http://127.0.0.1:"
                     .. d.port
-        local file = os.tmpname()
-        os.execute("timeout 1.6 " .. EPHD .. " status --watch --interval "
-                   .. "0.2" .. url .. " >" .. file .. " 2>&1 &")
-        daemon.sleep(0.7)
+        local w = watch(url)
+        finally(w.stop)
+        w.await("a frame listing cli-r", "\ncli%-r%s")
         assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
             '{"enabled":false,"reason":"maintenance"}', ADMIN).status)
         assert.refused_with("forbidden", d:request("GET",
             "/api/v1/system/queues", nil, READER))
         out = helper.run(EPHD .. " status" .. url)
         assert.matches("no listing: while the surface is paused", out)
-        daemon.sleep(1.2)
-        local f = assert(io.open(file))
-        local watched = f:read("*a")
-        f:close()
-        os.remove(file)
-        local seen = frames(watched)
-        local last = seen[#seen]
+        local last = w.await("a frame of the pause", "surface PAUSED")
         assert.matches("surface PAUSED: maintenance", last)
         assert.matches("\ncli%-r%s+implicit", last)
         assert.matches("%(as of %d%d:%d%d:%d%d: the listing is refused "
