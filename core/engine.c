@@ -508,22 +508,24 @@ void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
     empty_append(e, t, uv_now(e->loop));
 }
 
-void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
-                           size_t tenant_len, const ephd_queue_t *q,
-                           size_t queue_len, const ephd_ring_t *r,
-                           size_t partition_len, uint32_t n, uint64_t bytes,
-                           const ephd_tenant_limits_t *limits,
-                           ephd_push_plan_t *plan) {
-  const ephd_options_t *o = q ? &q->opts : &e->defaults;
-  uint64_t depth = r ? ephd_ring_depth(r) : 0, have = r ? r->bytes : 0;
-  plan->refusals = 0;
-  plan->evict = plan->evict_bytes = 0;
+/* The queue's bounds, over its partitions on this broker (Queen sums them
+ * too): the queue's running totals, so a push costs two compares however
+ * many partitions it has. dropOldest evicts from the target partition's
+ * head only, and only if that can make room: a push that would need
+ * another partition's messages is refused whole, evicting nothing. */
+static void plan_bounds(const ephd_queue_t *q, const ephd_options_t *o,
+                        const ephd_ring_t *r, uint32_t n, uint64_t bytes,
+                        ephd_push_plan_t *plan) {
+  uint64_t depth = q ? q->depth : 0, have = q ? q->bytes : 0;
   if (bytes > o->max_bytes || n > o->max_length) {
-    /* It could not fit into an empty ring: evicting would only lose data. */
+    /* It could not fit into an empty queue: evicting would only lose data. */
     plan->refusals |= EPHD_REFUSE_QUEUE_TOO_SMALL;
   } else if (have + bytes > o->max_bytes || depth + n > o->max_length) {
     if (!o->drop_oldest) {
       plan->refusals |= EPHD_REFUSE_QUEUE_FULL;
+    } else if (r == NULL || have - r->bytes + bytes > o->max_bytes ||
+               depth - ephd_ring_depth(r) + n > o->max_length) {
+      plan->refusals |= EPHD_REFUSE_QUEUE_CROWDED;
     } else {
       while (have - plan->evict_bytes + bytes > o->max_bytes ||
              depth - plan->evict + n > o->max_length) {
@@ -532,6 +534,18 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
       }
     }
   }
+}
+
+/* bounded 0: a hand-over's, which the queue's bounds never refuse. */
+static void make_plan(const ephd_engine_t *e, const ephd_tenant_t *t,
+                      size_t tenant_len, const ephd_queue_t *q,
+                      size_t queue_len, const ephd_ring_t *r,
+                      size_t partition_len, uint32_t n, uint64_t bytes,
+                      const ephd_tenant_limits_t *limits, int bounded,
+                      ephd_push_plan_t *plan) {
+  plan->refusals = 0;
+  plan->evict = plan->evict_bytes = 0;
+  if (bounded) plan_bounds(q, q ? &q->opts : &e->defaults, r, n, bytes, plan);
   if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
     plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
   if (q == NULL && ephd_tenant_full_of_queues(t, limits))
@@ -545,6 +559,26 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   uint64_t frees = plan->evict_bytes + plan->evict * EPHD_COST_MSG;
   plan->refusals |= ephd_engine_over_budget(
       e, t, adds > frees ? adds - frees : 0, cell_only, limits);
+}
+
+void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
+                           size_t tenant_len, const ephd_queue_t *q,
+                           size_t queue_len, const ephd_ring_t *r,
+                           size_t partition_len, uint32_t n, uint64_t bytes,
+                           const ephd_tenant_limits_t *limits,
+                           ephd_push_plan_t *out) {
+  make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
+            1, out);
+}
+
+void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
+                             size_t tenant_len, const ephd_queue_t *q,
+                             size_t queue_len, const ephd_ring_t *r,
+                             size_t partition_len, uint32_t n, uint64_t bytes,
+                             const ephd_tenant_limits_t *limits,
+                             ephd_push_plan_t *out) {
+  make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
+            0, out);
 }
 
 void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
@@ -569,11 +603,7 @@ static void hold_redo(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
 }
 
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                        const ephd_transfer_t *t, const ephd_push_plan_t *plan,
-                        uint64_t now_ms) {
-  for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
-  q->drops_bounds += plan->evict;
-  q->tenant->drops_bounds += plan->evict;
+                        const ephd_transfer_t *t, uint64_t now_ms) {
   uint64_t d = ephd_ring_depth(r), b = r->bytes, base = r->tail;
   uint64_t limit = q->opts.retry_limit ? q->opts.retry_limit : 1;
   for (uint32_t i = 0; i < t->nmsgs; i++) {

@@ -277,7 +277,11 @@ uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
                                 const ephd_tenant_limits_t *limits);
 
 /* A push is planned whole before anything changes: every budget that would
- * refuse it, and what dropOldest would evict. t, q and r may be NULL for a
+ * refuse it, and what dropOldest would evict. The queue's maxBytes and
+ * maxLength bound the queue, over its partitions on this broker;
+ * dropOldest evicts from r's head only, and a push that could fit only by
+ * evicting another partition's messages is refused whole
+ * (EPHD_REFUSE_QUEUE_CROWDED). t, q and r may be NULL for a
  * tenant, queue or partition the push would create (named by the lengths,
  * for their cost). */
 typedef struct {
@@ -299,10 +303,20 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                       const char *base, const ephd_span_t *payloads, uint32_t n,
                       const ephd_push_plan_t *plan, uint64_t now_ms);
 
+/* A hand-over's plan: the budgets only. The queue's bounds never refuse
+ * nor evict for a partition adopted from another broker: its messages
+ * were admitted under its old owner's share of the queue, and refusing
+ * them here would lose them (the bound then refuses the next push). */
+void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
+                             size_t tenant_len, const ephd_queue_t *q,
+                             size_t queue_len, const ephd_ring_t *r,
+                             size_t partition_len, uint32_t n, uint64_t bytes,
+                             const ephd_tenant_limits_t *limits,
+                             ephd_push_plan_t *plan);
+
 /* A partition handed over by its old owner (transfer.h), merged into r
- * after a plan of its messages as a push's (plan_push, charged against the
- * queue's bounds and the budgets like one). Its messages go after what r
- * holds. Each group it names keeps its place: what it had been given on
+ * after ephd_engine_plan_accept found no refusal. Its messages go after
+ * what r holds. Each group it names keeps its place: what it had been given on
  * the old owner it is not given again, what it had not (and its
  * redeliveries, its leases) it is. A group that already took some of r's
  * own messages here (pushed while the partition was in transit) keeps
@@ -313,8 +327,7 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
  * stays. */
 struct ephd_transfer;
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                        const struct ephd_transfer *t,
-                        const ephd_push_plan_t *plan, uint64_t now_ms);
+                        const struct ephd_transfer *t, uint64_t now_ms);
 
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out, and stops taking once

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 24 };
+enum { EPHD_FFI_ABI_VERSION = 25 };
 
 enum {
   EPHD_OK = 0,
@@ -40,8 +40,11 @@ enum {
   EPHD_REFUSE_TENANT_BYTES = 4,
   EPHD_REFUSE_TENANT_QUEUES = 8,
   EPHD_REFUSE_PARKED = 16,
-  EPHD_REFUSE_QUEUE_PARTS = 32,    /* partitions or groups past a queue's cap */
-  EPHD_REFUSE_QUEUE_TOO_SMALL = 64 /* the push alone is over its bounds */
+  EPHD_REFUSE_QUEUE_PARTS = 32, /* partitions or groups past a queue's cap */
+  EPHD_REFUSE_QUEUE_TOO_SMALL = 64, /* the push alone is over its bounds */
+  /* dropOldest could not make room: the queue is full of other partitions'
+   * messages, and a push evicts from its own partition only */
+  EPHD_REFUSE_QUEUE_CROWDED = 256
 };
 
 typedef struct {
@@ -73,8 +76,8 @@ typedef struct {
 
 /* A queue's options in force (after Lua clamps a declaration). */
 typedef struct {
-  uint64_t max_bytes;  /* per partition ring */
-  uint64_t max_length; /* per partition ring */
+  uint64_t max_bytes;  /* the queue's, over its partitions on this broker */
+  uint64_t max_length; /* the same */
   int drop_oldest;
   uint64_t ttl_s; /* 0: off */
   uint64_t lease_s;
