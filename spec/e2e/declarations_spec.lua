@@ -203,6 +203,41 @@ describe("declarations", function()
         assert.equals(3, got[1].payload)
     end)
 
+    it("bound the queue over its partitions, not each partition",
+       function()
+        configure(d, "span", '{"maxLength":2}')
+        assert.equals(201, d:push("span", { "1" }, "p1").status)
+        assert.equals(201, d:push("span", { "2" }, "p2").status)
+        assert.refused_with("queue_full", d:push("span", { "3" }, "p3"))
+        local e = entry(d, "span")
+        assert.equals(2, e.depth)
+        assert.equals(2, e.partitions)
+        configure(d, "span-bytes", '{"maxBytes":2}')
+        assert.equals(201, d:push("span-bytes", { "1" }, "p1").status)
+        assert.equals(201, d:push("span-bytes", { "2" }, "p2").status)
+        assert.refused_with("queue_full", d:push("span-bytes", { "3" }, "p3"))
+        assert.equals(2, entry(d, "span-bytes").bytes)
+    end)
+
+    it("evict under dropOldest from the pushed partition only", function()
+        configure(d, "own", '{"maxLength":3,"policy":"dropOldest"}')
+        d:pop("queue=own&group=g")
+        d:push("own", { "1", "2" }, "p1")
+        d:push("own", { "3" }, "p2")
+        assert.equals(201, d:push("own", { "4" }, "p1").status)
+        -- p2 holds one, and the others are p1's: refused whole.
+        local res = d:push("own", { "5", "6" }, "p2")
+        assert.refused_with("queue_full", res)
+        assert.truthy(res.json.error:find("pushed partition only", 1, true),
+                      res.json.error)
+        local e = entry(d, "own")
+        assert.equals(3, e.depth)
+        assert.equals(1, e.drops.bounds)
+        local got = d:pop("queue=own&group=g&partition=p1&batch=10").json
+        assert.same({ 2, 4 }, { got.messages[1].payload,
+                                got.messages[2].payload })
+    end)
+
     it("refuse a push that cannot fit an empty ring, evicting nothing",
        function()
         configure(d, "nofit", '{"maxLength":2,"policy":"dropOldest"}')
