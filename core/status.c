@@ -32,15 +32,12 @@ static void write_options(ephd_buf_t *out, const ephd_options_t *o) {
   ephd_buf_append_u64(out, o->lease_s);
   ephd_buf_appends(out, ",\"retryLimit\":");
   ephd_buf_append_u64(out, o->retry_limit);
-  if (o->window_count) {
-    ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
-    ephd_buf_append_u64(out, o->window_ms);
-    ephd_buf_appends(out, ",\"count\":");
-    ephd_buf_append_u64(out, o->window_count);
-    ephd_buf_appends(out, "}}");
-  } else {
-    ephd_buf_appends(out, ",\"windowBuffer\":null}");
-  }
+  /* Off is {"ms":0,"count":0}, as Queen publishes it: clients read .ms. */
+  ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
+  ephd_buf_append_u64(out, o->window_ms);
+  ephd_buf_appends(out, ",\"count\":");
+  ephd_buf_append_u64(out, o->window_count);
+  ephd_buf_appends(out, "}}");
 }
 
 static void write_name(ephd_buf_t *out, const ephd_queue_t *q) {
