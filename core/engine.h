@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <uv.h>
 
 #include "buf.h"
@@ -24,6 +25,19 @@ typedef struct {
   ephd_gate_t gate;
   char name[]; /* "" is queue mode: the one shared cursor */
 } ephd_group_t;
+
+/* Queue mode's name where a group is named (Queen's): a pop, ack or depth
+ * read naming it reaches the shared cursor, and the depth read lists the
+ * shared cursor by it. */
+#define EPHD_QUEUE_MODE "__QUEUE_MODE__"
+
+/* A group's name as the engine keeps it: EPHD_QUEUE_MODE is "". */
+static inline size_t ephd_group_len(const char *name, size_t len) {
+  return len == sizeof(EPHD_QUEUE_MODE) - 1 &&
+                 memcmp(name, EPHD_QUEUE_MODE, len) == 0
+             ? 0
+             : len;
+}
 
 struct ephd_tenant;
 
@@ -208,8 +222,6 @@ int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
 int ephd_queue_full_of_partitions(const ephd_engine_t *e,
                                   const ephd_queue_t *q);
 int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q);
-/* Named groups only: queue mode's shared cursor is not one. */
-uint32_t ephd_queue_named_groups(const ephd_queue_t *q);
 
 /* Drops messages older than ttl from the heads of q's rings. */
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
@@ -422,14 +434,22 @@ typedef struct {
   int declared;
   uint64_t depth, bytes; /* messages and their payload bytes */
   uint32_t partitions;
-  uint32_t groups; /* named: queue mode's cursor is not one */
+  uint32_t groups; /* queue mode's cursor among them, as Queen counts */
   uint64_t dropped_bounds, dropped_ttl, dropped_retry;
   uint64_t parked; /* pops parked on its groups' gates (queue mode's too) */
 } ephd_queue_info_t;
 void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out);
 
-/* A partition as a group sees it: its unsettled messages (group
- * UINT32_MAX: every message it holds) and its payload bytes. */
+/* The groups a depth read may ask for besides a group's index: none named
+ * (each partition's worst backlog), or a group not seen yet (it would start
+ * at the heads, so everything held is its backlog). */
+#define EPHD_DEPTH_WORST UINT32_MAX
+#define EPHD_DEPTH_NEW (UINT32_MAX - 1)
+
+/* A partition as a group sees it: its backlog, Queen's pending (from the
+ * cursor to the tail, plus redeliveries: leased messages are not pending),
+ * and its payload bytes. For EPHD_DEPTH_WORST the backlog is the worst
+ * named group's, else queue mode's, else every message held. */
 typedef struct {
   const char *name;
   size_t name_len;
@@ -439,13 +459,14 @@ typedef struct {
 int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,
                               uint32_t group, ephd_partition_info_t *out);
 
-/* A named group over every partition: unsettled and skipped messages. */
+/* A group over every partition: its backlog and skipped messages. Queue
+ * mode's shared cursor is one, by its name EPHD_QUEUE_MODE. */
 typedef struct {
   const char *name;
   size_t name_len;
   uint64_t pending, skipped;
 } ephd_group_info_t;
-/* Each named group of q in turn (*pos starts at 0); 0 when done. */
+/* Each group of q in turn (*pos starts at 0); 0 when done. */
 int ephd_queue_next_group(const ephd_queue_t *q, uint32_t *pos,
                           ephd_group_info_t *out);
 

@@ -506,6 +506,48 @@ TEST_IMPL(engine_accept_is_not_bounded) {
   return stop();
 }
 
+/* The depth read's pending is Queen's backlog: from the cursor to the
+ * tail plus redeliveries, leased messages not in it; with no group named,
+ * each partition's worst named group, and queue mode listed by its name. */
+TEST_IMPL(engine_depth_is_the_backlog) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 3, 0);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1); /* leased: not pending */
+  ephd_queue_group_open(q, "h", 1);      /* nothing taken */
+  ephd_partition_info_t part;
+  uint32_t pos = 0, g;
+  ASSERT(ephd_queue_group_find(q, "g", 1, &g));
+  ASSERT(ephd_queue_next_partition(q, &pos, g, &part));
+  ASSERT_EQ(part.pending, 2);
+  pos = 0;
+  ASSERT(ephd_queue_next_partition(q, &pos, EPHD_DEPTH_WORST, &part));
+  ASSERT_EQ(part.pending, 3); /* h's */
+  pos = 0;
+  ASSERT(ephd_queue_next_partition(q, &pos, EPHD_DEPTH_NEW, &part));
+  ASSERT_EQ(part.pending, 3);
+  /* Naming queue mode reaches the shared cursor, listed by its name. */
+  uint32_t shared = ephd_queue_group_open(q, "", 0);
+  ASSERT_EQ(ephd_queue_group_open(q, EPHD_QUEUE_MODE, 14), shared);
+  ASSERT_EQ(pop(q, EPHD_QUEUE_MODE, 3, 0, &out), 3);
+  ephd_group_info_t grp;
+  pos = 0;
+  int seen = 0;
+  while (ephd_queue_next_group(q, &pos, &grp))
+    if (grp.name_len == 14 && memcmp(grp.name, EPHD_QUEUE_MODE, 14) == 0) {
+      ASSERT_EQ(grp.pending, 0);
+      seen = 1;
+    }
+  ASSERT(seen);
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ASSERT_EQ(info.groups, 3);
+  ephd_buf_free(&out);
+  return stop();
+}
+
 TEST_IMPL(engine_reset_and_delete) {
   start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
