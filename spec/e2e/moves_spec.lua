@@ -342,7 +342,10 @@ describe("ownership moves", function()
        .. "until its TTL, then serve them; nothing else is touched",
        function()
         local ds = {}
-        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = env() }) end
+        -- Pushes for 3 s into one queue: room for them all, the bound
+        -- being the queue's on each broker.
+        local roomy = env({ QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "10000000" })
+        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = roomy }) end
         finally(function() for _, d in ipairs(ds) do d:stop() end end)
         await_live(ds, 3, 10)
         local a, b, c = ds[1], ds[2], ds[3]
