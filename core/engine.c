@@ -361,6 +361,7 @@ ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
 
 int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
                           uint32_t *idx) {
+  len = ephd_group_len(name, len);
   for (uint32_t i = 0; i < q->ngroups; i++) {
     if (q->groups[i]->len == len &&
         memcmp(q->groups[i]->name, name, len) == 0) {
@@ -376,7 +377,7 @@ int ephd_queue_full_of_partitions(const ephd_engine_t *e,
   return e->max_partitions && q->nrings >= e->max_partitions;
 }
 
-uint32_t ephd_queue_named_groups(const ephd_queue_t *q) {
+static uint32_t named_groups(const ephd_queue_t *q) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < q->ngroups; i++)
     if (q->groups[i]->len) n++;
@@ -385,12 +386,13 @@ uint32_t ephd_queue_named_groups(const ephd_queue_t *q) {
 
 /* Queue mode's shared cursor is not a named group and is never refused. */
 int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q) {
-  return e->max_groups && ephd_queue_named_groups(q) >= e->max_groups;
+  return e->max_groups && named_groups(q) >= e->max_groups;
 }
 
 uint32_t ephd_queue_group_open(ephd_queue_t *q, const char *name, size_t len) {
   uint32_t idx;
   if (ephd_queue_group_find(q, name, len, &idx)) return idx;
+  len = ephd_group_len(name, len);
   if (q->ngroups == q->groups_cap) {
     q->groups_cap = q->groups_cap ? q->groups_cap * 2 : 1;
     q->groups = realloc(q->groups, q->groups_cap * sizeof(*q->groups));
@@ -508,22 +510,24 @@ void ephd_engine_release_queue(ephd_engine_t *e, const char *tenant,
     empty_append(e, t, uv_now(e->loop));
 }
 
-void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
-                           size_t tenant_len, const ephd_queue_t *q,
-                           size_t queue_len, const ephd_ring_t *r,
-                           size_t partition_len, uint32_t n, uint64_t bytes,
-                           const ephd_tenant_limits_t *limits,
-                           ephd_push_plan_t *plan) {
-  const ephd_options_t *o = q ? &q->opts : &e->defaults;
-  uint64_t depth = r ? ephd_ring_depth(r) : 0, have = r ? r->bytes : 0;
-  plan->refusals = 0;
-  plan->evict = plan->evict_bytes = 0;
+/* The queue's bounds, over its partitions on this broker (Queen sums them
+ * too): the queue's running totals, so a push costs two compares however
+ * many partitions it has. dropOldest evicts from the target partition's
+ * head only, and only if that can make room: a push that would need
+ * another partition's messages is refused whole, evicting nothing. */
+static void plan_bounds(const ephd_queue_t *q, const ephd_options_t *o,
+                        const ephd_ring_t *r, uint32_t n, uint64_t bytes,
+                        ephd_push_plan_t *plan) {
+  uint64_t depth = q ? q->depth : 0, have = q ? q->bytes : 0;
   if (bytes > o->max_bytes || n > o->max_length) {
-    /* It could not fit into an empty ring: evicting would only lose data. */
+    /* It could not fit into an empty queue: evicting would only lose data. */
     plan->refusals |= EPHD_REFUSE_QUEUE_TOO_SMALL;
   } else if (have + bytes > o->max_bytes || depth + n > o->max_length) {
     if (!o->drop_oldest) {
       plan->refusals |= EPHD_REFUSE_QUEUE_FULL;
+    } else if (r == NULL || have - r->bytes + bytes > o->max_bytes ||
+               depth - ephd_ring_depth(r) + n > o->max_length) {
+      plan->refusals |= EPHD_REFUSE_QUEUE_CROWDED;
     } else {
       while (have - plan->evict_bytes + bytes > o->max_bytes ||
              depth - plan->evict + n > o->max_length) {
@@ -532,6 +536,18 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
       }
     }
   }
+}
+
+/* bounded 0: a hand-over's, which the queue's bounds never refuse. */
+static void make_plan(const ephd_engine_t *e, const ephd_tenant_t *t,
+                      size_t tenant_len, const ephd_queue_t *q,
+                      size_t queue_len, const ephd_ring_t *r,
+                      size_t partition_len, uint32_t n, uint64_t bytes,
+                      const ephd_tenant_limits_t *limits, int bounded,
+                      ephd_push_plan_t *plan) {
+  plan->refusals = 0;
+  plan->evict = plan->evict_bytes = 0;
+  if (bounded) plan_bounds(q, q ? &q->opts : &e->defaults, r, n, bytes, plan);
   if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
     plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
   if (q == NULL && ephd_tenant_full_of_queues(t, limits))
@@ -545,6 +561,26 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
   uint64_t frees = plan->evict_bytes + plan->evict * EPHD_COST_MSG;
   plan->refusals |= ephd_engine_over_budget(
       e, t, adds > frees ? adds - frees : 0, cell_only, limits);
+}
+
+void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
+                           size_t tenant_len, const ephd_queue_t *q,
+                           size_t queue_len, const ephd_ring_t *r,
+                           size_t partition_len, uint32_t n, uint64_t bytes,
+                           const ephd_tenant_limits_t *limits,
+                           ephd_push_plan_t *out) {
+  make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
+            1, out);
+}
+
+void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
+                             size_t tenant_len, const ephd_queue_t *q,
+                             size_t queue_len, const ephd_ring_t *r,
+                             size_t partition_len, uint32_t n, uint64_t bytes,
+                             const ephd_tenant_limits_t *limits,
+                             ephd_push_plan_t *out) {
+  make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
+            0, out);
 }
 
 void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
@@ -569,11 +605,7 @@ static void hold_redo(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
 }
 
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                        const ephd_transfer_t *t, const ephd_push_plan_t *plan,
-                        uint64_t now_ms) {
-  for (uint64_t i = 0; i < plan->evict; i++) evict_head(e, q, r);
-  q->drops_bounds += plan->evict;
-  q->tenant->drops_bounds += plan->evict;
+                        const ephd_transfer_t *t, uint64_t now_ms) {
   uint64_t d = ephd_ring_depth(r), b = r->bytes, base = r->tail;
   uint64_t limit = q->opts.retry_limit ? q->opts.retry_limit : 1;
   for (uint32_t i = 0; i < t->nmsgs; i++) {
@@ -907,7 +939,7 @@ void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out) {
   out->depth = q->depth;
   out->bytes = q->bytes;
   out->partitions = q->nrings;
-  out->groups = ephd_queue_named_groups(q);
+  out->groups = q->ngroups;
   out->dropped_bounds = q->drops_bounds;
   out->dropped_ttl = q->drops_ttl;
   out->dropped_retry = q->drops_retry;
@@ -918,28 +950,51 @@ void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out) {
     out->parked += ephd_gate_count(&q->groups[i]->gate);
 }
 
+/* A partition's backlog with no group named: the worst named group's
+ * (Queen's), else queue mode's, else every message held. */
+static uint64_t worst_backlog(const ephd_queue_t *q, const ephd_ring_t *r) {
+  uint64_t worst = 0;
+  int named = 0, shared = -1;
+  for (uint32_t g = 0; g < q->ngroups; g++) {
+    if (q->groups[g]->len == 0) {
+      shared = (int)g;
+      continue;
+    }
+    uint64_t n = ephd_ring_available(r, &r->cursors[g]);
+    if (!named || n > worst) worst = n;
+    named = 1;
+  }
+  if (named) return worst;
+  if (shared >= 0) return ephd_ring_available(r, &r->cursors[shared]);
+  return ephd_ring_depth(r);
+}
+
 int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,
                               uint32_t group, ephd_partition_info_t *out) {
   if (*pos >= q->nrings) return 0;
   const ephd_ring_t *r = q->rings[(*pos)++];
   out->name = r->name;
   out->name_len = r->name_len;
-  out->pending = group == UINT32_MAX ? ephd_ring_depth(r)
-                                     : ephd_ring_pending(r, &r->cursors[group]);
+  if (group == EPHD_DEPTH_WORST)
+    out->pending = worst_backlog(q, r);
+  else if (group == EPHD_DEPTH_NEW)
+    out->pending = ephd_ring_depth(r);
+  else
+    out->pending = ephd_ring_available(r, &r->cursors[group]);
   out->bytes = r->bytes;
   return 1;
 }
 
 int ephd_queue_next_group(const ephd_queue_t *q, uint32_t *pos,
                           ephd_group_info_t *out) {
-  while (*pos < q->ngroups && q->groups[*pos]->len == 0) (*pos)++;
   if (*pos >= q->ngroups) return 0;
   uint32_t g = (*pos)++;
-  out->name = q->groups[g]->name;
-  out->name_len = q->groups[g]->len;
+  out->name = q->groups[g]->len ? q->groups[g]->name : EPHD_QUEUE_MODE;
+  out->name_len =
+      q->groups[g]->len ? q->groups[g]->len : sizeof(EPHD_QUEUE_MODE) - 1;
   out->pending = out->skipped = 0;
   for (uint32_t i = 0; i < q->nrings; i++) {
-    out->pending += ephd_ring_pending(q->rings[i], &q->rings[i]->cursors[g]);
+    out->pending += ephd_ring_available(q->rings[i], &q->rings[i]->cursors[g]);
     out->skipped += q->rings[i]->cursors[g].skipped;
   }
   return 1;

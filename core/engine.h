@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <uv.h>
 
 #include "buf.h"
@@ -24,6 +25,19 @@ typedef struct {
   ephd_gate_t gate;
   char name[]; /* "" is queue mode: the one shared cursor */
 } ephd_group_t;
+
+/* Queue mode's name where a group is named (Queen's): a pop, ack or depth
+ * read naming it reaches the shared cursor, and the depth read lists the
+ * shared cursor by it. */
+#define EPHD_QUEUE_MODE "__QUEUE_MODE__"
+
+/* A group's name as the engine keeps it: EPHD_QUEUE_MODE is "". */
+static inline size_t ephd_group_len(const char *name, size_t len) {
+  return len == sizeof(EPHD_QUEUE_MODE) - 1 &&
+                 memcmp(name, EPHD_QUEUE_MODE, len) == 0
+             ? 0
+             : len;
+}
 
 struct ephd_tenant;
 
@@ -208,8 +222,6 @@ int ephd_queue_group_find(const ephd_queue_t *q, const char *name, size_t len,
 int ephd_queue_full_of_partitions(const ephd_engine_t *e,
                                   const ephd_queue_t *q);
 int ephd_queue_full_of_groups(const ephd_engine_t *e, const ephd_queue_t *q);
-/* Named groups only: queue mode's shared cursor is not one. */
-uint32_t ephd_queue_named_groups(const ephd_queue_t *q);
 
 /* Drops messages older than ttl from the heads of q's rings. */
 void ephd_engine_expire(ephd_engine_t *e, ephd_queue_t *q, uint64_t now_ms);
@@ -277,7 +289,11 @@ uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
                                 const ephd_tenant_limits_t *limits);
 
 /* A push is planned whole before anything changes: every budget that would
- * refuse it, and what dropOldest would evict. t, q and r may be NULL for a
+ * refuse it, and what dropOldest would evict. The queue's maxBytes and
+ * maxLength bound the queue, over its partitions on this broker;
+ * dropOldest evicts from r's head only, and a push that could fit only by
+ * evicting another partition's messages is refused whole
+ * (EPHD_REFUSE_QUEUE_CROWDED). t, q and r may be NULL for a
  * tenant, queue or partition the push would create (named by the lengths,
  * for their cost). */
 typedef struct {
@@ -299,10 +315,20 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                       const char *base, const ephd_span_t *payloads, uint32_t n,
                       const ephd_push_plan_t *plan, uint64_t now_ms);
 
+/* A hand-over's plan: the budgets only. The queue's bounds never refuse
+ * nor evict for a partition adopted from another broker: its messages
+ * were admitted under its old owner's share of the queue, and refusing
+ * them here would lose them (the bound then refuses the next push). */
+void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
+                             size_t tenant_len, const ephd_queue_t *q,
+                             size_t queue_len, const ephd_ring_t *r,
+                             size_t partition_len, uint32_t n, uint64_t bytes,
+                             const ephd_tenant_limits_t *limits,
+                             ephd_push_plan_t *plan);
+
 /* A partition handed over by its old owner (transfer.h), merged into r
- * after a plan of its messages as a push's (plan_push, charged against the
- * queue's bounds and the budgets like one). Its messages go after what r
- * holds. Each group it names keeps its place: what it had been given on
+ * after ephd_engine_plan_accept found no refusal. Its messages go after
+ * what r holds. Each group it names keeps its place: what it had been given on
  * the old owner it is not given again, what it had not (and its
  * redeliveries, its leases) it is. A group that already took some of r's
  * own messages here (pushed while the partition was in transit) keeps
@@ -313,8 +339,7 @@ void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
  * stays. */
 struct ephd_transfer;
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
-                        const struct ephd_transfer *t,
-                        const ephd_push_plan_t *plan, uint64_t now_ms);
+                        const struct ephd_transfer *t, uint64_t now_ms);
 
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out, and stops taking once
@@ -409,14 +434,22 @@ typedef struct {
   int declared;
   uint64_t depth, bytes; /* messages and their payload bytes */
   uint32_t partitions;
-  uint32_t groups; /* named: queue mode's cursor is not one */
+  uint32_t groups; /* queue mode's cursor among them, as Queen counts */
   uint64_t dropped_bounds, dropped_ttl, dropped_retry;
   uint64_t parked; /* pops parked on its groups' gates (queue mode's too) */
 } ephd_queue_info_t;
 void ephd_queue_info(const ephd_queue_t *q, ephd_queue_info_t *out);
 
-/* A partition as a group sees it: its unsettled messages (group
- * UINT32_MAX: every message it holds) and its payload bytes. */
+/* The groups a depth read may ask for besides a group's index: none named
+ * (each partition's worst backlog), or a group not seen yet (it would start
+ * at the heads, so everything held is its backlog). */
+#define EPHD_DEPTH_WORST UINT32_MAX
+#define EPHD_DEPTH_NEW (UINT32_MAX - 1)
+
+/* A partition as a group sees it: its backlog, Queen's pending (from the
+ * cursor to the tail, plus redeliveries: leased messages are not pending),
+ * and its payload bytes. For EPHD_DEPTH_WORST the backlog is the worst
+ * named group's, else queue mode's, else every message held. */
 typedef struct {
   const char *name;
   size_t name_len;
@@ -426,13 +459,14 @@ typedef struct {
 int ephd_queue_next_partition(const ephd_queue_t *q, uint32_t *pos,
                               uint32_t group, ephd_partition_info_t *out);
 
-/* A named group over every partition: unsettled and skipped messages. */
+/* A group over every partition: its backlog and skipped messages. Queue
+ * mode's shared cursor is one, by its name EPHD_QUEUE_MODE. */
 typedef struct {
   const char *name;
   size_t name_len;
   uint64_t pending, skipped;
 } ephd_group_info_t;
-/* Each named group of q in turn (*pos starts at 0); 0 when done. */
+/* Each group of q in turn (*pos starts at 0); 0 when done. */
 int ephd_queue_next_group(const ephd_queue_t *q, uint32_t *pos,
                           ephd_group_info_t *out);
 

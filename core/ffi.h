@@ -42,7 +42,10 @@ enum {
   EPHD_REFUSE_PARKED = 16,
   EPHD_REFUSE_QUEUE_PARTS = 32,     /* partitions past a queue's cap */
   EPHD_REFUSE_QUEUE_TOO_SMALL = 64, /* the push alone is over its bounds */
-  EPHD_REFUSE_QUEUE_GROUPS = 128    /* named groups past a queue's cap */
+  EPHD_REFUSE_QUEUE_GROUPS = 128,   /* named groups past a queue's cap */
+  /* dropOldest could not make room: the queue is full of other partitions'
+   * messages, and a push evicts from its own partition only */
+  EPHD_REFUSE_QUEUE_CROWDED = 256
 };
 
 typedef struct {
@@ -74,8 +77,8 @@ typedef struct {
 
 /* A queue's options in force (after Lua clamps a declaration). */
 typedef struct {
-  uint64_t max_bytes;  /* per partition ring */
-  uint64_t max_length; /* per partition ring */
+  uint64_t max_bytes;  /* the queue's, over its partitions on this broker */
+  uint64_t max_length; /* the same */
   int drop_oldest;
   uint64_t ttl_s; /* 0: off */
   uint64_t lease_s;

@@ -384,8 +384,8 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
   if (q) ephd_engine_expire(e, q, now);
   ephd_ring_t *r = q ? ephd_queue_ring(q, partition, t.partition_len) : NULL;
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(e, tn, tenant_len, q, t.queue_len, r, t.partition_len,
-                        t.nmsgs, t.bytes, lim, &plan);
+  ephd_engine_plan_accept(e, tn, tenant_len, q, t.queue_len, r, t.partition_len,
+                          t.nmsgs, t.bytes, lim, &plan);
   op->pub.refusals = plan.refusals;
   if (plan.refusals) {
     ephd_transfer_free(&t);
@@ -394,7 +394,7 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
   if (q == NULL)
     q = ephd_engine_queue_open(e, tenant, tenant_len, queue, t.queue_len);
   if (r == NULL) r = ephd_queue_ring_open(q, partition, t.partition_len);
-  ephd_engine_accept(e, q, r, &t, &plan, now);
+  ephd_engine_accept(e, q, r, &t, now);
   ephd_engine_touch(e, q, now);
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *out = ephd_http_begin(c, 200, NULL);

@@ -150,8 +150,10 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   ephd_ring_t *r = a->partition && q
                        ? ephd_queue_ring(q, a->partition, a->partition_len)
                        : NULL;
+  /* Naming EPHD_QUEUE_MODE is naming no group: the shared cursor. */
   const char *gname = a->group ? a->group : "";
-  size_t glen = a->group ? a->group_len : 0;
+  size_t glen = a->group ? ephd_group_len(a->group, a->group_len) : 0;
+  int named = glen > 0;
   uint32_t g = 0;
   int new_ring = a->partition && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
@@ -174,12 +176,12 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     refusals |= EPHD_REFUSE_TENANT_QUEUES;
   if (q && new_ring && ephd_queue_full_of_partitions(e, q))
     refusals |= EPHD_REFUSE_QUEUE_PARTS;
-  if (q && a->group && new_group && ephd_queue_full_of_groups(e, q))
+  if (q && named && new_group && ephd_queue_full_of_groups(e, q))
     refusals |= EPHD_REFUSE_QUEUE_GROUPS;
   /* Queue mode's cursor is made by a queue's first pop and names nothing
    * the client chose: it is charged, never refused, or a full cell could
    * not be drained by a consumer that had not popped yet. */
-  int named_group = new_group && (a->group != NULL || q == NULL);
+  int named_group = new_group && (named || q == NULL);
   refusals |=
       ephd_engine_plan_names(e, t, a->tenant_len, q, a->queue_len, new_ring,
                              a->partition_len, named_group, glen, limits);

@@ -219,10 +219,6 @@ uint64_t ephd_ring_available(const ephd_ring_t *r, const ephd_cursor_t *c) {
   return (r->tail - next) + live_redeliveries(r, c);
 }
 
-uint64_t ephd_ring_pending(const ephd_ring_t *r, const ephd_cursor_t *c) {
-  return ephd_ring_available(r, c) + c->leases.count;
-}
-
 uint64_t ephd_ring_clear(ephd_ring_t *r) {
   uint64_t dropped = r->tail - r->head;
   while (r->head < r->tail) free_head(r);

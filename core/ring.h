@@ -81,10 +81,9 @@ int ephd_ring_take(ephd_ring_t *r, ephd_cursor_t *c, uint64_t *pos,
 int ephd_ring_ready(const ephd_ring_t *r, ephd_cursor_t *c);
 void ephd_ring_redeliver(ephd_ring_t *r, ephd_cursor_t *c, uint64_t pos,
                          uint32_t attempts);
-/* Deliveries a group could take here now: redeliveries plus new ones. */
+/* Deliveries a group could take here now: redeliveries plus new ones.
+ * The depth read's pending (Queen's backlog: leased messages are not). */
 uint64_t ephd_ring_available(const ephd_ring_t *r, const ephd_cursor_t *c);
-/* Messages a group has not settled here: undelivered plus held. */
-uint64_t ephd_ring_pending(const ephd_ring_t *r, const ephd_cursor_t *c);
 /* Drops every message and rewinds every cursor to the (new, empty) head.
  * Returns how many messages were dropped. Leases must already be gone. */
 uint64_t ephd_ring_clear(ephd_ring_t *r);

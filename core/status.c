@@ -32,15 +32,12 @@ static void write_options(ephd_buf_t *out, const ephd_options_t *o) {
   ephd_buf_append_u64(out, o->lease_s);
   ephd_buf_appends(out, ",\"retryLimit\":");
   ephd_buf_append_u64(out, o->retry_limit);
-  if (o->window_count) {
-    ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
-    ephd_buf_append_u64(out, o->window_ms);
-    ephd_buf_appends(out, ",\"count\":");
-    ephd_buf_append_u64(out, o->window_count);
-    ephd_buf_appends(out, "}}");
-  } else {
-    ephd_buf_appends(out, ",\"windowBuffer\":null}");
-  }
+  /* Off is {"ms":0,"count":0}, as Queen publishes it: clients read .ms. */
+  ephd_buf_appends(out, ",\"windowBuffer\":{\"ms\":");
+  ephd_buf_append_u64(out, o->window_ms);
+  ephd_buf_appends(out, ",\"count\":");
+  ephd_buf_append_u64(out, o->window_count);
+  ephd_buf_appends(out, "}}");
 }
 
 static void write_name(ephd_buf_t *out, const ephd_queue_t *q) {
@@ -214,6 +211,14 @@ void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,
   ephd_http_end(c);
 }
 
+static int by_group_name(const void *a, const void *b) {
+  const ephd_group_info_t *x = a, *y = b;
+  size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+  int c = memcmp(x->name, y->name, n);
+  if (c) return c;
+  return (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
 int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
                    size_t tenant_len, const char *queue, size_t queue_len,
                    const char *group, size_t group_len) {
@@ -221,8 +226,9 @@ int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
   ephd_queue_t *q = ephd_engine_queue(e, tenant, tenant_len, queue, queue_len);
   if (q == NULL) return EPHD_E_NOT_FOUND;
   ephd_engine_expire(e, q, ephd_ffi_now_ms());
-  uint32_t g = UINT32_MAX;
-  if (group && !ephd_queue_group_find(q, group, group_len, &g)) g = UINT32_MAX;
+  uint32_t g = EPHD_DEPTH_WORST;
+  if (group && !ephd_queue_group_find(q, group, group_len, &g))
+    g = EPHD_DEPTH_NEW;
   ephd_queue_info_t info;
   ephd_queue_info(q, &info);
   ephd_conn_t *c = ephd_http_conn(req);
@@ -236,8 +242,8 @@ int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
     ephd_buf_appends(out, "null");
   ephd_buf_appends(out, info.declared ? ",\"tier\":\"declared\",\"pending\":"
                                       : ",\"tier\":\"implicit\",\"pending\":");
-  /* With a group, pending is that group's unsettled messages; a group never
-   * seen yet would start at the heads, so everything in memory is pending. */
+  /* Queen's pending: a group's backlog (leased messages are not in it), or
+   * with no group named each partition's worst (engine.h). */
   uint64_t pending = 0, parts_pending = 0;
   ephd_partition_info_t part;
   uint32_t pos = 0;
@@ -263,20 +269,26 @@ int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
     ephd_buf_append(out, "}", 1);
   }
   ephd_buf_appends(out, "],\"groups\":[");
-  ephd_group_info_t grp;
-  int first = 1;
+  /* Sorted by name, as Queen lists them: at most QUEEN_EPHEMERAL_MAX_GROUPS
+   * and queue mode, on a status read. */
+  ephd_group_info_t *groups =
+      calloc(info.groups ? info.groups : 1, sizeof(*groups));
+  if (groups == NULL) abort();
+  uint32_t n = 0;
   pos = 0;
-  while (ephd_queue_next_group(q, &pos, &grp)) {
-    if (!first) ephd_buf_append(out, ",", 1);
-    first = 0;
+  while (ephd_queue_next_group(q, &pos, &groups[n])) n++;
+  qsort(groups, n, sizeof(*groups), by_group_name);
+  for (uint32_t i = 0; i < n; i++) {
+    if (i) ephd_buf_append(out, ",", 1);
     ephd_buf_appends(out, "{\"group\":");
-    ephd_json_write_string(out, grp.name, grp.name_len);
+    ephd_json_write_string(out, groups[i].name, groups[i].name_len);
     ephd_buf_appends(out, ",\"pending\":");
-    ephd_buf_append_u64(out, grp.pending);
+    ephd_buf_append_u64(out, groups[i].pending);
     ephd_buf_appends(out, ",\"skipped\":");
-    ephd_buf_append_u64(out, grp.skipped);
+    ephd_buf_append_u64(out, groups[i].skipped);
     ephd_buf_append(out, "}", 1);
   }
+  free(groups);
   ephd_buf_appends(out, "]}");
   ephd_http_end(c);
   return EPHD_OK;

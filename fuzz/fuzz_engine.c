@@ -1,7 +1,7 @@
 /* The engine as a state machine: each input is a sequence of verbs (push,
  * pop with and without wait, new groups, acks, reset, delete, declarations,
  * time passing for leases and parked timeouts, housekeeping, disconnects,
- * configures whose writes are in flight)
+ * configures whose writes are in flight, partitions handed over)
  * run against one engine and its gates, as the commands drive them. Single
  * requests cannot reach bugs that need an order of events, such as a waiter
  * parked on a gate that a later pop moves; sequences can. After every verb
@@ -14,6 +14,7 @@
 
 #include "engine.h"
 #include "ffi.h"
+#include "transfer.h"
 
 #define NWAITERS 16
 #define NIDS 64
@@ -247,6 +248,44 @@ static void declare(uint8_t qi) {
   ephd_engine_declare(&e, tenant_of(qi), 1, queues[qi % NQUEUES], 2, &o, 1);
 }
 
+/* A partition moves, as a hand-over moves it: written out and wiped here,
+ * then adopted by a queue (another broker's copy, in a cell) under the
+ * budgets alone: the queue's bounds never refuse nor evict it. */
+static void move(uint8_t qi) {
+  uint8_t pb = next_byte(), to = next_byte();
+  ephd_queue_t *q = find_queue(qi);
+  const char *part = partitions[pb % 4];
+  ephd_ring_t *r = q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
+  if (r == NULL) return;
+  ephd_buf_t wire;
+  ephd_buf_init(&wire);
+  ephd_transfer_write(&wire, q, r, now);
+  ephd_transfer_t t;
+  const char *why;
+  if (ephd_transfer_parse(wire.base, wire.len, 512, &t, &why) != 0) abort();
+  uint64_t bytes;
+  ephd_engine_wipe(&e, q, r, &bytes);
+  const char *tn = tenant_of(to);
+  ephd_queue_t *dq = find_queue(to);
+  ephd_ring_t *dr = dq ? ephd_queue_ring(dq, part, strlen(part)) : NULL;
+  ephd_push_plan_t plan;
+  ephd_engine_plan_accept(&e, ephd_engine_tenant(&e, tn, 1), 1, dq, 2, dr,
+                          strlen(part), t.nmsgs, t.bytes, &limits, &plan);
+  if (plan.refusals & (EPHD_REFUSE_QUEUE_FULL | EPHD_REFUSE_QUEUE_TOO_SMALL |
+                       EPHD_REFUSE_QUEUE_CROWDED) ||
+      plan.evict)
+    abort();
+  if (plan.refusals == 0) {
+    if (dq == NULL)
+      dq = ephd_engine_queue_open(&e, tn, 1, queues[to % NQUEUES], 2);
+    if (dr == NULL) dr = ephd_queue_ring_open(dq, part, strlen(part));
+    ephd_engine_accept(&e, dq, dr, &t, now);
+    ephd_engine_touch(&e, dq, now);
+  }
+  ephd_transfer_free(&t);
+  ephd_buf_free(&wire); /* t points into it */
+}
+
 /* A structure that grows with what it holds shrinks with it too: below an
  * eighth full it has halved, unless it is at its smallest, and empty it is
  * gone. */
@@ -360,7 +399,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < NWAITERS; i++) waiters[i].in_use = 0;
   while (left) {
     uint8_t op = next_byte(), qi = next_byte();
-    switch (op % 14) {
+    switch (op % 15) {
       case 0:
       case 1:
         push(qi);
@@ -402,6 +441,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
       case 13:
         configured();
+        break;
+      case 14:
+        move(qi);
         break;
     }
     check();

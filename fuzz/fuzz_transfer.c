@@ -54,10 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ephd_buf_init(&out);
   uint32_t g = ephd_queue_group_open(q, "g", 1);
   ephd_engine_pop(&e, q, r, g, 1, 1, 0, &out, SIZE_MAX);
-  ephd_engine_plan_push(&e, q->tenant, 1, q, t.queue_len, r, t.partition_len,
-                        t.nmsgs, t.bytes, &limits, &plan);
+  ephd_engine_plan_accept(&e, q->tenant, 1, q, t.queue_len, r, t.partition_len,
+                          t.nmsgs, t.bytes, &limits, &plan);
   if (plan.refusals == 0) {
-    ephd_engine_accept(&e, q, r, &t, &plan, 100);
+    ephd_engine_accept(&e, q, r, &t, 100);
     check(e.cell_bytes == ephd_cost_tenant(1) + q->tenant->bytes);
     for (uint32_t i = 0; i < q->ngroups; i++) {
       out.len = 0;

@@ -78,6 +78,21 @@ static size_t first_id(const ephd_buf_t *b, char *id, size_t cap) {
   return n;
 }
 
+/* The payloads of a pop body, in order, as one string ("1,2,3"). */
+static void payloads(const ephd_buf_t *b, char *out, size_t cap) {
+  size_t n = 0;
+  const char *p = b->base, *end = b->base + b->len;
+  out[0] = 0;
+  while ((p = memmem(p, (size_t)(end - p), "\"payload\":", 10))) {
+    p += 10;
+    const char *q = p;
+    while (q < end && *q != '}') q++;
+    n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "," : "",
+                          (int)(q - p), p);
+    p = q;
+  }
+}
+
 TEST_IMPL(engine_push_reject_all_or_nothing) {
   start(1000, 5, 0, 1 << 20);
   ephd_queue_t *q = queue();
@@ -87,8 +102,62 @@ TEST_IMPL(engine_push_reject_all_or_nothing) {
   ASSERT_EQ(push(q, "p", 4, 2, 0), 0);
   ASSERT_EQ(q->depth, 5);
   ASSERT_EQ(q->drops_bounds, 0);
-  /* The bound is per partition ring. */
-  ASSERT_EQ(push(q, "other", 1, 5, 0), 0);
+  return stop();
+}
+
+/* The bounds are the queue's, over its partitions (Queen's): maxLength 2
+ * and three pushes to three partitions, the third refused. */
+TEST_IMPL(engine_bounds_span_partitions) {
+  start(1000, 2, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ASSERT_EQ(push(q, "p1", 1, 1, 0), 0);
+  ASSERT_EQ(push(q, "p2", 2, 1, 0), 0);
+  ASSERT_EQ(push(q, "p3", 3, 1, 0), EPHD_REFUSE_QUEUE_FULL);
+  ASSERT_EQ(q->depth, 2);
+  ASSERT_EQ(ephd_ring_depth(ephd_queue_ring(q, "p3", 2)), 0);
+  ASSERT_EQ(stop(), 0);
+  /* maxBytes likewise: 3 bytes of one-byte payloads. */
+  start(3, 100, 0, 1 << 20);
+  q = queue();
+  ASSERT_EQ(push(q, "p1", 1, 2, 0), 0); /* "1", "2" */
+  ASSERT_EQ(push(q, "p2", 3, 1, 0), 0); /* "3" */
+  ASSERT_EQ(push(q, "p3", 4, 1, 0), EPHD_REFUSE_QUEUE_FULL);
+  ASSERT_EQ(q->bytes, 3);
+  return stop();
+}
+
+/* dropOldest evicts from the target partition's head only: room another
+ * partition holds is not its to take, and a push that could fit only so
+ * is refused whole, evicting nothing. */
+TEST_IMPL(engine_drop_oldest_within_its_partition) {
+  start(1000, 3, 1, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  pop(q, "g", 1, 0, &out); /* a group, so nothing is reclaimed */
+  ASSERT_EQ(push(q, "p1", 1, 2, 0), 0);
+  ASSERT_EQ(push(q, "p2", 3, 1, 0), 0);
+  /* Full: a push to p1 evicts p1's oldest. */
+  ASSERT_EQ(push(q, "p1", 4, 1, 0), 0);
+  ASSERT_EQ(q->depth, 3);
+  ASSERT_EQ(q->drops_bounds, 1);
+  ASSERT_EQ(ephd_ring_depth(ephd_queue_ring(q, "p2", 2)), 1);
+  /* Two to p2 would need p1's messages too: refused, nothing evicted. */
+  ASSERT_EQ(push(q, "p2", 5, 2, 0), EPHD_REFUSE_QUEUE_CROWDED);
+  ASSERT_EQ(q->depth, 3);
+  ASSERT_EQ(q->drops_bounds, 1);
+  /* A new partition has nothing to evict. */
+  ASSERT_EQ(push(q, "p3", 7, 1, 0), EPHD_REFUSE_QUEUE_CROWDED);
+  ASSERT_EQ(q->depth, 3);
+  /* One to p2 fits by evicting p2's own. */
+  ASSERT_EQ(push(q, "p2", 8, 1, 0), 0);
+  ASSERT_EQ(q->drops_bounds, 2);
+  out.len = 0;
+  ASSERT_EQ(pop(q, "g", 10, 0, &out), 3);
+  char got[64];
+  payloads(&out, got, sizeof(got));
+  ASSERT(strcmp(got, "2,4,8") == 0 || strcmp(got, "8,2,4") == 0);
+  ephd_buf_free(&out);
   return stop();
 }
 
@@ -303,21 +372,6 @@ TEST_IMPL(engine_wipe_fences_old_ids) {
   return stop();
 }
 
-/* The payloads of a pop body, in order, as one string ("1,2,3"). */
-static void payloads(const ephd_buf_t *b, char *out, size_t cap) {
-  size_t n = 0;
-  const char *p = b->base, *end = b->base + b->len;
-  out[0] = 0;
-  while ((p = memmem(p, (size_t)(end - p), "\"payload\":", 10))) {
-    p += 10;
-    const char *q = p;
-    while (q < end && *q != '}') q++;
-    n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "," : "",
-                          (int)(q - p), p);
-    p = q;
-  }
-}
-
 TEST_IMPL(engine_accepts_a_transfer) {
   start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
@@ -355,11 +409,11 @@ TEST_IMPL(engine_accepts_a_transfer) {
   out.len = 0;
   ASSERT_EQ(ephd_engine_pop(&e, q2, r2, g2, 1, 1, 100, &out, SIZE_MAX), 1);
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q2->tenant, 1, q2, 1, r2, 1, t.nmsgs, t.bytes,
-                        &limits, &plan);
+  ephd_engine_plan_accept(&e, q2->tenant, 1, q2, 1, r2, 1, t.nmsgs, t.bytes,
+                          &limits, &plan);
   ASSERT_EQ(plan.refusals, 0);
   uint64_t pushed = q2->tenant->pushed;
-  ephd_engine_accept(&e, q2, r2, &t, &plan, 200);
+  ephd_engine_accept(&e, q2, r2, &t, 200);
   ephd_transfer_free(&t);
   ASSERT_EQ(q2->tenant->pushed, pushed);
   ASSERT_EQ(ephd_ring_at(r2, r2->tail - 5)->enqueued_ms, 100);
@@ -389,9 +443,10 @@ TEST_IMPL(engine_accepts_a_transfer) {
   ASSERT_EQ(ephd_transfer_parse(last, sizeof(last) - 1, 512, &t, &why), 0);
   ephd_queue_t *qz = ephd_engine_queue_open(&e, "u", 1, "q", 1);
   ephd_ring_t *rz = ephd_queue_ring_open(qz, "z", 1);
-  ephd_engine_plan_push(&e, qz->tenant, 1, qz, 1, rz, 1, 1, 1, &limits, &plan);
+  ephd_engine_plan_accept(&e, qz->tenant, 1, qz, 1, rz, 1, 1, 1, &limits,
+                          &plan);
   uint64_t drops = qz->drops_retry;
-  ephd_engine_accept(&e, qz, rz, &t, &plan, 300);
+  ephd_engine_accept(&e, qz, rz, &t, 300);
   ephd_transfer_free(&t);
   ASSERT_EQ(qz->drops_retry, drops + 1);
   uint32_t gz;
@@ -417,6 +472,78 @@ TEST_IMPL(engine_accepts_a_transfer) {
   ephd_buf_append(&wire, "x", 1);
   ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len, 512, &t, &why), -1);
   ephd_buf_free(&wire);
+  ephd_buf_free(&out);
+  return stop();
+}
+
+/* A partition adopted from another broker is never refused nor evicted
+ * by the queue's bounds: its messages were admitted under the old owner's
+ * share; the next push meets the bound. */
+TEST_IMPL(engine_accept_is_not_bounded) {
+  start(1000, 2, 1, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t wire;
+  ephd_buf_init(&wire);
+  push(q, "p", 1, 2, 0);
+  ASSERT_EQ(ephd_transfer_write(&wire, q, ephd_queue_ring(q, "p", 1), 0), 2);
+  ephd_transfer_t t;
+  const char *why = NULL;
+  ASSERT_EQ(ephd_transfer_parse(wire.base, wire.len, 512, &t, &why), 0);
+  ephd_queue_t *q2 = ephd_engine_queue_open(&e, "u", 1, "q", 1);
+  push(q2, "other", 5, 2, 0); /* q2 is at its maxLength */
+  ephd_ring_t *r2 = ephd_queue_ring_open(q2, "p", 1);
+  ephd_push_plan_t plan;
+  ephd_engine_plan_accept(&e, q2->tenant, 1, q2, 1, r2, 1, t.nmsgs, t.bytes,
+                          &limits, &plan);
+  ASSERT_EQ(plan.refusals, 0);
+  ASSERT_EQ(plan.evict, 0);
+  ephd_engine_accept(&e, q2, r2, &t, 0);
+  ephd_transfer_free(&t);
+  ASSERT_EQ(q2->depth, 4);
+  ASSERT_EQ(q2->drops_bounds, 0);
+  ASSERT_EQ(push(q2, "x", 9, 1, 0), EPHD_REFUSE_QUEUE_CROWDED);
+  ephd_buf_free(&wire);
+  return stop();
+}
+
+/* The depth read's pending is Queen's backlog: from the cursor to the
+ * tail plus redeliveries, leased messages not in it; with no group named,
+ * each partition's worst named group, and queue mode listed by its name. */
+TEST_IMPL(engine_depth_is_the_backlog) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_buf_t out;
+  ephd_buf_init(&out);
+  push(q, "p", 1, 3, 0);
+  ASSERT_EQ(pop(q, "g", 1, 0, &out), 1); /* leased: not pending */
+  ephd_queue_group_open(q, "h", 1);      /* nothing taken */
+  ephd_partition_info_t part;
+  uint32_t pos = 0, g;
+  ASSERT(ephd_queue_group_find(q, "g", 1, &g));
+  ASSERT(ephd_queue_next_partition(q, &pos, g, &part));
+  ASSERT_EQ(part.pending, 2);
+  pos = 0;
+  ASSERT(ephd_queue_next_partition(q, &pos, EPHD_DEPTH_WORST, &part));
+  ASSERT_EQ(part.pending, 3); /* h's */
+  pos = 0;
+  ASSERT(ephd_queue_next_partition(q, &pos, EPHD_DEPTH_NEW, &part));
+  ASSERT_EQ(part.pending, 3);
+  /* Naming queue mode reaches the shared cursor, listed by its name. */
+  uint32_t shared = ephd_queue_group_open(q, "", 0);
+  ASSERT_EQ(ephd_queue_group_open(q, EPHD_QUEUE_MODE, 14), shared);
+  ASSERT_EQ(pop(q, EPHD_QUEUE_MODE, 3, 0, &out), 3);
+  ephd_group_info_t grp;
+  pos = 0;
+  int seen = 0;
+  while (ephd_queue_next_group(q, &pos, &grp))
+    if (grp.name_len == 14 && memcmp(grp.name, EPHD_QUEUE_MODE, 14) == 0) {
+      ASSERT_EQ(grp.pending, 0);
+      seen = 1;
+    }
+  ASSERT(seen);
+  ephd_queue_info_t info;
+  ephd_queue_info(q, &info);
+  ASSERT_EQ(info.groups, 3);
   ephd_buf_free(&out);
   return stop();
 }

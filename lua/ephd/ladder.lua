@@ -204,12 +204,16 @@ _M.ORDER = {
       bit = C.EPHD_REFUSE_PARKED, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
     { code = "queue_full",
-      bit = bor(C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_QUEUE_TOO_SMALL),
+      bit = bor(C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_QUEUE_TOO_SMALL,
+                C.EPHD_REFUSE_QUEUE_CROWDED),
       message = "the queue is at maxBytes or maxLength and its policy "
                 .. "is reject",
       -- Under dropOldest too: a retry cannot help, only a smaller push.
       too_small = "the push alone is over the queue's maxBytes or "
-                  .. "maxLength: it cannot fit even in an empty queue" },
+                  .. "maxLength: it cannot fit even in an empty queue",
+      crowded = "the queue is at maxBytes or maxLength and dropOldest "
+                .. "evicts from the pushed partition only, which holds "
+                .. "too little to make room" },
     -- Names the allowances hit (one, nearly always), each with the limit
     -- an operator would raise; ctx.limits is the rate rung's, which every
     -- family request passes. ephd.verdict words its estimate of the
@@ -263,6 +267,9 @@ local function committed(ctx)
         if rung.too_small
            and band(refusals, C.EPHD_REFUSE_QUEUE_TOO_SMALL) ~= 0 then
             message = rung.too_small
+        elseif rung.crowded
+           and band(refusals, C.EPHD_REFUSE_QUEUE_CROWDED) ~= 0 then
+            message = rung.crowded
         end
         if rung.which then
             local hit = {}

@@ -36,14 +36,17 @@ local function literal(raw, k)
     return text ~= nil and text:find("^%d+$") ~= nil
 end
 
--- The broker's ceilings on values in force. A stored declaration keeps what
--- was sent; what runs is clamped here, and the status reads publish it.
+-- The broker's ceilings on values in force, as Queen's engine clamps them.
+-- A stored declaration keeps what was sent; what runs is clamped here, and
+-- the status reads publish it. maxBytes and maxLength have none of their
+-- own: QUEEN_EPHEMERAL_QUEUE_MAX_BYTES and _MAX_LENGTH are both their
+-- default and their ceiling (Queen's), so one configure cannot put more in
+-- force than the operator's knobs allow.
 _M.CEILINGS = {
-    maxLength = 10000000,
     ttlSeconds = 7 * 86400,
     leaseSeconds = 86400,
     retryLimit = 1000,
-    windowMs = 300000,
+    windowMs = 60000,
     windowCount = 10000,
 }
 
@@ -53,29 +56,36 @@ local function clamp(v, lo, hi)
     return v
 end
 
+-- maxBytes, maxLength and leaseSeconds of 0 mean the default (Queen's):
+-- a bound of 0 would refuse every push and a lease of 0 redeliver at once.
+local function given(v, default)
+    if v == nil or v == 0 then return default end
+    return v
+end
+
 -- Fills an ephd_options_t with the values in force for checked options:
 -- absent ones take the broker's defaults (each configure replaces the whole
--- declaration), then everything is clamped. A bound of 0 would refuse every
--- push and a lease of 0 redeliver at once, so those run as 1.
+-- declaration), then everything is clamped.
 function _M.in_force(o, config, out)
     local d, c = config.defaults, _M.CEILINGS
-    out.max_bytes = clamp(o.maxBytes or tonumber(d.max_bytes), 1,
-                          tonumber(config.max_cell_bytes))
-    out.max_length = clamp(o.maxLength or tonumber(d.max_length), 1,
-                           c.maxLength)
+    local max_bytes, max_length = tonumber(d.max_bytes), tonumber(d.max_length)
+    out.max_bytes = clamp(given(o.maxBytes, max_bytes), 1, max_bytes)
+    out.max_length = clamp(given(o.maxLength, max_length), 1, max_length)
     if o.policy then
         out.drop_oldest = o.policy == "dropOldest" and 1 or 0
     else
         out.drop_oldest = d.drop_oldest
     end
     out.ttl_s = clamp(o.ttlSeconds or 0, 0, c.ttlSeconds)
-    out.lease_s = clamp(o.leaseSeconds or tonumber(d.lease_s), 1,
+    out.lease_s = clamp(given(o.leaseSeconds, tonumber(d.lease_s)), 1,
                         c.leaseSeconds)
     out.retry_limit = clamp(o.retryLimit or tonumber(d.retry_limit), 0,
                             c.retryLimit)
+    -- A count of 0 is off whatever ms says: published {ms: 0, count: 0}.
     local wb = o.windowBuffer
-    out.window_ms = wb and clamp(wb.ms, 0, c.windowMs) or 0
-    out.window_count = wb and clamp(wb.count, 0, c.windowCount) or 0
+    local count = wb and clamp(wb.count, 0, c.windowCount) or 0
+    out.window_count = count
+    out.window_ms = count > 0 and clamp(wb.ms, 0, c.windowMs) or 0
     return out
 end
 
@@ -102,8 +112,8 @@ function _M.check(options, raw)
             return nil, "policy must be reject or dropOldest"
         end
         if k == "windowBuffer" and v == null then
-            -- What the status reads publish when it is off: what they
-            -- publish can be sent back.
+            -- Off, as earlier brokers published it: what they published
+            -- can still be sent back.
             options.windowBuffer = nil
         elseif k == "windowBuffer" then
             if type(v) ~= "table" then

@@ -55,12 +55,12 @@ describe("ephd.client", function()
         assert.equals(client.null, msgs[1].payload.n)
         assert.equals(client.null, msgs[2].payload)
         one(c:ack("cl-one", { msgs[1].id }, { group = "g" }))
-        -- The depth read's group and the listing's windowBuffer are
-        -- JSON nulls on the wire.
+        -- The depth read's group is a JSON null on the wire; an off
+        -- windowBuffer is {ms: 0, count: 0}, as Queen publishes it.
         assert.is_nil(one(c:depth("cl-one")).group)
         local listing = one(c:queues())
         for _, q in ipairs(listing.queues) do
-            assert.is_nil(q.options.windowBuffer)
+            assert.same({ ms = 0, count = 0 }, q.options.windowBuffer)
         end
         one(c:system())
         one(c:metering())

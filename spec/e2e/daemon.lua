@@ -249,10 +249,11 @@ function _M:metric(pattern)
     return tonumber(body:match(pattern)) or 0
 end
 
--- The partitions of queue this broker holds, by name, and their pending
--- counts ({} when it holds none).
+-- The partitions of queue this broker holds, by name, and the messages
+-- each holds ({} when it holds none): the depth read for a group never
+-- seen, whose backlog is everything held (leased messages included).
 function _M:held(queue)
-    local res = self:depth(queue)
+    local res = self:depth(queue, "held-by-a-group-never-seen")
     if res.status == 404 then return {} end
     assert(res.status == 200, res.body)
     local parts = {}

@@ -75,13 +75,38 @@ describe("declarations", function()
         assert.equals(201, res.status)
         assert.equals(900000000000, res.json.options.maxBytes)
         local o = entry(d, "clamped").options
-        assert.equals(100000000, o.maxBytes) -- the broker's byte ceiling
-        assert.equals(1, o.leaseSeconds)
-        assert.equals(1, o.maxLength)
-        -- Absent options take the broker's defaults.
+        -- QUEEN_EPHEMERAL_QUEUE_MAX_BYTES: the default and the ceiling.
+        assert.equals(16777216, o.maxBytes)
+        -- 0 is the default for maxLength and leaseSeconds.
+        assert.equals(30, o.leaseSeconds)
+        assert.equals(10000, o.maxLength)
+        -- Absent options take the broker's defaults; an off window is
+        -- {ms: 0, count: 0}, as Queen publishes it.
         assert.equals("reject", o.policy)
         assert.equals(5, o.retryLimit)
-        assert.equals(cjson.null, o.windowBuffer)
+        assert.same({ ms = 0, count = 0 }, o.windowBuffer)
+        configure(d, "window", '{"windowBuffer":{"ms":90000,"count":5}}')
+        assert.same({ ms = 60000, count = 5 },
+                    entry(d, "window").options.windowBuffer)
+    end)
+
+    it("put at most QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH and _MAX_BYTES in "
+       .. "force, whatever a configure says", function()
+        configure(d, "big", '{"maxLength":10000000,"maxBytes":268435456}')
+        local o = entry(d, "big").options
+        assert.equals(10000, o.maxLength)
+        assert.equals(16777216, o.maxBytes)
+        -- The bound in force is the one refused at.
+        configure(d, "big", '{"maxLength":10000000,"maxBytes":3}')
+        assert.equals(201, d:push("big", { "1", "2", "3" }).status)
+        assert.refused_with("queue_full", d:push("big", { "4" }))
+        -- An operator who raises the knobs raises the ceiling with them.
+        d:stop()
+        d = daemon.start({ db = true, env = {
+            QUEEN_EPHEMERAL_MAX_BYTES = "100000000",
+            QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "20000",
+        } })
+        assert.equals(20000, entry(d, "big").options.maxLength)
     end)
 
     -- Non-negative integers past 2^53 (where lua-cjson loses digits, or
@@ -101,9 +126,9 @@ describe("declarations", function()
             assert.truthy(stored("huge"):find(digits, 1, true), digits)
         end
         local want = {
-            maxBytes = 100000000, maxLength = 10000000, policy = "reject",
+            maxBytes = 16777216, maxLength = 10000, policy = "reject",
             ttlSeconds = 604800, leaseSeconds = 30, retryLimit = 5,
-            windowBuffer = { ms = 300000, count = 10000 },
+            windowBuffer = { ms = 60000, count = 10000 },
         }
         assert.same(want, entry(d, "huge").options)
         -- The stored row checks again at the next boot.
@@ -148,11 +173,16 @@ describe("declarations", function()
     it("take back the options a status read publishes", function()
         configure(d, "echo", '{"maxLength":7}')
         local published = entry(d, "echo").options
-        assert.equals(require("cjson").null, published.windowBuffer)
+        assert.same({ ms = 0, count = 0 }, published.windowBuffer)
         local res = d:request("POST", "/api/v1/ephemeral/configure",
             require("cjson").encode({ queue = "echo", options = published }))
         assert.equals(201, res.status)
         assert.equals(7, entry(d, "echo").options.maxLength)
+        -- And what earlier brokers published for an off window (null).
+        published.windowBuffer = require("cjson").null
+        res = d:request("POST", "/api/v1/ephemeral/configure",
+            require("cjson").encode({ queue = "echo", options = published }))
+        assert.equals(201, res.status)
     end)
 
     it("refuse an unknown option naming the valid keys, declaring nothing",
@@ -201,6 +231,41 @@ describe("declarations", function()
                     depth.groups)
         local got = d:pop("queue=drop&group=slow&batch=10").json.messages
         assert.equals(3, got[1].payload)
+    end)
+
+    it("bound the queue over its partitions, not each partition",
+       function()
+        configure(d, "span", '{"maxLength":2}')
+        assert.equals(201, d:push("span", { "1" }, "p1").status)
+        assert.equals(201, d:push("span", { "2" }, "p2").status)
+        assert.refused_with("queue_full", d:push("span", { "3" }, "p3"))
+        local e = entry(d, "span")
+        assert.equals(2, e.depth)
+        assert.equals(2, e.partitions)
+        configure(d, "span-bytes", '{"maxBytes":2}')
+        assert.equals(201, d:push("span-bytes", { "1" }, "p1").status)
+        assert.equals(201, d:push("span-bytes", { "2" }, "p2").status)
+        assert.refused_with("queue_full", d:push("span-bytes", { "3" }, "p3"))
+        assert.equals(2, entry(d, "span-bytes").bytes)
+    end)
+
+    it("evict under dropOldest from the pushed partition only", function()
+        configure(d, "own", '{"maxLength":3,"policy":"dropOldest"}')
+        d:pop("queue=own&group=g")
+        d:push("own", { "1", "2" }, "p1")
+        d:push("own", { "3" }, "p2")
+        assert.equals(201, d:push("own", { "4" }, "p1").status)
+        -- p2 holds one, and the others are p1's: refused whole.
+        local res = d:push("own", { "5", "6" }, "p2")
+        assert.refused_with("queue_full", res)
+        assert.truthy(res.json.error:find("pushed partition only", 1, true),
+                      res.json.error)
+        local e = entry(d, "own")
+        assert.equals(3, e.depth)
+        assert.equals(1, e.drops.bounds)
+        local got = d:pop("queue=own&group=g&partition=p1&batch=10").json
+        assert.same({ 2, 4 }, { got.messages[1].payload,
+                                got.messages[2].payload })
     end)
 
     it("refuse a push that cannot fit an empty ring, evicting nothing",

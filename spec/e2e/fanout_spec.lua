@@ -83,7 +83,7 @@ describe("the cell's admin verbs", function()
     it("delete removes the declaration and every broker's copy", function()
         local a, b = pair()
         local res = a:request("POST", "/api/v1/ephemeral/configure",
-            '{"queue":"gone","options":{"maxLength":7}}', JSON)
+            '{"queue":"gone","options":{"maxLength":70}}', JSON)
         assert.equals(201, res.status, res.body)
         fill(a, "gone")
         assert.equals(40, pending(a, "gone") + pending(b, "gone"))

@@ -72,7 +72,8 @@ describe("footprint", function()
         local after = c:request("GET", "/api/v1/ephemeral/queues").json
         assert.equals(1, after.count)
         assert.equals(parts, after.queues[1].partitions)
-        assert.equals(0, after.queues[1].groups)
+        -- Queue mode's shared cursor alone: "late" was refused.
+        assert.equals(1, after.queues[1].groups)
         assert.equals(listing.cellBytes, after.cellBytes)
         -- What exists still works.
         assert.equals(200, c:request("GET", "/api/v1/ephemeral/pop?"
@@ -152,6 +153,9 @@ describe("footprint", function()
         local d = daemon.start({ env = {
             QUEEN_EPHEMERAL_MAX_BYTES = tostring(16 * 1024 * 1024),
             QUEEN_EPHEMERAL_RATE = "0",
+            -- 10,000 messages in each of its partitions: the bound is
+            -- the queue's.
+            QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "1000000",
             QUEEN_EPHEMERAL_LEASE_S = "3600" } })
         finally(function() d:stop() end)
         local c = d:connect()
@@ -223,7 +227,9 @@ describe("footprint", function()
         assert.equals(before.cellBytes, after.cellBytes)
         assert.equals(0, d:depth("hold").json.partitionsPending)
         assert.equals(1, #d:depth("full").json.partitions)
-        assert.equals(0, #d:depth("hold").json.groups)
+        -- Its first pop's shared cursor alone: "late" was refused.
+        assert.same({ { group = "__QUEUE_MODE__", pending = 0, skipped = 0 } },
+                    d:depth("hold").json.groups)
         -- A new group sees what is there, so it takes it and needs no slot.
         local res = waits("queue=full&group=reader")
         assert.equals(200, res.status)

@@ -63,8 +63,8 @@ local function pop_all(d, part, group)
 end
 
 describe("ownership moves", function()
-    it("take a hand-over only from a member of the cell, charged like a "
-       .. "push", function()
+    it("take a hand-over only from a member of the cell, never refused by "
+       .. "the queue's bounds", function()
         local a = daemon.start({ env = env({
             QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "2" }) })
         finally(function() a:stop() end)
@@ -98,8 +98,13 @@ describe("ownership moves", function()
         assert.equals(200, res.status, res.body)
         assert.equals(1, #res.json.messages)
         assert.equals(2, res.json.messages[1].payload)
-        -- At maxLength 2 with reject, a third message is refused whole.
+        -- At maxLength 2 with reject, a hand-over is still taken whole:
+        -- its messages were admitted under their old owner's share of the
+        -- queue. The next push meets the bound.
         res = hand(two, TOKEN .. " " .. tenant)
+        assert.equals(200, res.status, res.body)
+        assert.equals(2, res.json.accepted)
+        res = a:push("q", { "3" }, "p", { ["x-queen-tenant"] = tenant })
         assert.equals(429, res.status, res.body)
         assert.equals("queue_full", res.json.code)
     end)
@@ -337,7 +342,10 @@ describe("ownership moves", function()
        .. "until its TTL, then serve them; nothing else is touched",
        function()
         local ds = {}
-        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = env() }) end
+        -- Pushes for 3 s into one queue: room for them all, the bound
+        -- being the queue's on each broker.
+        local roomy = env({ QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "10000000" })
+        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = roomy }) end
         finally(function() for _, d in ipairs(ds) do d:stop() end end)
         await_live(ds, 3, 10)
         local a, b, c = ds[1], ds[2], ds[3]

@@ -256,9 +256,13 @@ describe("refusals", function()
         -- Queue mode is not a named group, and known groups still pop.
         assert.equals(200, d:pop("queue=caps").status)
         assert.equals(200, d:pop("queue=caps&group=a").status)
-        -- Nothing refused was created.
-        assert.equals(2, d:depth("caps").json.partitionsPending)
-        assert.equals(2, #d:depth("caps").json.groups)
+        -- Nothing refused was created (queue mode is listed by its name).
+        local depth = d:depth("caps").json
+        assert.equals(2, #depth.partitions)
+        assert.same({ "__QUEUE_MODE__", "a", "b" },
+                    { depth.groups[1].group, depth.groups[2].group,
+                      depth.groups[3].group })
+        assert.is_nil(depth.groups[4])
     end)
 
     it("rate_limited: 429 past the tenant's parked-pop slots", function()

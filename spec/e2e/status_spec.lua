@@ -93,6 +93,44 @@ describe("status reads", function()
         assert.equals(1, g.pending)
     end)
 
+    -- Queen's pending: from the cursor to the tail plus redeliveries.
+    it("counts no leased message as pending, and takes the worst group "
+       .. "when none is named", function()
+        d:pop("queue=s-lease&group=h")
+        d:push("s-lease", { "1", "2", "3" }, "p")
+        assert.equals(1, #d:pop("queue=s-lease&group=g").json.messages) -- leased
+        assert.equals(2, d:depth("s-lease", "g").json.pending)
+        local j = d:depth("s-lease").json
+        assert.equals(3, j.pending) -- h's backlog, the worst
+        assert.same({ { partition = "p", pending = 3, bytes = 3 } },
+                    j.partitions)
+        assert.same({ { group = "g", pending = 2, skipped = 0 },
+                      { group = "h", pending = 3, skipped = 0 } }, j.groups)
+        -- A group never seen would start at the heads.
+        assert.equals(3, d:depth("s-lease", "new").json.pending)
+    end)
+
+    it("lists the shared cursor as __QUEUE_MODE__ and reaches it by that "
+       .. "name", function()
+        d:push("s-shared", { "1", "2" })
+        assert.equals(1, #d:pop("queue=s-shared").json.messages) -- leased
+        local j = d:depth("s-shared").json
+        assert.equals(1, j.pending)
+        assert.same({ { group = "__QUEUE_MODE__", pending = 1, skipped = 0 } },
+                    j.groups)
+        assert.equals(1, entry(d, "s-shared").groups)
+        local got = d:pop("queue=s-shared&group=__QUEUE_MODE__").json.messages
+        assert.equals(2, got[1].payload)
+        assert.equals(0, d:depth("s-shared", "__QUEUE_MODE__").json.pending)
+        assert.equals("__QUEUE_MODE__",
+                      d:depth("s-shared", "__QUEUE_MODE__").json.group)
+        -- Acked under either name: the same cursor.
+        local ack = d:ack("s-shared", "__QUEUE_MODE__",
+                          { { got[1].id, "completed" } })
+        assert.truthy(ack.body:find('"acked"', 1, true), ack.body)
+        assert.equals(1, entry(d, "s-shared").groups)
+    end)
+
     it("answers 404 ephemeral_queue_not_found for an unknown queue",
        function()
         assert.refused_with("ephemeral_queue_not_found", d:depth("nope"))

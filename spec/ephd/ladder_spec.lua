@@ -119,6 +119,12 @@ describe("ephd.ladder", function()
             C.EPHD_REFUSE_QUEUE_FULL, C.EPHD_REFUSE_TENANT_BYTES) })))
     end)
 
+    it("says why dropOldest could not make room", function()
+        local code, a = run({ bits = C.EPHD_REFUSE_QUEUE_CROWDED })
+        assert.equals("queue_full", code)
+        assert.matches("pushed partition only", cjson.decode(a.body).error)
+    end)
+
     it("the tenant's allowance before the cell", function()
         assert.equals("ephemeral_quota_exceeded", (run({ bits = bit.bor(
             C.EPHD_REFUSE_TENANT_QUEUES, C.EPHD_REFUSE_CELL_BYTES) })))
@@ -133,6 +139,6 @@ describe("ephd.ladder", function()
     end)
 
     it("treats bits it has no rung for as a programming error", function()
-        assert.has_error(function() ladder.budget(0x100) end)
+        assert.has_error(function() ladder.budget(0x40000000) end)
     end)
 end)

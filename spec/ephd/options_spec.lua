@@ -46,8 +46,10 @@ describe("ephd.options", function()
         local o = options.check(require("cjson").decode(raw), raw)
         assert.truthy(o)
         local out = options.in_force(o, config, ffi.new("ephd_options_t"))
-        assert.equals(tonumber(config.max_cell_bytes), tonumber(out.max_bytes))
-        assert.equals(options.CEILINGS.maxLength, tonumber(out.max_length))
+        assert.equals(tonumber(config.defaults.max_bytes),
+                      tonumber(out.max_bytes))
+        assert.equals(tonumber(config.defaults.max_length),
+                      tonumber(out.max_length))
         assert.equals(options.CEILINGS.ttlSeconds, tonumber(out.ttl_s))
         assert.equals(options.CEILINGS.windowMs, tonumber(out.window_ms))
         assert.equals(options.CEILINGS.windowCount,
@@ -72,13 +74,41 @@ describe("ephd.options", function()
                                        windowBuffer = { ms = 10 ^ 7,
                                                         count = 3 } },
                                      config, ffi.new("ephd_options_t"))
-        assert.equals(tonumber(config.max_cell_bytes), tonumber(out.max_bytes))
-        assert.equals(1, tonumber(out.lease_s))
+        -- QUEEN_EPHEMERAL_QUEUE_MAX_BYTES is the default and the ceiling.
+        assert.equals(tonumber(config.defaults.max_bytes),
+                      tonumber(out.max_bytes))
+        assert.equals(30, tonumber(out.lease_s)) -- 0 is the default
         assert.equals(10000, tonumber(out.max_length))
         assert.equals(0, out.drop_oldest)
         assert.equals(5, tonumber(out.retry_limit))
-        assert.equals(300000, tonumber(out.window_ms))
+        assert.equals(60000, tonumber(out.window_ms))
         assert.equals(3, tonumber(out.window_count))
+    end)
+
+    it("takes 0 as the default for maxBytes, maxLength and leaseSeconds, "
+       .. "and clamps to QUEEN_EPHEMERAL_QUEUE_MAX_* ", function()
+        local ffi = require("ffi")
+        local config = require("ephd.core").config
+        local d = config.defaults
+        local out = options.in_force({ maxBytes = 0, maxLength = 0,
+                                       leaseSeconds = 0, ttlSeconds = 0,
+                                       retryLimit = 0 },
+                                     config, ffi.new("ephd_options_t"))
+        assert.equals(tonumber(d.max_bytes), tonumber(out.max_bytes))
+        assert.equals(tonumber(d.max_length), tonumber(out.max_length))
+        assert.equals(tonumber(d.lease_s), tonumber(out.lease_s))
+        assert.equals(0, tonumber(out.ttl_s))
+        assert.equals(0, tonumber(out.retry_limit))
+        out = options.in_force({ maxLength = 10000000, maxBytes = 2 ^ 28,
+                                 windowBuffer = { ms = 500, count = 0 } },
+                               config, ffi.new("ephd_options_t"))
+        assert.equals(tonumber(d.max_bytes), tonumber(out.max_bytes))
+        assert.equals(tonumber(d.max_length), tonumber(out.max_length))
+        assert.equals(0, tonumber(out.window_ms)) -- count 0: off
+        out = options.in_force({ maxLength = 7, maxBytes = 9 }, config,
+                               ffi.new("ephd_options_t"))
+        assert.equals(9, tonumber(out.max_bytes))
+        assert.equals(7, tonumber(out.max_length))
     end)
 
     it("takes reject or dropOldest as policy", function()
