@@ -27,7 +27,7 @@ local function entry()
     end
 end
 
-local latest = assert(c:pop(QUEUE, { batch = 10, autoAck = true }))
+local latest = assert(c:pop(QUEUE, { batch = 10, commitOnDelivery = true }))
 local seen = {}
 for _, m in ipairs(latest) do seen[#seen + 1] = m.payload.percent end
 print("progress: a watcher arriving now sees " .. table.concat(seen, ", "))
@@ -39,7 +39,7 @@ assert(q.drops.bounds == 15)
 
 assert(c:push(QUEUE, { { job = 42, percent = 100, done = true } }) == 1)
 socket.sleep(3)
-local late = assert(c:pop(QUEUE, { autoAck = true }))
+local late = assert(c:pop(QUEUE, { commitOnDelivery = true }))
 q = entry()
 print(("progress: 3 s later a watcher sees %d events; %d expired by ttl")
       :format(#late, q.drops.ttl))
