@@ -43,7 +43,7 @@ static const knob_t knobs[] = {
     {"QUEEN_EPHEMERAL_MAX_BODY_BYTES", "67108864", 1024, UINT32_MAX, K_U64,
      AT(max_body_bytes), "largest request body (413 past it)"},
     {"QUEEN_EPHEMERAL_MAX_HEADER_BYTES", "65536", 1024, MiB(16), K_U64,
-     AT(max_header_bytes), "largest request line plus headers (431 past it)"},
+     AT(max_header_bytes), "largest request head in raw bytes (431 past it)"},
     {"QUEEN_EPHEMERAL_IDLE_TIMEOUT_S", "300", 1, 86400, K_U64,
      AT(idle_timeout_s), "a keep-alive connection with no request is closed"},
     {"QUEEN_EPHEMERAL_HEADER_TIMEOUT_MS", "10000", 100, 600000, K_U64,

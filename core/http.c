@@ -43,7 +43,6 @@ struct ephd_conn {
   span_t url, field, value, body;
   span_t headers[EPHD_N_HEADERS];
   unsigned headers_seen; /* a bit per EPHD_HDR_ */
-  size_t header_bytes;
   int hstate;
   int head; /* a HEAD request: its answer has no body */
   int body_chunked;
@@ -591,14 +590,6 @@ uint64_t ephd_http_activity(void) { return activity; }
 
 static ephd_conn_t *of(llhttp_t *p) { return p->data; }
 
-static int too_big_headers(ephd_conn_t *c, llhttp_t *p, size_t len) {
-  c->header_bytes += len;
-  (void)p;
-  if (c->header_bytes <= limits.max_header_bytes) return 0;
-  c->refuse = 431;
-  return HPE_USER;
-}
-
 static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
                    int fresh) {
   if (fresh) {
@@ -610,7 +601,6 @@ static void extend(span_t *s, ephd_conn_t *c, const char *at, size_t len,
 
 /* A message begins: nothing of the last one's is read as its. */
 static void message_begin(ephd_conn_t *c) {
-  c->began_ms = uv_now(loop);
   c->in_body = 0;
   span_t none = {0, 0};
   c->url = c->field = c->value = c->body = none;
@@ -618,7 +608,6 @@ static void message_begin(ephd_conn_t *c) {
   c->headers_seen = 0;
   c->head = 0;
   c->refuse = 0;
-  c->header_bytes = 0;
   c->hstate = H_NONE;
   c->body_chunked = 0;
   c->expect_continue = 0;
@@ -633,21 +622,21 @@ static int on_message_begin(llhttp_t *p) {
 static int on_url(llhttp_t *p, const char *at, size_t len) {
   ephd_conn_t *c = of(p);
   extend(&c->url, c, at, len, c->url.len == 0);
-  return too_big_headers(c, p, len);
+  return 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len) {
   ephd_conn_t *c = of(p);
   extend(&c->field, c, at, len, c->hstate != H_FIELD);
   c->hstate = H_FIELD;
-  return too_big_headers(c, p, len);
+  return 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len) {
   ephd_conn_t *c = of(p);
   extend(&c->value, c, at, len, c->hstate != H_VALUE);
   c->hstate = H_VALUE;
-  return too_big_headers(c, p, len);
+  return 0;
 }
 
 static int on_header_value_complete(llhttp_t *p) {
@@ -833,14 +822,38 @@ static size_t read_plain(ephd_conn_t *c) {
   return n;
 }
 
+static int chunked_past_bound(const ephd_conn_t *c);
+static size_t message_bound(void);
+
+/* The limits' refusals name the limit and the knob that sets it, so the
+ * client (or its operator) knows what to change. */
+static void refuse_over(ephd_conn_t *c, int status) {
+  char msg[160];
+  if (status == 431)
+    snprintf(msg, sizeof(msg),
+             "the request head is over %zu bytes "
+             "(QUEEN_EPHEMERAL_MAX_HEADER_BYTES)",
+             limits.max_header_bytes);
+  else if (chunked_past_bound(c))
+    snprintf(msg, sizeof(msg),
+             "the chunked request is over %zu bytes with its framing "
+             "(QUEEN_EPHEMERAL_MAX_HEADER_BYTES plus twice "
+             "QUEEN_EPHEMERAL_MAX_BODY_BYTES)",
+             message_bound());
+  else
+    snprintf(msg, sizeof(msg),
+             "the request body is over %zu bytes "
+             "(QUEEN_EPHEMERAL_MAX_BODY_BYTES)",
+             limits.max_body_bytes);
+  respond_error(c, status, msg);
+}
+
 static void protocol_error(ephd_conn_t *c, llhttp_errno_t err) {
   const char *reason = llhttp_get_error_reason(&c->parser);
   c->keep_alive = 0;
   c->http10 = 0;
-  if (c->refuse == 431) {
-    respond_error(c, 431, "request headers are too large");
-  } else if (c->refuse == 413) {
-    respond_error(c, 413, "request body is too large");
+  if (c->refuse == 431 || c->refuse == 413) {
+    refuse_over(c, c->refuse);
   } else if (c->refuse == 400 && c->repeated < 0) {
     respond_error(c, 400, "whitespace between a header's name and its colon");
   } else if (c->refuse == 400) {
@@ -918,14 +931,31 @@ static void process(ephd_conn_t *c) {
      * or an upgrade llhttp reads nothing more as HTTP (the next execute
      * is HPE_PAUSED_UPGRADE, a 400): neither may the plain reader, or
      * bytes a proxy tunnels would be served as requests. */
-    if (c->parsed == c->msg_start && !c->parser.upgrade) {
-      size_t n = read_plain(c);
-      if (n) {
-        c->parsed = c->msg_start = c->msg_start + n;
-        continue;
+    if (c->parsed == c->msg_start) {
+      /* A message's first byte, a blank line before its request line
+       * included, starts its header clock: blank lines do not restart it. */
+      c->began_ms = uv_now(loop);
+      if (!c->parser.upgrade) {
+        size_t n = read_plain(c);
+        if (n) {
+          c->parsed = c->msg_start = c->msg_start + n;
+          continue;
+        }
       }
     }
     size_t len = parse_len(c);
+    if (!c->in_body) {
+      /* llhttp counts none of the bytes it skips, so it is given no more
+       * of a head than its room: held to a head's raw bytes, a connection
+       * holds a head's bound and one read, whatever it sends. */
+      len = ephd_head_room(c->parsed - c->msg_start, len,
+                           limits.max_header_bytes);
+      if (len == 0) {
+        c->refuse = 431;
+        protocol_error(c, HPE_USER);
+        break;
+      }
+    }
     llhttp_errno_t err = llhttp_execute(&c->parser, c->base + c->parsed, len);
     if (err == HPE_OK) {
       c->parsed += len;

@@ -201,7 +201,7 @@ static ephd_head_span_t span(const unsigned char *base,
 size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
                             size_t max_body, ephd_plain_t *m) {
   const unsigned char *base = (const unsigned char *)buf;
-  const unsigned char *end = base + (len < max_head ? len : max_head);
+  const unsigned char *end = base + ephd_head_room(0, len, max_head);
   const unsigned char *p = method_of(base, end, m);
   if (p == NULL) return 0;
   const unsigned char *target = p;

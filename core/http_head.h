@@ -31,6 +31,19 @@ static inline size_t ephd_head_trimmed(const char *v, size_t len) {
   return len;
 }
 
+/* A head is bounded by its raw bytes, whatever a reader makes of them:
+ * every byte from the first after the message before (blank lines between
+ * pipelined requests included) through the blank line that ends it, the
+ * whitespace llhttp skips (after the method, before a value) and all, which
+ * one connection could otherwise stream into the broker's memory until the
+ * header timeout. Of `avail` bytes that follow a head's first `taken`, how
+ * many a reader may take as head: both readers take no more, so a head not
+ * ended when none is left is over `max` (431) however it arrived. */
+static inline size_t ephd_head_room(size_t taken, size_t avail, size_t max) {
+  size_t left = taken < max ? max - taken : 0;
+  return avail < left ? avail : left;
+}
+
 /* Which of the headers above a field name is (any case), or -1. */
 int ephd_head_header_of(const char *name, size_t len);
 
@@ -46,10 +59,10 @@ typedef struct {
  * DELETE of an origin-form target, HTTP/1.1, token field names right
  * before their colon, printable ASCII values, at most one Content-Length
  * (within max_body) and no other framing or connection header but
- * "Connection: keep-alive" or "close", the head within max_head bytes and the
- * body all in buf. Returns the message's length, or 0 when it is anything else,
- * which llhttp then reads from its first byte: the broker answers every
- * message exactly as it would have without this. */
+ * "Connection: keep-alive" or "close", the head within max_head raw bytes
+ * (ephd_head_room) and the body all in buf. Returns the message's length, or 0
+ * when it is anything else, which llhttp then reads from its first byte: the
+ * broker answers every message exactly as it would have without this. */
 size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
                             size_t max_body, ephd_plain_t *m);
 

@@ -248,3 +248,21 @@ TEST_IMPL(plain_header_names_any_case) {
               names[i].header);
   return 0;
 }
+
+/* Every raw byte of a head counts, the whitespace a parser skips included:
+ * the spaces before a value, read plain, take a head past its bound just as
+ * its other bytes do, and a head's room is what is left of the bound. */
+TEST_IMPL(head_bound_counts_raw_bytes) {
+  ephd_plain_t m;
+  char head[64];
+  int n = snprintf(head, sizeof(head), "GET /p HTTP/1.1\r\nX-Pad:%*sv\r\n\r\n",
+                   20, "");
+  ASSERT_EQ(ephd_head_read_plain(head, (size_t)n, (size_t)n, 0, &m), (size_t)n);
+  ASSERT_EQ(ephd_head_read_plain(head, (size_t)n, (size_t)n - 1, 0, &m), 0);
+  /* Room: what is left of the bound, never more than what came. */
+  ASSERT_EQ(ephd_head_room(0, 10, 2048), 10);
+  ASSERT_EQ(ephd_head_room(2000, 100, 2048), 48);
+  ASSERT_EQ(ephd_head_room(2048, 1, 2048), 0);
+  ASSERT_EQ(ephd_head_room(4096, 1, 2048), 0);
+  return 0;
+}

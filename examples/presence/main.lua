@@ -1,7 +1,8 @@
 -- Presence and typing indicators, fanned out with one consumer group per
 -- subscriber: every group has its own cursor, so each subscriber sees
 -- every event, in order, and a slow one holds back nobody else. Events are
--- popped with autoAck: a typing indicator that is missed is not retried.
+-- popped with commitOnDelivery: a typing indicator that is missed is not
+-- retried.
 local client = require("ephd.client")
 
 local url = os.getenv("EPHD_URL")
@@ -12,7 +13,7 @@ local c = client.new({ url = url })
 -- A group starts at the ring's head when it first polls: subscribers poll
 -- once to join, then see everything pushed after.
 for _, group in ipairs(subscribers) do
-    assert(c:pop(ROOM, { group = group, autoAck = true }))
+    assert(c:pop(ROOM, { group = group, commitOnDelivery = true }))
 end
 
 local events = {
@@ -24,7 +25,7 @@ assert(c:push(ROOM, events) == #events)
 
 for _, group in ipairs(subscribers) do
     local got = assert(c:pop(ROOM, { group = group, batch = 100,
-                                     autoAck = true }))
+                                     commitOnDelivery = true }))
     assert(#got == #events, group .. " saw " .. #got .. " events")
     for i, m in ipairs(got) do
         assert(m.payload.user == events[i].user, group .. ": out of order")

@@ -27,7 +27,7 @@ local function entry()
     end
 end
 
-local latest = assert(c:pop(QUEUE, { batch = 10, autoAck = true }))
+local latest = assert(c:pop(QUEUE, { batch = 10, commitOnDelivery = true }))
 local seen = {}
 for _, m in ipairs(latest) do seen[#seen + 1] = m.payload.percent end
 print("progress: a watcher arriving now sees " .. table.concat(seen, ", "))
@@ -45,7 +45,7 @@ repeat
     socket.sleep(0.1)
     q = entry()
 until q.drops.ttl > 0 or socket.gettime() > deadline
-local late = assert(c:pop(QUEUE, { autoAck = true }))
+local late = assert(c:pop(QUEUE, { commitOnDelivery = true }))
 print(("progress: past the ttl a watcher sees %d events; %d expired by ttl")
       :format(#late, q.drops.ttl))
 assert(#late == 0 and q.drops.ttl == 1)

@@ -18,7 +18,7 @@ for i = 1, CLIENTS do
     local t0 = socket.gettime()
     assert(c:push("requests", { { inbox = inbox, id = i, n = i } }))
     local replies, err = c:pop(inbox, { wait = true, timeout = 5000,
-                                        autoAck = true })
+                                        commitOnDelivery = true })
     assert(replies, tostring(err))
     assert(#replies == 1, "no reply within 5 s in " .. inbox)
     local r = replies[1].payload

@@ -57,16 +57,17 @@ Prints "pushed N", or with --json the broker's {"pushed": N}.
 ]] .. CONNECTION_USAGE,
     pop = [=[
 usage: ephd pop QUEUE [--group G] [--partition P] [--batch N]
-                      [--wait [SECONDS]] [--ack] [--json]
+                      [--wait [SECONDS]] [--commit-on-delivery] [--json]
 
 Pops up to N messages (1 by default) and prints one line per message:
 id, partition, attempts and the payload's JSON as pushed, separated by
 tabs (names hold no control characters, so `cut -f1` is the id). Nothing
 there prints "(no messages)" on stderr. --wait parks until a message
-arrives, for SECONDS or the broker's default; --ack settles at delivery
-(autoAck: no lease, no ack to send); without it a group's messages are
-leased until `ephd ack`. --json prints the broker's answer
-{"queue", "messages": [...]} instead.
+arrives, for SECONDS or the broker's default; --commit-on-delivery
+(--ack, its older name) settles at delivery (commitOnDelivery: no lease,
+no ack to send); without it a group's messages are leased until
+`ephd ack`. --json prints the broker's answer {"queue", "messages": [...]}
+instead.
 ]=] .. CONNECTION_USAGE,
     ack = [[
 usage: ephd ack QUEUE [--group G] [--status completed|failed|retry]
@@ -574,7 +575,8 @@ end
 function _M.pop(args, out)
     local opts, queue, rest = verb_args("pop", args, {
         ["--group"] = "value", ["--partition"] = "value",
-        ["--batch"] = "value", ["--wait"] = "seconds?", ["--ack"] = "flag",
+        ["--batch"] = "value", ["--wait"] = "seconds?",
+        ["--commit-on-delivery"] = "flag", ["--ack"] = "flag",
         ["--json"] = "flag",
     }, out)
     if not opts then return queue end
@@ -593,7 +595,7 @@ function _M.pop(args, out)
     local msgs, err = c:pop(queue, {
         group = opts.group, partition = opts.partition, batch = batch,
         wait = opts.wait ~= nil, timeout = wait and floor(wait * 1000 + 0.5),
-        autoAck = opts.ack, raw = true,
+        commitOnDelivery = opts.commit_on_delivery or opts.ack, raw = true,
     })
     if not msgs then return failure("pop", c, err) end
     if opts.json then

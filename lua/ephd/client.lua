@@ -330,7 +330,7 @@ function Client:push(queue, payloads, opts)
 end
 
 local POP_PARAMS = { "queue", "partition", "group", "batch", "wait",
-                     "timeout", "autoAck" }
+                     "timeout", "commitOnDelivery" }
 
 -- The JSON text of each message's payload in a pop answer, in order: the
 -- value of "payload" in each element of "messages". The answer is valid
@@ -383,16 +383,18 @@ local function payload_texts(text)
     return out
 end
 
--- opts: partition, group, batch, wait, timeout (ms), autoAck, raw (each
--- payload as the JSON text the broker sent, byte for byte). Returns the
--- list of {id, partition, attempts, payload}, empty when there is nothing.
+-- opts: partition, group, batch, wait, timeout (ms), commitOnDelivery (or
+-- autoAck, its name before Queen 2.0.2), raw (each payload as the JSON text
+-- the broker sent, byte for byte). Returns the list of {id, partition,
+-- attempts, payload}, empty when there is nothing.
 function Client:pop(queue, opts)
     opts = opts or {}
     local params = {
         queue = queue, partition = opts.partition, group = opts.group,
         batch = opts.batch, timeout = opts.timeout,
         wait = opts.wait and "true" or nil,
-        autoAck = opts.autoAck and "true" or nil,
+        commitOnDelivery = (opts.commitOnDelivery or opts.autoAck) and "true"
+                           or nil,
     }
     -- A parked pop may wait its whole timeout before answering; the socket
     -- must outlast it. Without one the broker's default applies, which an

@@ -76,9 +76,12 @@ function _M.segment(raw, what)
     return _M.name(s, what)
 end
 
--- Parses a query string into a table; unknown or repeated keys are refused,
--- so a typo such as `timout` is not silently the default.
-function _M.query(qs, known)
+-- Parses a query string into a table; a repeated key is refused. An
+-- unknown key is ignored, as Queen ignores it (an SDK newer than the broker
+-- sends parameters this one does not know, and keeps working), except where
+-- `strict` (the operator's system routes, where a typo such as `tennat`
+-- silently reading everyone's is worse than a refusal).
+function _M.query(qs, known, strict)
     local out = {}
     local pos, len = 1, #qs
     while pos <= len do
@@ -90,28 +93,37 @@ function _M.query(qs, known)
             local rawk = eq and sub(pair, 1, eq - 1) or pair
             local rawv = eq and sub(pair, eq + 1) or ""
             local k, kerr = _M.unescape(rawk, true)
-            if not k then return nil, kerr end
-            local v, verr = _M.unescape(rawv, true)
-            if not v then return nil, verr end
-            if not known[k] then
+            if not k and strict then return nil, kerr end
+            if k and known[k] then
+                local v, verr = _M.unescape(rawv, true)
+                if not v then return nil, verr end
+                if out[k] then return nil, "repeated parameter " .. k end
+                out[k] = v
+            elseif strict then
                 local names = {}
                 for name in pairs(known) do names[#names + 1] = name end
                 table.sort(names)
                 return nil, "unknown parameter " .. k .. " (known: "
                             .. table.concat(names, ", ") .. ")"
             end
-            if out[k] then return nil, "repeated parameter " .. k end
-            out[k] = v
         end
     end
     return out
 end
 
+-- Queen's spellings, case and all. Anything else is refused where Queen
+-- reads it as false: a pop asking wait=on would otherwise not wait, and
+-- commitOnDelivery=on would leave leases the client never acks.
+local BOOLEAN = { ["true"] = true, ["1"] = true, yes = true,
+                  ["false"] = false, ["0"] = false, no = false }
+
 function _M.boolean(v, what, default)
     if v == nil then return default end
-    if v == "true" or v == "1" then return true end
-    if v == "false" or v == "0" then return false end
-    return nil, what .. " must be true, false, 1 or 0"
+    local b = BOOLEAN[v]
+    if b == nil then
+        return nil, what .. " must be true, 1, yes, false, 0 or no"
+    end
+    return b
 end
 
 -- A non-negative integer written in digits only (no sign, no fraction),

@@ -283,7 +283,7 @@ describe("ephd push, pop and ack", function()
         local out, code = ephd([[push v-1 '{"a": [1.50]}' 2 -3 hello '']])
         assert.equals(0, code, out)
         assert.equals("pushed 5\n", out)
-        out, code = ephd("pop v-1 --batch 10 --ack")
+        out, code = ephd("pop v-1 --batch 10 --commit-on-delivery")
         assert.equals(0, code)
         local lines = {}
         for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
@@ -306,6 +306,7 @@ describe("ephd push, pop and ack", function()
         local out, code = ephd("push v-2 --partition p --json", "1\\nx\\n")
         assert.equals(0, code, out)
         assert.equals('{"pushed":2}\n', out)
+        -- --ack: --commit-on-delivery's older name.
         out = ephd("pop v-2 --batch 5 --ack")
         assert.matches("^e:%x+:p:%d+\tp\t0\t1\ne:%x+:p:%d+\tp\t0\t\"x\"\n$",
                        out)

@@ -64,6 +64,52 @@ describe("hostile clients", function()
         assert.equals(404, d:depth("trickle").status)
     end)
 
+    it("starts the header clock at a head's first byte, a blank line "
+       .. "included, and blank lines do not restart it", function()
+        -- About elapsed time (the header timeout is 1 s): the sleeps are
+        -- the test.
+        local s = raw_connect(d)
+        s:send("\r\n")
+        daemon.sleep(0.3)
+        s:send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert.equals("HTTP/1.1 200 OK", s:receive("*l"))
+        s:close()
+        s = raw_connect(d)
+        local t0 = daemon.now()
+        local line
+        repeat
+            s:send("\r\n")
+            s:settimeout(0.2)
+            line = s:receive("*l")
+        until line or daemon.now() - t0 > 3
+        assert.equals("HTTP/1.1 408 Request Timeout", line)
+        local took = daemon.now() - t0
+        assert.is_true(took >= 0.9 and took < 2, took)
+        s:close()
+    end)
+
+    it("holds no more of a head than its bound and a read, whatever "
+       .. "llhttp skips", function()
+        -- 16 MiB of spaces after the method, before a value, or of blank
+        -- lines: the broker closes at the 64 KiB head limit, so the
+        -- sender's buffers fill and the send fails, and its memory stays.
+        local baseline = rss_kib(d)
+        for _, p in ipairs({ { "GET", " " },
+                             { "GET / HTTP/1.1\r\nX-Pad:", " " },
+                             { "", "\r\n" } }) do
+            local s = raw_connect(d)
+            s:send(p[1])
+            local ok = s:send(p[2]:rep(16 * 1024 * 1024 / #p[2]))
+            assert.is_nil(ok, "the broker took 16 MiB of a head")
+            s:close()
+        end
+        local grew = rss_kib(d) - baseline
+        print(("\nrss grew %d KiB through 48 MiB of skipped head bytes")
+              :format(grew))
+        if os.getenv("EPHD_SANITIZED") then return end
+        assert.is_true(grew < 4096, ("grew %d KiB"):format(grew))
+    end)
+
     it("closes a connection idle past the idle timeout", function()
         local s = raw_connect(d)
         s:settimeout(4)

@@ -101,6 +101,8 @@ describe("http", function()
         local res = d:request("POST", "/api/v1/ephemeral/push", big)
         assert.equals(413, res.status)
         assert.refused_with("ephemeral_bad_request", res, 413)
+        assert.equals("the request body is over 4096 bytes "
+                      .. "(QUEEN_EPHEMERAL_MAX_BODY_BYTES)", res.json.error)
         assert.equals(404, d:depth("big").status)
     end)
 
@@ -128,6 +130,10 @@ describe("http", function()
         local res = c:receive()
         assert.equals(413, res.status)
         assert.refused_with("ephemeral_bad_request", res, 413)
+        assert.equals("the chunked request is over 10240 bytes with its "
+                      .. "framing (QUEEN_EPHEMERAL_MAX_HEADER_BYTES plus "
+                      .. "twice QUEEN_EPHEMERAL_MAX_BODY_BYTES)",
+                      res.json.error)
         c:close()
     end)
 
@@ -157,6 +163,69 @@ describe("http", function()
                               { ["X-Filler"] = ("z"):rep(3000) })
         assert.equals(431, res.status)
         assert.refused_with("ephemeral_bad_request", res, 431)
+        assert.equals("the request head is over 2048 bytes "
+                      .. "(QUEEN_EPHEMERAL_MAX_HEADER_BYTES)", res.json.error)
+    end)
+
+    -- A head of exactly n raw bytes, padded with what llhttp skips: spaces
+    -- before a header's value, after the method, or blank lines before the
+    -- request line (between pipelined requests).
+    local function head_of(n, at)
+        local function make(fill, pad)
+            local host = "Host: t" .. ("z"):rep(pad) .. "\r\n\r\n"
+            if at == "value" then
+                return "GET /health HTTP/1.1\r\nX-Pad:" .. (" "):rep(fill)
+                       .. "v\r\n" .. host
+            elseif at == "method" then
+                return "GET " .. (" "):rep(fill) .. "/health HTTP/1.1\r\n"
+                       .. host
+            end
+            return ("\r\n"):rep(fill) .. "GET /health HTTP/1.1\r\n" .. host
+        end
+        local base = #make(0, 0)
+        local unit = #make(1, 0) - base
+        local fill = math.floor((n - base) / unit)
+        local raw = make(fill, n - base - fill * unit)
+        assert(#raw == n)
+        return raw
+    end
+
+    it("counts every raw byte of a head against the header limit (431)",
+       function()
+        local first = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
+        for _, at in ipairs({ "value", "method", "blank" }) do
+            for _, before in ipairs({ "", first }) do
+                local c = d:connect()
+                c:send(before .. head_of(2048, at) .. before
+                       .. head_of(2049, at))
+                if before ~= "" then assert.equals(200, c:receive().status) end
+                assert.equals(200, c:receive().status, at)
+                if before ~= "" then assert.equals(200, c:receive().status) end
+                local res = c:receive()
+                assert.equals(431, res.status, at)
+                assert.refused_with("ephemeral_bad_request", res, 431)
+                assert.equals("the request head is over 2048 bytes "
+                              .. "(QUEEN_EPHEMERAL_MAX_HEADER_BYTES)",
+                              res.json.error)
+                assert.equals("close", res.headers["connection"])
+                assert.is_nil((c.sock:receive("*l")))
+                c:close()
+            end
+        end
+    end)
+
+    it("answers 431 to a head of skipped bytes sent a piece at a time",
+       function()
+        -- Each piece under the limit: the head is counted, not the read.
+        for _, p in ipairs({ { "GET", " " },
+                             { "GET /health HTTP/1.1\r\nX-Pad:", " " },
+                             { "", "\r\n" } }) do
+            local c = d:connect()
+            c:send(p[1])
+            for _ = 1, 3 do c:send(p[2]:rep(1000 / #p[2])) end
+            assert.equals(431, c:receive().status)
+            c:close()
+        end
     end)
 
     it("refuses conflicting framing headers (no request smuggling)",

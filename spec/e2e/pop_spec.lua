@@ -193,11 +193,72 @@ describe("pop", function()
         assert.same({}, d:pop("queue=auto&group=g").json.messages)
     end)
 
+    it("commits on delivery under commitOnDelivery or its old name autoAck, "
+       .. "either true", function()
+        for i, flags in ipairs({ "commitOnDelivery=true", "autoAck=true",
+                                 "commitOnDelivery=yes&autoAck=no",
+                                 "commitOnDelivery=0&autoAck=1" }) do
+            local q = "cod-" .. i
+            d:push(q, { "1" })
+            local res = d:pop("queue=" .. q .. "&group=g&" .. flags)
+            local id = res.json.messages[1].id
+            assert.equals("unknown",
+                          d:ack(q, "g", { { id } }).json.results[1].outcome,
+                          flags)
+            assert.same({}, d:pop("queue=" .. q .. "&group=g").json.messages)
+        end
+        d:push("cod-off", { "1" })
+        local res = d:pop("queue=cod-off&group=g&commitOnDelivery=no"
+                          .. "&autoAck=0")
+        local id = res.json.messages[1].id
+        assert.equals("acked",
+                      d:ack("cod-off", "g", { { id } }).json.results[1].outcome)
+    end)
+
+    it("reads booleans as true, 1 or yes and false, 0 or no, and refuses "
+       .. "anything else", function()
+        local t0 = daemon.now()
+        assert.same({}, d:pop("queue=yn&wait=yes&timeout=300").json.messages)
+        assert.is_true(daemon.now() - t0 >= 0.25, "wait=yes did not wait")
+        t0 = daemon.now()
+        assert.same({}, d:pop("queue=yn&wait=no&timeout=5000").json.messages)
+        assert.is_true(daemon.now() - t0 < 2, "wait=no waited")
+        for _, v in ipairs({ "on", "YES", "True", "" }) do
+            local res = d:pop("queue=yn&wait=" .. v)
+            assert.refused_with("ephemeral_bad_request", res)
+            assert.equals("wait must be true, 1, yes, false, 0 or no",
+                          res.json.error)
+        end
+    end)
+
+    it("ignores query parameters it does not know, on the pop and the "
+       .. "status reads, as Queen does", function()
+        d:push("unk", { "1" })
+        assert.same({ 1 }, payloads(d:pop("queue=unk&sdkVersion=2.1"
+                                          .. "&future=%zz&bare")))
+        local res = d:request("GET", "/api/v1/ephemeral/queues/unk/depth"
+                                     .. "?group=g&verbose=1")
+        assert.equals(200, res.status, res.body)
+        assert.equals("g", res.json.group)
+        res = d:request("GET", "/api/v1/ephemeral/queues?limit=5")
+        assert.equals(200, res.status, res.body)
+    end)
+
+    it("keeps the system routes strict about their parameters", function()
+        for _, path in ipairs({ "/api/v1/system/queues?tennat=x",
+                                "/api/v1/system/metering?limt=5" }) do
+            local res = d:request("GET", path)
+            assert.refused_with("ephemeral_bad_request", res)
+            assert.truthy(res.json.error:find("unknown parameter", 1, true),
+                          res.body)
+        end
+    end)
+
     it("refuses a bad query with 400 and changes nothing", function()
         for _, q in ipairs({
             "", "queue=", "queue=x&batch=abc", "queue=x&batch=-1",
-            "queue=x&wait=maybe", "queue=x&timeout=1.5", "queue=x&autoAck=yes",
-            "queue=x&bogus=1", "queue=x&queue=y", "queue=x%ZZ",
+            "queue=x&wait=maybe", "queue=x&timeout=1.5", "queue=x&autoAck=on",
+            "queue=x&commitOnDelivery=TRUE", "queue=x&queue=y", "queue=x%ZZ",
             "queue=a%01b", "queue=x&group=" .. ("g"):rep(513),
         }) do
             assert.refused_with("ephemeral_bad_request", d:pop(q))

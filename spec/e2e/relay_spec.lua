@@ -216,6 +216,28 @@ describe("the relay", function()
                                    .. '"ack",outcome="answered"} (%d+)'))
     end)
 
+    it("commits a relayed pop on delivery under either name, and the owner "
+       .. "ignores what it does not know", function()
+        local ds = start(2)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local part = partition_on(a, b, "cod")
+        assert.equals(201, a:push("cod", { "2" }, part).status)
+        for _, flag in ipairs({ "commitOnDelivery=true", "autoAck=yes" }) do
+            local res = a:pop("queue=cod&partition=" .. part .. "&group=g&"
+                              .. flag .. "&sdkVersion=9")
+            assert.equals(200, res.status, res.body)
+            assert.equals(1, #res.json.messages, flag)
+            local ack = a:ack("cod", "g", { { res.json.messages[1].id } })
+            assert.equals("unknown", ack.json.results[1].outcome, flag)
+        end
+        assert.same({}, a:pop("queue=cod&partition=" .. part
+                              .. "&group=g").json.messages)
+        assert.equals(3, a:metric('queen_ephemeral_forwarded_total{route='
+                                  .. '"pop",outcome="answered"} (%d+)'))
+    end)
+
     it("stops a relayed pop's batch at a body's bytes, so its answer fits "
        .. "the edge's relay and no autoAck'd message is lost", function()
         -- Ten 3,000-byte payloads on b, popped through a in batches of 10

@@ -26,6 +26,35 @@ local function socket_of(text)
     }
 end
 
+describe("ephd.client's pop", function()
+    -- The request line each pop sends, answered with an empty batch.
+    local function sent_by(opts)
+        local c = client.new({ url = "http://127.0.0.1:1" })
+        local line
+        local sock = socket_of('HTTP/1.1 200 OK\r\nContent-Length: 27\r\n'
+                               .. '\r\n{"queue":"q","messages":[]}')
+        sock.getfd = function() return -1 end -- select passes it by
+        sock.settimeout = function() end
+        sock.send = function(_, text)
+            line = text:match("^[^\r]*")
+            return #text
+        end
+        c.sock = sock
+        assert.same({}, assert(c:pop("q", opts)))
+        return line
+    end
+
+    it("asks to commit on delivery by the name Queen 2.0.2 reads, given "
+       .. "either name", function()
+        local want = "GET /api/v1/ephemeral/pop?queue=q&commitOnDelivery=true"
+                     .. " HTTP/1.1"
+        assert.equals(want, sent_by({ commitOnDelivery = true }))
+        assert.equals(want, sent_by({ autoAck = true }))
+        assert.equals("GET /api/v1/ephemeral/pop?queue=q HTTP/1.1",
+                      sent_by({}))
+    end)
+end)
+
 describe("ephd.client.read_response", function()
     it("reads a body of a Content-Length", function()
         local status, headers, body = client.read_response(socket_of(

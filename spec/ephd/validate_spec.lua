@@ -46,14 +46,19 @@ describe("ephd.validate", function()
         end
     end)
 
-    it("parses booleans as true/false/1/0 only", function()
-        assert.is_true(validate.boolean("true", "wait"))
-        assert.is_true(validate.boolean("1", "wait"))
-        assert.is_false(validate.boolean("false", "wait"))
-        assert.is_false(validate.boolean("0", "wait"))
+    it("parses booleans as Queen spells them, and nothing else", function()
+        for _, v in ipairs({ "true", "1", "yes" }) do
+            assert.is_true(validate.boolean(v, "wait"))
+        end
+        for _, v in ipairs({ "false", "0", "no" }) do
+            assert.is_false(validate.boolean(v, "wait"))
+        end
         assert.equals("d", validate.boolean(nil, "wait", "d"))
-        assert.is_nil((validate.boolean("yes", "wait")))
-        assert.is_nil((validate.boolean("", "wait")))
+        for _, v in ipairs({ "", "YES", "True", "on", "2" }) do
+            local ok, err = validate.boolean(v, "wait")
+            assert.is_nil(ok)
+            assert.equals("wait must be true, 1, yes, false, 0 or no", err)
+        end
     end)
 
     it("parses non-negative integers written in digits only", function()
@@ -85,16 +90,25 @@ describe("ephd.validate", function()
         assert.equals(5, validate.clamp(5, 1, 10))
     end)
 
-    it("parses a query, refusing unknown and repeated keys", function()
+    it("parses a query, ignoring unknown keys and refusing repeated ones",
+       function()
         local known = { queue = true, batch = true }
         assert.same({ queue = "q", batch = "2" },
                     validate.query("queue=q&batch=2", known))
         assert.same({ queue = "" }, validate.query("queue=&&", known))
-        local ok, err = validate.query("queue=q&bacth=2", known)
+        assert.same({ queue = "q" },
+                    validate.query("queue=q&bacth=2&%zz=%zz&x", known))
+        assert.is_nil((validate.query("queue=a&queue=b", known)))
+    end)
+
+    it("refuses unknown keys where strict", function()
+        local known = { queue = true, batch = true }
+        assert.same({ queue = "q" }, validate.query("queue=q", known, true))
+        local ok, err = validate.query("queue=q&bacth=2", known, true)
         assert.is_nil(ok)
         assert.truthy(err:find("bacth", 1, true))
         assert.truthy(err:find("batch, queue", 1, true))
-        assert.is_nil((validate.query("queue=a&queue=b", known)))
+        assert.is_nil((validate.query("queue=q&%zz=1", known, true)))
     end)
 
     it("decodes percent-escapes once, '+' as a space only in queries",

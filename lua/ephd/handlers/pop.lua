@@ -10,7 +10,8 @@ local ffi_string = ffi.string
 
 local KNOWN = {
     queue = true, partition = true, group = true, batch = true, wait = true,
-    timeout = true, autoAck = true,
+    timeout = true, commitOnDelivery = true,
+    autoAck = true, -- commitOnDelivery's name before Queen 2.0.2, still read
 }
 
 local _M = {}
@@ -39,7 +40,14 @@ function _M.parse(ctx)
                                         tonumber(cfg.pop_timeout_ms))
     end
     if not err then
-        auto_ack, err = validate.boolean(q.autoAck, "autoAck", false)
+        auto_ack, err = validate.boolean(q.commitOnDelivery,
+                                        "commitOnDelivery", false)
+    end
+    if not err then
+        -- Either name true commits on delivery, as in Queen.
+        local alias
+        alias, err = validate.boolean(q.autoAck, "autoAck", false)
+        auto_ack = auto_ack or alias
     end
     if err then return err end
     -- The strings stay referenced from ctx while C reads them.

@@ -1,19 +1,13 @@
 -- GET /api/v1/ephemeral/queues: this tenant's queues, written by C from
 -- memory alone.
-local ffi = require("ffi")
 local core = require("ephd.core")
 
 local C = core.C
 
 local _M = {}
 
-function _M.parse(ctx)
-    local q = ctx.req.query
-    if q.len > 0 then
-        return "the queue list takes no parameters: "
-               .. ffi.string(q.ptr, q.len)
-    end
-end
+-- It takes no parameters, and ignores any, as Queen does (validate.query).
+function _M.parse() end
 
 function _M.commit(ctx)
     C.ephd_ffi_queues(ctx.req, ctx.tenant, #ctx.tenant)

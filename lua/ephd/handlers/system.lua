@@ -166,7 +166,8 @@ end
 _M.metering = {
     parse = function(ctx)
         local q, err = validate.query(ffi.string(ctx.req.query.ptr,
-                                                 ctx.req.query.len), METERING)
+                                                 ctx.req.query.len), METERING,
+                                      true)
         if not q then return err end
         if q.tenant and q.limit then
             return "tenant and limit do not go together"
@@ -213,7 +214,8 @@ local ONE_TENANT = { tenant = true }
 _M.queues = {
     parse = function(ctx)
         local q, err = validate.query(ffi.string(ctx.req.query.ptr,
-                                                 ctx.req.query.len), ONE_TENANT)
+                                                 ctx.req.query.len), ONE_TENANT,
+                                      true)
         if not q then return err end
         if q.tenant and not tenancy.valid(q.tenant) then
             return "tenant must be a UUID"

@@ -54,6 +54,25 @@ describe("ephd.handlers.pop", function()
                       max_parked = 7 }, c)
     end)
 
+    it("commits on delivery under either name, either true", function()
+        for q, want in pairs({
+            ["queue=q&commitOnDelivery=true"] = 1,
+            ["queue=q&autoAck=yes"] = 1,
+            ["queue=q&commitOnDelivery=no&autoAck=1"] = 1,
+            ["queue=q&commitOnDelivery=1&autoAck=false"] = 1,
+            ["queue=q&commitOnDelivery=0&autoAck=no"] = 0,
+        }) do
+            assert.equals(want, select(2, run(q)).auto_ack, q)
+        end
+    end)
+
+    it("reads booleans as Queen spells them and ignores unknown "
+       .. "parameters", function()
+        assert.equals(1, select(2, run("queue=q&wait=yes")).wait)
+        assert.equals(0, select(2, run("queue=q&wait=no")).wait)
+        assert.equals(1, select(2, run("queue=q&wait=1&sdkVersion=9")).wait)
+    end)
+
     it("clamps batch to [1, 10000] and timeout to 300000", function()
         assert.equals(1, select(2, run("queue=q&batch=0")).batch)
         assert.equals(10000, select(2, run("queue=q&batch=20000")).batch)
@@ -63,7 +82,8 @@ describe("ephd.handlers.pop", function()
 
     it("returns a shape refusal and never pops on a bad query", function()
         for _, q in ipairs({ "", "queue=q&batch=x", "queue=q&wait=2",
-                             "queue=q&timeout=-5", "queue=q&nope=1",
+                             "queue=q&timeout=-5", "queue=q&autoAck=on",
+                             "queue=q&commitOnDelivery=TRUE",
                              "queue=q&group=", "partition=p" }) do
             local ok, err = run(q)
             assert.is_nil(ok)
