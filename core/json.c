@@ -1,5 +1,6 @@
 #include "json.h"
 
+#include <ctype.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -273,14 +274,56 @@ static const char *literal(const char *p, const char *end, const char *lit) {
   return p + n;
 }
 
+/* Whether a token that failed to read (a string, literal or number at p)
+ * failed only because the body ended inside it: more bytes could complete
+ * it. A body cut short mid-payload is the common truncation, and its 400
+ * should say so rather than point at where the payload began. Only the
+ * failure path runs this; a byte of 0x80 and up counts as a character's,
+ * and a cut character is cut short. */
+static int one_of(const char *set, char c) {
+  return c != '\0' && strchr(set, c) != NULL;
+}
+
+static int cut_short(const char *p, const char *end) {
+  if (*p == '"') {
+    for (p++; p < end; p++) {
+      unsigned char c = (unsigned char)*p;
+      if (c == '"' || c < 0x20) return 0;
+      if (c != '\\') continue;
+      if (++p >= end) return 1;
+      if (*p != 'u') {
+        if (!one_of("\"\\/bfnrt", *p)) return 0;
+        continue;
+      }
+      for (int i = 0; i < 4; i++) {
+        if (++p >= end) return 1;
+        if (!isxdigit((unsigned char)*p)) return 0;
+      }
+    }
+    return 1;
+  }
+  const char *lit = *p == 't'   ? "true"
+                    : *p == 'f' ? "false"
+                    : *p == 'n' ? "null"
+                                : NULL;
+  if (lit)
+    return (size_t)(end - p) < strlen(lit) &&
+           memcmp(p, lit, (size_t)(end - p)) == 0;
+  for (; p < end; p++)
+    if (!one_of("0123456789+-.eE", *p)) return 0;
+  return 1;
+}
+
 /* *at, when at is not NULL, is where a value that is not JSON stops being
- * read: the token that cannot be read, or end when the value is cut short.
- * The hot path passes NULL, and pays only on failure. */
+ * read: the token that cannot be read, or end when the value is cut short
+ * (between tokens or inside one). The hot path passes NULL, and pays only
+ * on failure. */
 #define BROKEN(where)            \
   do {                           \
     if (at != NULL) *at = where; \
     return NULL;                 \
   } while (0)
+#define BROKEN_TOKEN(token) BROKEN(cut_short(token, end) ? end : token)
 
 /* Iterative, with an explicit stack of container kinds, so nesting depth costs
  * bytes rather than C stack frames. */
@@ -307,7 +350,7 @@ static inline const char *skip(const char *p, const char *end,
         if (stack[depth - 1] == '{') {
           token = p;
           p = string_walk(p, end, NULL);
-          if (p == NULL) BROKEN(token);
+          if (p == NULL) BROKEN_TOKEN(token);
           p = ephd_json_ws(p, end);
           if (p >= end || *p != ':') BROKEN(p);
           p++;
@@ -329,7 +372,7 @@ static inline const char *skip(const char *p, const char *end,
         p = number(p, end);
         break;
     }
-    if (p == NULL) BROKEN(token);
+    if (p == NULL) BROKEN_TOKEN(token);
     /* After a value: close containers or move to the next element. */
     for (;;) {
       if (depth == 0) return p;
@@ -346,7 +389,7 @@ static inline const char *skip(const char *p, const char *end,
       if (stack[depth - 1] == '{') {
         token = p = ephd_json_ws(p, end);
         p = string_walk(p, end, NULL);
-        if (p == NULL) BROKEN(token);
+        if (p == NULL) BROKEN_TOKEN(token);
         p = ephd_json_ws(p, end);
         if (p >= end || *p != ':') BROKEN(p);
         p++;
@@ -356,6 +399,7 @@ static inline const char *skip(const char *p, const char *end,
   }
 }
 
+#undef BROKEN_TOKEN
 #undef BROKEN
 
 const char *ephd_json_skip(const char *p, const char *end) {

@@ -137,8 +137,22 @@ TEST_IMPL(json_broken_names_the_byte) {
   ASSERT_EQ(broken_at("{\"m\":[{\"payload\":1}"), 19); /* cut short */
   ASSERT_EQ(broken_at("{\"m\":[1 2]}"), 8);            /* no comma */
   ASSERT_EQ(broken_at("{\"m\":[tru]}"), 6);            /* the token */
-  ASSERT_EQ(broken_at("{\"m\":1,}"), 7);               /* no name */
-  ASSERT_EQ(broken_at("{\"m\":1} x"), 8);              /* after it */
+  /* A token that runs into the end is cut short, not broken where it
+   * starts: a payload string, an escape, a literal, a number, a name. */
+  ASSERT_EQ(broken_at("{\"m\":[\"abc"), 10);
+  ASSERT_EQ(broken_at("{\"m\":[\"a\\"), 9);
+  ASSERT_EQ(broken_at("{\"m\":[\"\\u00"), 11);
+  ASSERT_EQ(broken_at("{\"m\":[\"\\ud800"), 13);
+  ASSERT_EQ(broken_at("{\"m\":[\"\xc3"), 8);
+  ASSERT_EQ(broken_at("{\"m\":[tru"), 9);
+  ASSERT_EQ(broken_at("{\"m\":[1.5e"), 10);
+  ASSERT_EQ(broken_at("{\"m\":[1,{\"pay"), 13);
+  /* ...while one broken before the end is named where it starts. */
+  ASSERT_EQ(broken_at("{\"m\":[\"a\\q"), 6);
+  ASSERT_EQ(broken_at("{\"m\":[\"a\x01"), 6);
+  ASSERT_EQ(broken_at("{\"m\":[trux"), 6);
+  ASSERT_EQ(broken_at("{\"m\":1,}"), 7);  /* no name */
+  ASSERT_EQ(broken_at("{\"m\":1} x"), 8); /* after it */
   ASSERT_EQ(broken_at(""), 0);
   return 0;
 }

@@ -81,11 +81,13 @@ function _M.in_force(o, config, out)
                         c.leaseSeconds)
     out.retry_limit = clamp(o.retryLimit or tonumber(d.retry_limit), 0,
                             c.retryLimit)
-    -- A count of 0 is off whatever ms says: published {ms: 0, count: 0}.
+    -- A count of 0 is off whatever ms says, and so is an ms of 0 (a woken
+    -- pop waits up to ms for the count: 0 waits for nothing): published
+    -- {ms: 0, count: 0}, as Queen publishes off.
     local wb = o.windowBuffer
-    local count = wb and clamp(wb.count, 0, c.windowCount) or 0
-    out.window_count = count
-    out.window_ms = count > 0 and clamp(wb.ms, 0, c.windowMs) or 0
+    local on = wb and wb.count > 0 and wb.ms > 0
+    out.window_count = on and clamp(wb.count, 0, c.windowCount) or 0
+    out.window_ms = on and clamp(wb.ms, 0, c.windowMs) or 0
     return out
 end
 

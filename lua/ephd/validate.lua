@@ -30,8 +30,12 @@ function _M.unescape(s, plus_is_space)
 end
 
 function _M.name(s, what)
-    if s == nil or s == "" then
-        return nil, what .. " is required"
+    if s == nil then return nil, what .. " is required" end
+    if s == "" then
+        -- Only a push's partition is optional and yet refused empty.
+        return nil, what .. " must not be empty"
+                    .. (what == "partition" and " (leave it out for Default)"
+                        or "")
     end
     if #s > MAX_NAME then
         return nil, what .. " is longer than " .. MAX_NAME .. " bytes"

@@ -97,7 +97,6 @@ describe("ack", function()
             '{"queue":"a7","acks":[{"id":"x","extra":1}]}',
             '{"queue":"a7","acks":{}}',
             '{"acks":[]}',
-            '{"queue":"a7","group":"","acks":[]}',
             '{"queue":"a7","acks":[',
         }) do
             assert.refused_with("ephemeral_bad_request",

@@ -31,6 +31,12 @@ describe("the daemon", function()
         }) do
             assert.truthy(out:find(knob), knob)
         end
+        -- The queue's bounds span its partitions, and each knob is both
+        -- the default and the ceiling a configure can put in force.
+        assert.matches("QUEEN_EPHEMERAL_QUEUE_MAX_BYTES%s+16777216%s+a queue's "
+                       .. "maxBytes over its partitions: default and ceiling", out)
+        assert.matches("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH%s+10000%s+a queue's "
+                       .. "maxLength over its partitions: default and ceiling", out)
         -- Read, if not knobs: the commands' URL and the database's.
         assert.matches("\n  EPHD_URL%s+%(none%)%s+the commands' broker", out)
         assert.matches("\n  DATABASE_URL%s+%(none%)", out)

@@ -88,6 +88,10 @@ describe("declarations", function()
         configure(d, "window", '{"windowBuffer":{"ms":90000,"count":5}}')
         assert.same({ ms = 60000, count = 5 },
                     entry(d, "window").options.windowBuffer)
+        -- A window of 0 ms waits for nothing: off, and published as off.
+        configure(d, "window", '{"windowBuffer":{"ms":0,"count":5}}')
+        assert.same({ ms = 0, count = 0 },
+                    entry(d, "window").options.windowBuffer)
     end)
 
     it("put at most QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH and _MAX_BYTES in "

@@ -1,4 +1,5 @@
 -- pop: FIFO, groups, partitions, batches, long polls and autoAck.
+local cjson = require("cjson")
 local daemon = require("e2e.daemon")
 
 local function payloads(res)
@@ -252,6 +253,31 @@ describe("pop", function()
             assert.truthy(res.json.error:find("unknown parameter", 1, true),
                           res.body)
         end
+    end)
+
+    it("reads an empty partition or group as absent, as Queen does",
+       function()
+        d:push("empty-names", { "1" }, "p1")
+        d:push("empty-names", { "2" }, "p2")
+        -- partition= pops the whole queue; group= is queue mode, whose
+        -- shared cursor the depth read lists and a later pop continues.
+        local res = d:pop("queue=empty-names&partition=&group=&batch=1")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        local depth = d:request("GET", "/api/v1/ephemeral/queues/empty-names"
+                                       .. "/depth?group=")
+        assert.equals(200, depth.status, depth.body)
+        assert.equals(cjson.null, depth.json.group)
+        assert.equals("__QUEUE_MODE__", depth.json.groups[1].group)
+        assert.equals(1, #depth.json.groups)
+        res = d:pop("queue=empty-names&batch=5")
+        assert.equals(1, #res.json.messages)
+        -- The ack's empty group is queue mode too.
+        local ack = d:request("POST", "/api/v1/ephemeral/ack",
+            '{"queue":"empty-names","group":"","acks":[{"id":"'
+            .. res.json.messages[1].id .. '"}]}')
+        assert.equals(200, ack.status, ack.body)
+        assert.equals("acked", ack.json.results[1].outcome)
     end)
 
     it("refuses a bad query with 400 and changes nothing", function()

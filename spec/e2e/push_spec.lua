@@ -94,6 +94,11 @@ describe("push", function()
                 "ok")
         refused('{"queue":"ok","partition":"","messages":[{"payload":1}]}',
                 "ok")
+        -- Said as it is: a partition may be left out, not given empty.
+        local res = d:request("POST", "/api/v1/ephemeral/push",
+            '{"queue":"ok","partition":"","messages":[{"payload":1}]}')
+        assert.equals("partition must not be empty (leave it out for Default)",
+                      res.json.error)
         -- Other characters past ASCII are names like any.
         assert.equals(201, d:push("caf\u{e9}-\u{a0}", { "1" }).status)
         local exact = ("m"):rep(512)

@@ -60,6 +60,11 @@ describe("refusals", function()
         assert.refused_with("ephemeral_bad_request", res)
         assert.equals("the body is not valid JSON: it ends at byte " .. #body
                       .. ", inside a value (cut short?)", res.json.error)
+        -- Cut inside a payload's string, as a long body mostly is.
+        body = '{"queue":"j","messages":[{"payload":"a long te'
+        res = d:request("POST", "/api/v1/ephemeral/push", body)
+        assert.equals("the body is not valid JSON: it ends at byte " .. #body
+                      .. ", inside a value (cut short?)", res.json.error)
         res = d:request("POST", "/api/v1/ephemeral/push",
                         '{"queue":"j","messages":[{"payload":1} {}]}')
         assert.refused_with("ephemeral_bad_request", res)

@@ -145,10 +145,10 @@ describe("status reads", function()
     -- other 404 as a broker without these routes.
     it("answers 400 for an empty or many-segment name in a path", function()
         for _, c in ipairs({
-            { "GET", "/api/v1/ephemeral/queues//depth", "queue is required" },
+            { "GET", "/api/v1/ephemeral/queues//depth", "queue must not be empty" },
             { "GET", "/api/v1/ephemeral/queues/a/b/depth",
               "queue must be one path segment (a / in a name is %2F)" },
-            { "DELETE", "/api/v1/ephemeral/queue/", "queue is required" },
+            { "DELETE", "/api/v1/ephemeral/queue/", "queue must not be empty" },
             { "DELETE", "/api/v1/ephemeral/queue/a/b",
               "queue must be one path segment (a / in a name is %2F)" },
         }) do

@@ -105,6 +105,10 @@ describe("ephd.options", function()
         assert.equals(tonumber(d.max_bytes), tonumber(out.max_bytes))
         assert.equals(tonumber(d.max_length), tonumber(out.max_length))
         assert.equals(0, tonumber(out.window_ms)) -- count 0: off
+        out = options.in_force({ windowBuffer = { ms = 0, count = 5 } },
+                               config, ffi.new("ephd_options_t"))
+        assert.equals(0, tonumber(out.window_count)) -- ms 0: off
+        assert.equals(0, tonumber(out.window_ms))
         out = options.in_force({ maxLength = 7, maxBytes = 9 }, config,
                                ffi.new("ephd_options_t"))
         assert.equals(9, tonumber(out.max_bytes))

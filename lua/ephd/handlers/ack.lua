@@ -24,7 +24,10 @@ function _M.parse(ctx)
                 and ffi_string(scan.group.ptr, scan.group.len) or nil
     end
     local ok, err = validate.name(queue, "queue")
-    if ok and group then ok, err = validate.name(group, "group") end
+    -- An empty group is queue mode, as the pop's (C reads it as such).
+    if ok and group and group ~= "" then
+        ok, err = validate.name(group, "group")
+    end
     if not ok then return err end
 end
 

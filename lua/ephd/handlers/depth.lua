@@ -19,6 +19,7 @@ function _M.parse(ctx)
     params, err = validate.query(ffi.string(q.ptr, q.len), KNOWN)
     if not params then return err end
     local group = params.group
+    if group == "" then group = nil end -- queue mode's view, as the pop's
     if group then
         group, err = validate.name(group, "group")
         if not group then return err end

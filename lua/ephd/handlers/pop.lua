@@ -23,10 +23,12 @@ function _M.parse(ctx)
     if not q then return err end
     local queue, partition, group, batch, wait, timeout, auto_ack
     queue, err = validate.name(q.queue, "queue")
-    if queue and q.partition then
+    -- An empty partition or group is absent, as in Queen: the whole queue,
+    -- queue mode (a push's partition "" stays a 400, as there).
+    if queue and q.partition and q.partition ~= "" then
         partition, err = validate.name(q.partition, "partition")
     end
-    if not err and q.group then
+    if not err and q.group and q.group ~= "" then
         group, err = validate.name(q.group, "group")
     end
     if not err then

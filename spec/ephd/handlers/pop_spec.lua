@@ -80,11 +80,17 @@ describe("ephd.handlers.pop", function()
                       select(2, run("queue=q&timeout=999999")).timeout)
     end)
 
+    it("reads an empty partition or group as absent, as Queen", function()
+        local _, c = run("queue=q&partition=&group=")
+        assert.same({ tenant = "t", queue = "q", batch = 1, timeout = 30000,
+                      wait = 0, auto_ack = 0, max_parked = 0 }, c)
+    end)
+
     it("returns a shape refusal and never pops on a bad query", function()
         for _, q in ipairs({ "", "queue=q&batch=x", "queue=q&wait=2",
                              "queue=q&timeout=-5", "queue=q&autoAck=on",
                              "queue=q&commitOnDelivery=TRUE",
-                             "queue=q&group=", "partition=p" }) do
+                             "queue=q&group=a%01b", "partition=p" }) do
             local ok, err = run(q)
             assert.is_nil(ok)
             assert.is_string(err)

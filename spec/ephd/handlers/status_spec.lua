@@ -60,9 +60,12 @@ describe("ephd.handlers status reads", function()
     it("depth refuses a bad group and ignores an unknown parameter",
        function()
         local depth = require("ephd.handlers.depth")
-        assert.is_nil((run(depth, { query = "group=", param = "q" })))
+        assert.is_nil((run(depth, { query = "group=a%01b", param = "q" })))
         assert.equals(0, #calls)
         run(depth, { query = "grp=x", param = "q" })
         assert.same({ "depth", "t", "q" }, calls[1])
+        -- An empty group is none, as the pop's.
+        run(depth, { query = "group=", param = "q" })
+        assert.same({ "depth", "t", "q" }, calls[2])
     end)
 end)
