@@ -58,10 +58,9 @@ _M.RETRY_AFTER_S = 1
 
 -- retry_after: the broker's Retry-After in seconds; a retryable error
 -- without one gets RETRY_AFTER_S, so every retryable error says how long
--- to wait. A rate_limited without one is a push above the tenant's burst,
--- which no retry can pass: not retryable, and no wait.
+-- to wait.
 local function new_error(code, message, status, retry_after)
-    if not retry_after and RETRYABLE[code] and code ~= "rate_limited" then
+    if not retry_after and RETRYABLE[code] then
         retry_after = _M.RETRY_AFTER_S
     end
     return setmetatable({ code = code, message = message, status = status,
@@ -74,7 +73,6 @@ end
 
 function _M.retryable(err)
     return _M.is_error(err) and RETRYABLE[err.code] == true
-           and err.retry_after ~= nil
 end
 
 -- Payloads ----------------------------------------------------------------

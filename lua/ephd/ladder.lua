@@ -184,13 +184,10 @@ local function within_rate(ctx)
             return HOOK_FAILED, nil, "ephemeral_unavailable"
         end
     end
-    local taken, wait, too_big = rate.take(ctx.tenant, cost, l.rate,
-                                           l.burst, tonumber(C.ephd_ffi_now_ms()))
-    if too_big then
-        -- No Retry-After: waiting cannot help (docs/wire.md).
-        return rate.over_burst(cost, l.burst, ctx.messages)
-    elseif not taken then
-        return rate.over_rate(l.rate), retry_after(wait)
+    local taken, wait = rate.take(ctx.tenant, cost, l.rate, l.burst,
+                                  tonumber(C.ephd_ffi_now_ms()))
+    if not taken then
+        return rate.over_rate(l.rate, cost, l.burst), retry_after(wait)
     end
     ctx.taken = cost
 end

@@ -38,11 +38,11 @@ function _M.new()
 
     -- Takes `cost` tokens at `now_ms`. Returns true, or false and an
     -- honest Retry-After in seconds (at least 1). A cost of nothing always
-    -- passes (an empty push meters nothing). A cost above the burst never
-    -- fits: it is refused with a third result, true, so the caller can say
-    -- that no retry can pass it (the wait returned is a full bucket's, of
-    -- no use to that caller); letting it through
-    -- into debt would let a tenant granted 5 a second push 10,000 at once.
+    -- passes (an empty push meters nothing). A cost above the burst passes
+    -- from a full bucket and leaves it in debt, so a retry does pass, as
+    -- the contract promises of a 429, and the tenant's rate holds over
+    -- time: a tenant granted 5 a second that pushes 10,000 at once waits
+    -- 2,000 s before its next push.
     function set.take(tenant, cost, rate, burst, now_ms)
         if rate == 0 or cost == 0 then return true end
         local b = buckets[tenant]
@@ -56,14 +56,14 @@ function _M.new()
         if tokens > burst then tokens = burst end
         b.at = now_ms
         local need = cost < burst and cost or burst
-        local ok = cost <= burst and tokens >= need
+        local ok = tokens >= need
         if ok then tokens = tokens - cost end
         b.tokens = tokens
         -- When it will hold its burst again, at this rate.
         b.full_at = now_ms + (burst - tokens) * 1000 / rate
         if ok then return true end
         local wait = ceil((need - tokens) / rate)
-        return false, wait < 1 and 1 or wait, cost > burst
+        return false, wait < 1 and 1 or wait
     end
 
     -- Gives back what a push took when a later rung refused it (full_at
@@ -86,22 +86,17 @@ function _M.new()
     return set
 end
 
--- The refusals' words, one place for the live ladder and a shadow's
--- (ephd.verdict), which must decide the same strings.
-function _M.over_rate(rate)
-    return "the tenant is over its rate of " .. rate
-           .. (rate == 1 and " message" or " messages") .. " per second"
-end
-
--- A push above the burst never fits, now or later: it is answered with no
--- Retry-After, and a split is offered only when there is one to make.
-function _M.over_burst(cost, burst, messages)
-    local text = "the push costs " .. cost .. ", more than the tenant's "
-                 .. "burst of " .. burst .. ": no retry can pass it"
-    if messages and messages > 1 then
-        return text .. "; split it into pushes that cost at most " .. burst
+-- The refusal's words, one place for the live ladder and a shadow's
+-- (ephd.verdict), which must decide the same strings. A push above the
+-- burst waits for a full bucket: said, so its longer wait is no surprise.
+function _M.over_rate(rate, cost, burst)
+    local text = "the tenant is over its rate of " .. rate
+                 .. (rate == 1 and " message" or " messages") .. " per second"
+    if cost and cost > burst then
+        text = text .. "; this push costs " .. cost .. ", more than its "
+               .. "burst of " .. burst .. ": it passes from a full bucket"
     end
-    return text .. ", and one message cannot be split"
+    return text
 end
 
 -- The live policy's buckets, and the module's functions are theirs.

@@ -148,12 +148,9 @@ local function within_rate(self, request, tenant, l, now_ms)
         local bad = contract.check.cost(cost)
         if bad then fail("cost", bad) end
     end
-    local taken, _, too_big = self.rate.take(tenant, cost, l.rate,
-                                                l.burst, now_ms)
-    if too_big then
-        return rate.over_burst(cost, l.burst, messages)
-    elseif not taken then
-        return l.over_rate
+    if not self.rate.take(tenant, cost, l.rate, l.burst, now_ms) then
+        return cost > l.burst and rate.over_rate(l.rate, cost, l.burst)
+               or l.over_rate
     end
     self.taken_tenant, self.taken = tenant, cost
 end

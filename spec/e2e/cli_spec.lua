@@ -353,28 +353,29 @@ describe("ephd push, pop and ack", function()
         assert.matches("ephemeral_bad_request %(400%)", out)
     end)
 
-    it("offers no retry for a push no retry can pass", function()
-        -- Above the burst: 429 with no Retry-After, and no "retry in".
+    it("says how long a push above the burst waits for a full bucket",
+       function()
         local b = daemon.start({ env = { QUEEN_EPHEMERAL_RATE = "1",
                                          QUEEN_EPHEMERAL_BURST = "2" } })
         finally(function() b:stop() end)
-        local out, code = helper.run(EPHD .. " push v-b 1 2 3 --url "
-                                     .. "http://127.0.0.1:" .. b.port)
+        local push = EPHD .. " push v-b 1 2 3 --url http://127.0.0.1:" .. b.port
+        -- From a full bucket it passes, one in debt; the next waits -1 to 2
+        -- at one a second.
+        local _, code = helper.run(push)
+        assert.equals(0, code)
+        local out
+        out, code = helper.run(push)
         assert.equals(1, code)
         assert.equals("ephd push: http://127.0.0.1:" .. b.port .. " answered "
-                      .. "rate_limited (429): the push costs 3, more than "
-                      .. "the tenant's burst of 2: no retry can pass it; "
-                      .. "split it into pushes that cost at most 2\n", out)
+                      .. "rate_limited (429): the tenant is over its rate of "
+                      .. "1 message per second; this push costs 3, more than "
+                      .. "its burst of 2: it passes from a full bucket; "
+                      .. "retry in 3 s\n", out)
         local c = client.new({ url = "http://127.0.0.1:" .. b.port })
         local ok, err = c:push("v-b", { 1, 2, 3 })
         assert.is_nil(ok)
-        assert.is_false(client.retryable(err))
-        assert.is_nil(err.retry_after)
-        -- Over the rate, a wait does help.
-        assert.equals(2, c:push("v-b", { 1, 2 }))
-        ok, err = c:push("v-b", { 3 })
         assert.is_true(client.retryable(err))
-        assert.equals(1, err.retry_after)
+        assert.equals(3, err.retry_after)
         c:close()
     end)
 

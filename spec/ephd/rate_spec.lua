@@ -25,15 +25,21 @@ describe("ephd.rate", function()
         assert.is_true(rate.take("b", 10, 5, 10, 0))
     end)
 
-    it("refuses a cost above the burst, even from a full bucket", function()
-        local ok, wait, too_big = rate.take("t", 25, 5, 10, 0)
+    it("lets a cost above the burst through from a full bucket, into "
+       .. "debt", function()
+        assert.is_true(rate.take("t", 25, 5, 10, 0))
+        -- 15 in debt: the next message waits for a full bucket's worth.
+        local ok, wait = rate.take("t", 1, 5, 10, 0)
         assert.is_false(ok)
-        assert.is_true(too_big)
-        assert.equals(1, wait) -- the bucket is full: a split push passes
-        assert.is_true(rate.take("t", 10, 5, 10, 0))
-        ok, wait, too_big = rate.take("t", 25, 5, 10, 0)
-        assert.equals(2, wait) -- ten tokens to refill at five a second
-        assert.is_true(too_big)
+        assert.equals(4, wait) -- -15 to 1 at five a second: 3.2 s
+        assert.is_false((rate.take("t", 1, 5, 10, 3000)))
+        assert.is_true(rate.take("t", 1, 5, 10, 3200))
+        -- From a part-full bucket it waits until the bucket is full.
+        ok, wait = rate.take("t", 25, 5, 10, 3200)
+        assert.is_false(ok)
+        assert.equals(2, wait) -- 0 to 10 at five a second
+        assert.is_false((rate.take("t", 25, 5, 10, 5100)))
+        assert.is_true(rate.take("t", 25, 5, 10, 5200))
     end)
 
     it("words its refusals for the live ladder and a shadow alike",
@@ -41,14 +47,11 @@ describe("ephd.rate", function()
         assert.equals("the tenant is over its rate of 1 message per second",
                       rate.over_rate(1))
         assert.equals("the tenant is over its rate of 5 messages per "
-                      .. "second", rate.over_rate(5))
-        assert.equals("the push costs 12, more than the tenant's burst of "
-                      .. "10: no retry can pass it; split it into pushes "
-                      .. "that cost at most 10", rate.over_burst(12, 10, 3))
-        -- One message (a cost hook's price) cannot be split.
-        assert.equals("the push costs 12, more than the tenant's burst of "
-                      .. "10: no retry can pass it, and one message cannot "
-                      .. "be split", rate.over_burst(12, 10, 1))
+                      .. "second", rate.over_rate(5, 5, 10))
+        assert.equals("the tenant is over its rate of 5 messages per "
+                      .. "second; this push costs 12, more than its burst "
+                      .. "of 10: it passes from a full bucket",
+                      rate.over_rate(5, 12, 10))
     end)
 
     it("lets a cost of nothing through, even in debt", function()

@@ -77,11 +77,13 @@ describe("ephd.verdict", function()
         assert.equals("rate_limited", code)
         assert.equals("rate", rung)
         assert.matches("over its rate of 100", message)
-        code, rung, message = judge:decide(push(FREE, 201), 60000)
+        -- Above the burst: from a full bucket it passes, into debt.
+        assert.is_nil(judge:decide(push(FREE, 201), 60000))
+        code, rung, message = judge:decide(push(FREE, 201), 61000)
         assert.equals("rate_limited", code)
-        assert.matches("split it", message)
-        -- A second later, a second's worth.
-        assert.is_nil(judge:decide(push(FREE, 100), 61000))
+        assert.matches("costs 201, more than its burst of 200", message)
+        -- A second later, a second's worth less the debt.
+        assert.is_nil(judge:decide(push(FREE, 99), 61000))
     end)
 
     it("keeps buckets and limits of its own, never the live ones", function()
