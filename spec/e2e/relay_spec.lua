@@ -651,6 +651,52 @@ describe("the relay", function()
         assert.equals(1, a:metric(rehashed))
     end)
 
+    it("serves at the edge a request whose owner answered owner_moved "
+       .. "when the edge's own view now gives the partition to itself",
+       function()
+        local a = daemon.start({ db = true, env = ENV })
+        local fake
+        finally(function()
+            if fake then os.execute("kill " .. fake) end
+            a:stop()
+        end)
+        -- A second member that answers what it is sent owner_moved once it
+        -- has left the cell: a's re-hash then names a itself.
+        local id, port = "f00000000000001f", daemon.free_port()
+        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
+            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
+                     .. id .. "'")
+        local p = io.popen("luajit " .. helper.root
+                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
+                           .. quote(leave) .. " 1 http://127.0.0.1:" .. a.port
+                           .. " >/dev/null 2>&1 & echo $!")
+        fake = p:read("*l")
+        p:close()
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
+                   .. port .. "', 4022250975, 600000)")
+        daemon.wait_until("a to see the second member", function()
+            return a:cell().live == 2
+        end, 5)
+        local rehashed = 'queen_ephemeral_forwarded_total{route="push",'
+                         .. 'outcome="rehashed"} (%d+)'
+        local moved
+        for i = 1, 40 do
+            local part = "p-" .. i
+            local res = a:push("home", { "1" }, part)
+            -- The client never hears the owner_moved: a serves it.
+            assert.equals(201, res.status, res.body)
+            if a:metric(rehashed) > 0 then
+                moved = part
+                break
+            end
+        end
+        assert.truthy(moved, "the second member owned none of 40 partitions")
+        assert.equals(1, a:cell().live)
+        assert.equals(1, a:held("home")[moved])
+        assert.equals(1, a:metric(rehashed))
+    end)
+
     it("answers ephemeral_forward_failed within the relay's deadline when "
        .. "the owner accepts and never answers; a client that leaves "
        .. "cancels its relay", function()
