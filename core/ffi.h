@@ -257,10 +257,11 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
                          uint32_t taken);
 
 /* A request marked as relayed by a member of the cell (req->forward):
- * EPHD_OK and the tenant the edge established, when the mark carries this
- * broker's cell token and a tenant in the form the edge writes it (a
+ * EPHD_OK and the tenant the edge established, when the mark is signed
+ * with this broker's cell token for this request within its time bound
+ * (core/mark.h) and its tenant is in the form the edge writes it (a
  * lowercase UUID); EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED
- * without the token, and always at a broker without one. */
+ * otherwise, and always at a broker without a token. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
 /* A partition handed over by its old owner (core/transfer.h), sent with a

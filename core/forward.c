@@ -12,11 +12,12 @@
 #include "http.h"
 #include "id.h"
 #include "json.h"
+#include "log.h"
+#include "mark.h"
 #include "members.h"
 #include "op.h"
 #include "prom.h"
 #include "relay.h"
-#include "uuid.h"
 
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
@@ -43,7 +44,6 @@ static const char *const OUTCOME_NAMES[N_OUTCOMES] = {
 static uint64_t forwarded[EPHD_FORWARD_VERBS][N_OUTCOMES];
 
 static const char *token;
-static size_t token_len;
 /* A relayed push or ack is answered by its owner at once: this bounds the
  * wait for a peer that accepted the connection and does not answer (a
  * stopped process, a full loop). Past it the client hears
@@ -56,7 +56,13 @@ void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
                        size_t batch_bytes, ephd_forward_refund_fn fn) {
   relayed_batch_bytes = batch_bytes;
   token = cell_token;
-  token_len = cell_token ? strlen(cell_token) : 0;
+  /* Without libcrypto's HMAC no mark can be made or checked: this broker
+   * then neither relays nor trusts one, as without a token. */
+  if (ephd_mark_init(cell_token) != 0) {
+    ephd_log("error", "mark_unavailable", "msg",
+             "libcrypto gave no HMAC-SHA256: the cell token is ignored", NULL);
+    token = NULL;
+  }
   answer_timeout_ms = timeout_ms;
   refund = fn;
 }
@@ -70,7 +76,11 @@ size_t ephd_forward_batch_bytes(const ephd_request_t *req) {
 }
 
 /* One relayed request: what a second send needs (the request's own bytes
- * live only during its dispatch), in one allocation. */
+ * live only during its dispatch), in one allocation, which is the only
+ * copy of its body (the relay writes it from here) and is counted as the
+ * client's bytes while held (ephd_deferred_account), its answer too while
+ * the relay reads it: a slow owner holds the client budget, not memory
+ * nobody bounds. */
 typedef struct {
   ephd_deferred_t *deferred;
   ephd_relay_t *relay; /* NULL while no send is pending */
@@ -80,16 +90,16 @@ typedef struct {
   uint32_t taken;      /* the rate a push was charged at this edge */
   uint64_t timeout_ms; /* the relay's deadline for each send */
   uint64_t owner;      /* the member it was last sent to */
+  size_t size;         /* of the allocation */
   size_t target_len, headers_len, body_len, tenant_len, queue_len,
       partition_len;
-  char bytes[]; /* target, headers, body, tenant, queue, partition */
+  char bytes[]; /* target, headers (signed at each send), body, tenant,
+                   queue, partition */
 } forward_t;
 
-static const char *f_headers(const forward_t *f) {
-  return f->bytes + f->target_len;
-}
+static char *f_headers(forward_t *f) { return f->bytes + f->target_len; }
 static const char *f_body(const forward_t *f) {
-  return f_headers(f) + f->headers_len;
+  return f->bytes + f->target_len + f->headers_len;
 }
 static const char *f_tenant(const forward_t *f) {
   return f_body(f) + f->body_len;
@@ -103,17 +113,39 @@ static const char *f_partition(const forward_t *f) {
 
 static void on_answer(void *data, int result, const ephd_relay_response_t *res);
 
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+static const char MARKED_CT[] = "Content-Type: application/json\r\n";
+
+/* The owner's answer, as the relay reads it, is the client's too. */
+static void on_answer_bytes(void *data, size_t bytes) {
+  forward_t *f = data;
+  if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
+}
+
+/* Sends f to owner, its mark signed now: a request sent again after a
+ * long park is not refused for its first send's time. */
 static int send_to(forward_t *f, const ephd_member_t *owner) {
   ephd_relay_peer_t *peer = ephd_relay_peer(owner->address);
   if (peer == NULL) return EPHD_RELAY_E_INVALID;
+  ephd_slice_t method = f->verb == EPHD_FORWARD_POP ? (ephd_slice_t){"GET", 3}
+                                                    : (ephd_slice_t){"POST", 4};
+  char *h = f_headers(f);
+  if (f->body_len) h = put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
+  ephd_mark_write(h, f_tenant(f), f->tenant_len, method,
+                  (ephd_slice_t){f->bytes, f->target_len}, f->body_len);
   ephd_relay_request_t rq = {
-      .method = f->verb == EPHD_FORWARD_POP ? (ephd_slice_t){"GET", 3}
-                                            : (ephd_slice_t){"POST", 4},
+      .method = method,
       .target = {f->bytes, f->target_len},
       .headers = {f_headers(f), f->headers_len},
       .body = {f_body(f), f->body_len},
       .timeout_ms = f->timeout_ms,
       .parks = f->parks,
+      .borrows = 1,
+      .answer_bytes = on_answer_bytes,
   };
   f->owner = owner->id;
   return ephd_relay_send(peer, &rq, on_answer, f, &f->relay);
@@ -169,18 +201,21 @@ static int says_owner_moved(const ephd_relay_response_t *res) {
 
 /* owner_moved: the owner's view and ours differ. Once, and only when our
  * own view now names another member than the one asked, send there;
- * otherwise the client has the 503 and its Retry-After. An owner that is
- * now this broker is not served here: the request's operation was read
- * for a relay, and the client's retry lands on the right broker. */
+ * otherwise (the same owner) the client has the 503 and its Retry-After.
+ * An owner that is now this broker is sent to as any other, through its
+ * own listener: the request's operation here was read for a relay and is
+ * spent, and the marked copy is served as a member's relay is (its ladder
+ * already run, its rate already charged), so the client sees one answer. */
 static int rehash(forward_t *f) {
   /* An ack went where its ids' epoch said, which no view changes. */
   if (f->rehashed || f->verb == EPHD_FORWARD_ACK) return 0;
   const ephd_view_t *v = ephd_members_view();
-  if (v->count < 2) return 0;
   const ephd_member_t *owner =
-      ephd_placement_owner(v, f_tenant(f), f->tenant_len, f_queue(f),
-                           f->queue_len, f_partition(f), f->partition_len);
-  if (owner == &v->members[v->self] || owner->id == f->owner) return 0;
+      v->count > 1
+          ? ephd_placement_owner(v, f_tenant(f), f->tenant_len, f_queue(f),
+                                 f->queue_len, f_partition(f), f->partition_len)
+          : &v->members[v->self];
+  if (owner->id == f->owner) return 0;
   f->rehashed = 1;
   return send_to(f, owner) == 0;
 }
@@ -235,28 +270,20 @@ static const ephd_deferred_ops_t FORWARDED = {
     .stop = on_stop,
 };
 
-static char *put(char *p, const char *s, size_t n) {
-  memcpy(p, s, n);
-  return p + n;
-}
-
-static const char MARKED_CT[] = "Content-Type: application/json\r\n";
-static const char MARK[] = "X-Queen-Forward: ";
-
 size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
                                 const char *extra_query, ephd_marked_t *m) {
   size_t extra = extra_query ? 1 + strlen(extra_query) : 0;
   m->target_len =
       req->path.len + (req->query.len ? 1 + req->query.len : 0) + extra;
-  m->headers_len = (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + sizeof(MARK) -
-                   1 + token_len + 1 + tenant_len + 2;
+  m->headers_len =
+      (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + ephd_mark_size(tenant_len);
   m->body_len = req->body.len;
   return m->target_len + m->headers_len + m->body_len;
 }
 
-char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
-                                const char *extra_query, const char *tenant,
-                                size_t tenant_len) {
+/* The target as sent: path, query, and extra_query after them. */
+static char *write_target(char *p, const ephd_request_t *req,
+                          const char *extra_query) {
   p = put(p, req->path.ptr, req->path.len);
   if (req->query.len) {
     *p++ = '?';
@@ -266,17 +293,22 @@ char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
     *p++ = req->query.len ? '&' : '?';
     p = put(p, extra_query, strlen(extra_query));
   }
+  return p;
+}
+
+char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
+                                const char *extra_query, const char *tenant,
+                                size_t tenant_len) {
+  char *target = p;
+  p = write_target(p, req, extra_query);
+  ephd_slice_t t = {target, (size_t)(p - target)};
   if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
-  p = put(p, MARK, sizeof(MARK) - 1);
-  p = put(p, token, token_len);
-  *p++ = ' ';
-  p = put(p, tenant, tenant_len);
-  p = put(p, "\r\n", 2);
+  p = ephd_mark_write(p, tenant, tenant_len, req->method, t, req->body.len);
   return put(p, req->body.ptr, req->body.len);
 }
 
-/* The request as it will be sent again (ephd_forward_write_marked), and
- * the key placement hashed. */
+/* The request as it will be sent again (its headers written at each
+ * send), and the key placement hashed. */
 static forward_t *forward_new(const ephd_request_t *req,
                               ephd_forward_verb_t verb, uint64_t park_ms,
                               uint32_t taken, const char *tenant,
@@ -297,23 +329,32 @@ static forward_t *forward_new(const ephd_request_t *req,
              queue.len + partition.len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
+  f->deferred = NULL;
   f->relay = NULL;
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
   f->taken = taken;
   f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
+  f->size = sizeof(*f) + n;
   f->target_len = m.target_len;
   f->headers_len = m.headers_len;
   f->body_len = m.body_len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = ephd_forward_write_marked(f->bytes, req, extra, tenant, tenant_len);
+  char *p = write_target(f->bytes, req, extra) + m.headers_len;
+  p = put(p, req->body.ptr, req->body.len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
   put(p, partition.ptr, partition.len);
   return f;
+}
+
+/* Holds the request for f, its bytes counted as its client's. */
+static void hold(const ephd_request_t *req, forward_t *f) {
+  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  ephd_deferred_account(f->deferred, f->size);
 }
 
 int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
@@ -346,7 +387,7 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
     fail(c, rc);
     return EPHD_RELAYED;
   }
-  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  hold(req, f);
   return EPHD_RELAYED;
 }
 
@@ -604,13 +645,16 @@ static ack_split_t *split_new(const ephd_view_t *view,
   return sp;
 }
 
-/* The mark's headers, as forward_new writes them, for a JSON body. */
-static void mark_headers(ephd_buf_t *b, const char *tenant, size_t tenant_len) {
-  ephd_buf_appends(b, "Content-Type: application/json\r\nX-Queen-Forward: ");
-  ephd_buf_append(b, token, token_len);
-  ephd_buf_append(b, " ", 1);
-  ephd_buf_append(b, tenant, tenant_len);
-  ephd_buf_append(b, "\r\n", 2);
+/* A part's headers: a JSON body, and the mark signed for it. */
+static void mark_headers(ephd_buf_t *b, ephd_slice_t target, const char *tenant,
+                         size_t tenant_len, size_t body_len) {
+  b->len = 0;
+  ephd_buf_appends(b, MARKED_CT);
+  char *at = ephd_buf_reserve(b, ephd_mark_size(tenant_len));
+  b->len =
+      (size_t)(ephd_mark_write(at, tenant, tenant_len,
+                               (ephd_slice_t){"POST", 4}, target, body_len) -
+               b->base);
 }
 
 static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
@@ -634,13 +678,13 @@ static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
   ephd_buf_t headers, body;
   ephd_buf_init(&headers);
   ephd_buf_init(&body);
-  mark_headers(&headers, tenant, tenant_len);
   for (uint32_t k = 0; k < sp->parts; k++) {
     ack_part_t *part = &sp->part[k];
     part->split = sp;
     part->relay = NULL;
     body.len = 0;
     part_body(&body, scan, acks, sp, k);
+    mark_headers(&headers, req->path, tenant, tenant_len, body.len);
     ephd_relay_peer_t *peer =
         ephd_relay_peer(view->members[member_of_part[k]].address);
     ephd_relay_request_t rq = {
@@ -703,25 +747,14 @@ int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
     fail(ephd_http_conn(req), rc);
     return EPHD_RELAYED;
   }
-  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  hold(req, f);
   return EPHD_RELAYED;
 }
 
-/* "<token> <tenant>": the token compared in time that does not depend on
- * where the first difference is. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
-  const char *m = req->forward.ptr;
-  size_t len = req->forward.len;
-  if (token == NULL || len <= token_len || m[token_len] != ' ')
-    return EPHD_E_REFUSED;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token_len; i++)
-    diff |= (unsigned char)(m[i] ^ token[i]);
-  if (diff != 0) return EPHD_E_REFUSED;
-  tenant->ptr = m + token_len + 1;
-  tenant->len = len - token_len - 1;
-  return ephd_uuid_canonical(tenant->ptr, tenant->len) ? EPHD_OK
-                                                       : EPHD_E_BAD_REQUEST;
+  if (token == NULL) return EPHD_E_REFUSED;
+  return ephd_mark_verify(req->forward, req->method, req->path, req->query,
+                          req->body.len, tenant);
 }
 
 void ephd_forward_metrics(ephd_buf_t *o) {

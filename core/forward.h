@@ -5,10 +5,11 @@
  * is trusted only with the cell token, and refused as owner_moved when this
  * broker's view gives its partition to another member.
  *
- * The mark is one header, "X-Queen-Forward: <cell token> <tenant>": the
- * edge ran the whole ladder (kill switch, identity, grant, shape, rate), so
- * the owner takes the tenant from it and runs none of identity, grant or
- * rate again; it still checks the queue's bounds and budgets at commit.
+ * The mark (core/mark.h) is one header carrying the tenant, signed with
+ * the cell token for the request and the time: the edge ran the whole
+ * ladder (kill switch, identity, grant, shape, rate), so the owner takes the
+ * tenant from it and runs none of identity, grant or rate again; it still
+ * checks the queue's bounds and budgets at commit.
  *
  * Nothing here runs in a cell of one: callers look at the view's count
  * first, and without a cell token a broker never relays. */

@@ -10,6 +10,7 @@
 #include "http.h"
 #include "list.h"
 #include "log.h"
+#include "mark.h"
 #include "op.h"
 #include "prom.h"
 #include "relay.h"
@@ -252,12 +253,14 @@ static int hand_over(const ephd_member_t *owner, const char *tenant,
   }
   *budget -= j->body.len;
   snprintf(j->address, sizeof(j->address), "%s", owner->address);
-  ephd_buf_appends(&j->headers, "X-Queen-Forward: ");
-  ephd_buf_appends(&j->headers, token);
-  ephd_buf_append(&j->headers, " ", 1);
-  ephd_buf_append(&j->headers, tenant, tenant_len);
+  char *mark = ephd_buf_reserve(&j->headers, ephd_mark_size(tenant_len));
+  j->headers.len =
+      (size_t)(ephd_mark_write(
+                   mark, tenant, tenant_len, (ephd_slice_t){"POST", 4},
+                   (ephd_slice_t){TARGET, sizeof(TARGET) - 1}, j->body.len) -
+               j->headers.base);
   ephd_buf_appends(&j->headers,
-                   "\r\nContent-Type: " EPHD_TRANSFER_MEDIA_TYPE "\r\n");
+                   "Content-Type: " EPHD_TRANSFER_MEDIA_TYPE "\r\n");
   ephd_list_append(&queued, &j->link);
   return 0;
 }

@@ -207,6 +207,7 @@ int main(int argc, char **argv) {
       .resolve_ttl_ms = s.relay_resolve_ttl_ms,
       .max_header_bytes = s.max_header_bytes,
       .max_response_bytes = 2 * s.max_body_bytes + s.max_header_bytes,
+      .max_peer_bytes = s.relay_max_peer_bytes,
   };
   ephd_relay_init(loop, &relay_limits);
   ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,

@@ -47,8 +47,13 @@ struct ephd_relay {
   int head;    /* a HEAD request: its answer has no body */
   int retried;
   int addrs_tried;
+  void (*answer_bytes)(void *data, size_t bytes);
+  size_t answer_cap; /* what answer_bytes was last told */
+  size_t total;      /* len and the body's: what the peer's bytes count */
+  const char *body;  /* a borrowed body, written after bytes; or NULL */
+  size_t body_len;
   size_t len;
-  char bytes[]; /* the whole request as written */
+  char bytes[]; /* the request as written (its body unless borrowed) */
 };
 
 struct conn {
@@ -94,6 +99,7 @@ struct ephd_relay_peer {
   ephd_list_t active;
   ephd_list_t failing;
   uint32_t busy[NLANES];
+  size_t bytes;     /* of its requests not done: max_peer_bytes */
   ephd_list_t idle; /* newest first */
   uv_timer_t idle_timer;
   int refs; /* its timer and a resolution in progress */
@@ -195,6 +201,8 @@ static void detach(ephd_relay_t *r) {
       ephd_list_remove(&p->failing, &r->link);
       break;
   }
+  p->bytes -= r->total;
+  stats.bytes -= r->total;
   if (r->conn) conn_close(r->conn);
   r->state = R_DONE;
   uv_close((uv_handle_t *)&r->timer, on_request_closed);
@@ -345,9 +353,11 @@ static int conn_send(conn_t *c, ephd_relay_t *r) {
   c->header_bytes = 0;
   c->got_bytes = 0;
   c->in.len = 0;
-  uv_buf_t b = uv_buf_init(r->bytes, (unsigned)r->len);
+  uv_buf_t b[2] = {uv_buf_init(r->bytes, (unsigned)r->len),
+                   uv_buf_init((char *)r->body, (unsigned)r->body_len)};
   c->write.data = c;
-  int rc = uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+  int rc =
+      uv_write(&c->write, (uv_stream_t *)&c->tcp, b, r->body ? 2 : 1, on_write);
   if (rc == 0) c->writing = 1;
   return rc;
 }
@@ -361,6 +371,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   char *at = ephd_buf_reserve(&c->in, 16384);
   *buf = uv_buf_init(at, (unsigned)(c->in.cap - c->in.len));
+  ephd_relay_t *r = c->req;
+  if (r->answer_bytes && r->answer_cap != c->in.cap) {
+    r->answer_cap = c->in.cap;
+    r->answer_bytes(r->data, c->in.cap);
+  }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -866,6 +881,7 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
     stats.failures[-EPHD_RELAY_E_QUEUE_FULL]++;
     return EPHD_RELAY_E_QUEUE_FULL;
   }
+  size_t copied = req->borrows ? 0 : req->body.len;
   char digits[24];
   int nd = 0;
   uint64_t v = req->body.len;
@@ -877,7 +893,16 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
                     length[] = "\r\nContent-Length: ";
   size_t len = req->method.len + 1 + req->target.len + sizeof(version) - 1 +
                strlen(p->authority) + sizeof(length) - 1 + (size_t)nd + 2 +
-               req->headers.len + 2 + req->body.len;
+               req->headers.len + 2 + copied;
+  size_t total = len + req->body.len;
+  /* A peer that does not answer holds what was sent it: bounded by its
+   * bytes, not only by its queue's count (24 pushes of 12 MiB fit any
+   * count). One request is always taken, however large. */
+  if (limits.max_peer_bytes && p->bytes &&
+      p->bytes + total > limits.max_peer_bytes) {
+    stats.failures[-EPHD_RELAY_E_PEER_BYTES]++;
+    return EPHD_RELAY_E_PEER_BYTES;
+  }
   ephd_relay_t *r = malloc(sizeof(*r) + len);
   if (r == NULL) {
     stats.failures[-EPHD_RELAY_E_INVALID]++;
@@ -895,8 +920,16 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
   at = put(at, "\r\n", 2);
   if (req->headers.len) at = put(at, req->headers.ptr, req->headers.len);
   at = put(at, "\r\n", 2);
-  if (req->body.len) at = put(at, req->body.ptr, req->body.len);
+  if (copied) at = put(at, req->body.ptr, copied);
+  if (req->borrows && req->body.len) {
+    r->body = req->body.ptr;
+    r->body_len = req->body.len;
+  }
   r->len = len;
+  r->total = total;
+  r->answer_bytes = req->answer_bytes;
+  p->bytes += total;
+  stats.bytes += total;
   r->peer = p;
   r->cb = cb;
   r->data = data;
@@ -967,6 +1000,7 @@ static const char *const kind_names[EPHD_RELAY_NKINDS] = {
     [-EPHD_RELAY_E_QUEUE_FULL] = "queue_full",
     [-EPHD_RELAY_E_STOPPING] = "stopping",
     [-EPHD_RELAY_E_INVALID] = "invalid",
+    [-EPHD_RELAY_E_PEER_BYTES] = "peer_bytes",
 };
 
 const char *ephd_relay_kind_name(int kind) {

@@ -46,9 +46,10 @@ enum {
   EPHD_RELAY_E_TOO_LARGE = -8,       /* headers or body past the limits */
   EPHD_RELAY_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
   EPHD_RELAY_E_STOPPING = -10,       /* close_all, or send after it */
-  EPHD_RELAY_E_INVALID = -11 /* refused by send: bad arguments, no memory */
+  EPHD_RELAY_E_INVALID = -11,   /* refused by send: bad arguments, no memory */
+  EPHD_RELAY_E_PEER_BYTES = -12 /* refused by send: max_peer_bytes */
 };
-#define EPHD_RELAY_NKINDS 12 /* OK and every -kind above */
+#define EPHD_RELAY_NKINDS 13 /* OK and every -kind above */
 
 typedef struct {
   uint32_t max_conns;        /* short requests in flight, per peer */
@@ -59,6 +60,10 @@ typedef struct {
   uint64_t resolve_ttl_ms;   /* a peer's name is resolved again after this */
   size_t max_header_bytes;   /* status line and headers of a response */
   size_t max_response_bytes; /* its body, after chunked decoding */
+  /* The bytes of the requests a peer has not answered yet (waiting, and
+   * in flight), so a slow peer cannot hold more than this of the
+   * broker's memory; one request is always taken. 0: no bound. */
+  size_t max_peer_bytes;
 } ephd_relay_limits_t;
 
 /* The defaults: a short lane wide enough for a loop's worth of relayed
@@ -74,7 +79,8 @@ typedef struct {
   {                                                                          \
     .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \
     .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,                       \
-    .max_header_bytes = 65536, .max_response_bytes = 67108864                \
+    .max_header_bytes = 65536, .max_response_bytes = 67108864,               \
+    .max_peer_bytes = 134217728                                              \
   }
 
 typedef struct ephd_relay_peer ephd_relay_peer_t;
@@ -83,7 +89,10 @@ typedef struct ephd_relay ephd_relay_t;
 /* One request. method and target are sent as given; headers is a block of
  * whole "Name: value\r\n" lines added after Host and Content-Length (which
  * the relay writes); body may be empty. Everything is copied once, into
- * the request's own buffer, before send returns. */
+ * the request's own buffer, before send returns, except a borrowed body:
+ * that one is written from where it is, and must stay there until the
+ * callback runs or the request is cancelled (a relayed push is held by
+ * its edge anyway: a copy here doubled what a slow owner cost). */
 typedef struct {
   ephd_slice_t method;
   ephd_slice_t target; /* origin form: /path?query */
@@ -91,6 +100,11 @@ typedef struct {
   ephd_slice_t body;
   uint64_t timeout_ms; /* from send to the whole answer; at least 1 */
   int parks;           /* the peer may hold it: the parking lane */
+  int borrows;         /* the body is the caller's, not copied */
+  /* Told the bytes the answer's buffer holds each time they change while
+   * it is read, so the asker can count them as its own (the client budget
+   * counts a relayed answer before it is passed back). NULL: nobody is. */
+  void (*answer_bytes)(void *data, size_t bytes);
 } ephd_relay_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
@@ -125,6 +139,7 @@ typedef struct {
   uint64_t connections_open; /* now: connecting, busy and idle */
   uint64_t in_flight;        /* now: requests holding a connection */
   uint64_t queued;           /* now: requests waiting for one */
+  uint64_t bytes;            /* now: the bytes of requests not answered */
   uint64_t latency_ns_sum;   /* send to answer, over the responses */
   uint64_t latency_count;
   /* The responses by latency: [i] those within bound i and above bound
@@ -142,7 +157,7 @@ void ephd_relay_init(uv_loop_t *loop, const ephd_relay_limits_t *limits);
  * does not parse, or while stopping. Peers live until close_all. */
 ephd_relay_peer_t *ephd_relay_peer(const char *address);
 /* Queues req to peer; 0 and *out set, or a negative kind (QUEUE_FULL,
- * STOPPING, INVALID) and cb is never called. */
+ * PEER_BYTES, STOPPING, INVALID) and cb is never called. */
 int ephd_relay_send(ephd_relay_peer_t *peer, const ephd_relay_request_t *req,
                     ephd_relay_cb cb, void *data, ephd_relay_t **out);
 /* The asker went away: cb will not be called. A queued request is dropped;

@@ -252,8 +252,8 @@ static ephd_slice_t S(const char *s) {
 /* Sends GET target as request i; returns send's result. */
 static int go_as(ephd_relay_peer_t *p, int i, const char *target,
                  uint64_t timeout_ms, int parks) {
-  ephd_relay_request_t req = {S("GET"), S(target),  S(""),
-                              S(""),    timeout_ms, parks};
+  ephd_relay_request_t req = {S("GET"),   S(target), S(""), S(""),
+                              timeout_ms, parks,     0,     NULL};
   return ephd_relay_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -345,7 +345,9 @@ TEST_IMPL(relay_request_response) {
                               S("x-queen-tenant: t1\r\nX-Mark: m\r\n"),
                               S("{\"a\":1}"),
                               5000,
-                              0};
+                              0,
+                              0,
+                              NULL};
   ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
   RUN_UNTIL(res[0].calls);
@@ -392,7 +394,8 @@ static ephd_relay_peer_t *chain_peer;
 static void on_chain(void *data, int kind, const ephd_relay_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_RELAY_OK && --chain_left > 0) {
-    ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
+    ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
+                                0,        NULL};
     ephd_relay_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -411,7 +414,8 @@ TEST_IMPL(relay_keep_alive_reuse) {
   }
   chain_peer = p;
   chain_left = 10;
-  ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
+  ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
+                              0,        NULL};
   ASSERT_EQ(ephd_relay_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -846,7 +850,8 @@ TEST_IMPL(relay_close_all_pending) {
   ephd_relay_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_relay_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000, 0};
+  ephd_relay_request_t req = {S("GET"), S("/hold"), S(""), S(""),
+                              5000,     0,          0,     NULL};
   ASSERT_EQ(ephd_relay_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -873,6 +878,37 @@ TEST_IMPL(relay_close_all_pending) {
   close(fds[0]);
   close(fds[1]);
   ASSERT_EQ(uv_loop_close(&loop), 0);
+  return 0;
+}
+
+/* A borrowed body is written from the caller's bytes, and what a peer has
+ * not answered is bounded in bytes: past max_peer_bytes a send is refused
+ * at once, one request always taken. */
+TEST_IMPL(relay_borrowed_body_and_peer_bytes) {
+  defaults();
+  lim.max_peer_bytes = 300;
+  ephd_relay_peer_t *p = start();
+  ASSERT(p != NULL);
+  char body[200];
+  memset(body, 'b', sizeof(body));
+  ephd_relay_request_t req = {
+      S("POST"), S("/echo"), S(""), {body, sizeof(body)}, 5000, 0, 1, NULL};
+  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[0], &handles[0]), 0);
+  ASSERT(st()->bytes > sizeof(body));
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT(memmem(srv.last, strlen(srv.last), body, sizeof(body)) != NULL);
+  ASSERT_EQ(st()->bytes, 0);
+  req.target = S("/hold");
+  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[2], &handles[2]),
+            EPHD_RELAY_E_PEER_BYTES);
+  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_PEER_BYTES], 1);
+  ephd_relay_cancel(handles[1]);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[2], &handles[2]), 0);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[2].kind, EPHD_RELAY_E_STOPPING);
   return 0;
 }
 
@@ -904,7 +940,7 @@ TEST_IMPL(relay_refuses_unusable_requests) {
   defaults();
   ephd_relay_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_relay_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0};
+  ephd_relay_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0, 0, NULL};
   ephd_relay_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;

@@ -90,7 +90,8 @@ local RELAYED = { push = true, pop = true, ack = true, reset = true,
 local mark_tenant = ffi.new("ephd_slice_t")
 
 -- A request relayed by a member of the cell carries the forward mark: the
--- cell token and the tenant the edge established, having run the whole
+-- tenant the edge established, signed with the cell token (core/mark.h),
+-- having run the whole
 -- ladder. Trusted, it stands for identity, grant and rate, all charged at
 -- the edge; untrusted, it is a credential this broker does not know, so
 -- unauthorized (401), whatever else the request carries: nobody skips the
@@ -98,8 +99,8 @@ local mark_tenant = ffi.new("ephd_slice_t")
 local function forwarded(ctx)
     local rc = C.ephd_ffi_forward_tenant(ctx.req, mark_tenant)
     if rc == C.EPHD_E_REFUSED then
-        return "the forward mark does not carry this cell's token", nil,
-               "unauthorized"
+        return "the forward mark is not signed with this cell's token for "
+               .. "this request, or has expired", nil, "unauthorized"
     elseif rc ~= C.EPHD_OK then
         return "the forward mark's tenant must be a lowercase UUID", nil,
                "unauthorized"

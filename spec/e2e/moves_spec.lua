@@ -4,6 +4,7 @@
 -- is emptied where it was (the loss contract), its old ids answer stale,
 -- and the drop is counted.
 local daemon = require("e2e.daemon")
+local mark = require("e2e.mark")
 
 local TOKEN = "moves-spec-cell-token-0123456789"
 local function env(extra)
@@ -76,6 +77,10 @@ describe("ownership moves", function()
         end
         local two = "ephd-transfer 1\n1 1 2 1\nqp\n0 1\n1\n0 1\n2\n"
                     .. "1 1 0\ng\n"
+        local function signed(body)
+            return mark.sign(TOKEN, tenant, "POST",
+                             "/api/v1/ephemeral/handover", #body)
+        end
         -- Unmarked: refused, as any route refuses a body it does not take
         -- (400), and forbidden even when the body claims to be JSON.
         local res = hand(two, nil)
@@ -86,10 +91,10 @@ describe("ownership moves", function()
         assert.equals("forbidden", res.json.code)
         res = hand(two, "not-the-token-at-all " .. tenant)
         assert.equals(401, res.status, res.body)
-        res = hand("ephd-transfer 1\n", TOKEN .. " " .. tenant)
+        res = hand("ephd-transfer 1\n", signed("ephd-transfer 1\n"))
         assert.equals(400, res.status, res.body)
         assert.equals("ephemeral_bad_request", res.json.code)
-        res = hand(two, TOKEN .. " " .. tenant)
+        res = hand(two, signed(two))
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         -- g had been given the first: it is given the second only.
@@ -101,7 +106,7 @@ describe("ownership moves", function()
         -- At maxLength 2 with reject, a hand-over is still taken whole:
         -- its messages were admitted under their old owner's share of the
         -- queue. The next push meets the bound.
-        res = hand(two, TOKEN .. " " .. tenant)
+        res = hand(two, signed(two))
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         res = a:push("q", { "3" }, "p", { ["x-queen-tenant"] = tenant })
