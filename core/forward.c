@@ -9,6 +9,7 @@
 
 #include "ack_result.h"
 #include "errors.h"
+#include "handover.h"
 #include "http.h"
 #include "id.h"
 #include "json.h"
@@ -378,6 +379,10 @@ int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
            "this broker does not own the partition; retry soon");
     return EPHD_RELAYED;
   }
+  /* A hand-over of the partition still here goes first, so the owner
+   * merges it before serving this. */
+  ephd_handover_flush(tenant, tenant_len, queue.ptr, queue.len, partition.ptr,
+                      partition.len);
   forward_t *f = forward_new(req, verb, park_ms, taken, tenant, tenant_len,
                              queue, partition);
   int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;

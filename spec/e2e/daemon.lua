@@ -54,11 +54,12 @@ function _M.forget_declarations()
 end
 
 -- opts.env: extra environment, opts.args: extra flags, opts.db: connect
--- to the private cluster (or to opts.db when it is a URL).
+-- to the private cluster (or to opts.db when it is a URL), opts.port: this
+-- port (a broker started again where one stopped) rather than a free one.
 function _M.start(opts)
     opts = opts or {}
     local self = setmetatable({}, _M)
-    self.port = free_port()
+    self.port = opts.port or free_port()
     if opts.db then
         local url = opts.db == true and _M.database_url or opts.db
         opts.args = opts.args or {}
