@@ -48,7 +48,8 @@ bench/chaos [options] [SCENARIO...]
                      the load goes on until the fault is over
   --rate N           messages pushed per second (default 500)
   --seed N           random seed (default: the time); run k uses seed + k
-  --pg-down S        seconds PostgreSQL is down in pg-down (default 10)
+  --pg-down S        seconds PostgreSQL is down in pg-down (default 10,
+                     5 with --short)
   --ttl-ms N         QUEEN_EPHEMERAL_MEMBER_TTL_MS (default 2000)
   --lease-s N        QUEEN_EPHEMERAL_LEASE_S (default 2)
   --report DIR       where the JSON reports and broker logs go
@@ -67,7 +68,7 @@ local ALL = { "none", "rolling", "rolling-gap", "two-term", "join", "kill9",
               "sigstop", "pg-down" }
 local SHORT = { "rolling", "two-term", "join", "kill9", "pg-down" }
 
-local opt = { rate = 500, pg_down = 10, ttl_ms = 2000, lease_s = 2,
+local opt = { rate = 500, ttl_ms = 2000, lease_s = 2,
               seed = math.floor(now()) % 100000 }
 local chosen = {}
 do
@@ -92,11 +93,11 @@ do
         else chosen[#chosen + 1] = a end
         i = i + 1
     end
-    for _, k in ipairs({ "repeat", "duration", "rate", "seed", "pg_down",
-                         "ttl_ms", "lease_s" }) do
-        if opt[k] == nil and k ~= "repeat" and k ~= "duration" then usage(2) end
+    for _, k in ipairs({ "rate", "seed", "ttl_ms", "lease_s" }) do
+        if opt[k] == nil then usage(2) end
     end
     opt.duration = opt.duration or (opt.short and 8 or 20)
+    opt.pg_down = opt.pg_down or (opt.short and 5 or 10)
     opt["repeat"] = opt["repeat"] or (opt.short and 1 or 3)
     opt.report = opt.report or (BUILD .. "/chaos")
     if not (ROOT and PG_DIR and DB_URL) then
@@ -466,8 +467,17 @@ function Broker:events()
     local text = f and f:read("*a") or ""
     if f then f:close() end
     local counts = {}
-    for ev in text:gmatch(" event=([%w_]+)") do
-        counts[ev] = (counts[ev] or 0) + 1
+    for line in text:gmatch("[^\n]+") do
+        local ev = line:match(" event=([%w_]+)")
+        if ev then
+            counts[ev] = (counts[ev] or 0) + 1
+            -- A member judged dead (past its TTL) or gone (its row deleted).
+            local why = ev == "member_left" and line:match(" reason=(%w+)")
+            if why then
+                ev = ev .. "_" .. why
+                counts[ev] = (counts[ev] or 0) + 1
+            end
+        end
     end
     return counts
 end
@@ -851,6 +861,13 @@ local function run_scenario(scenario, k, seed)
     r.load_s, r.fault, r.harness_failures = t_load, books.fault, failures
     r.events, r.errors = events, books.errors
     r.pushes, r.messages = #books.pushes, next_payload - 1
+    -- The database going away is not the death of the members: a member
+    -- left (judged unseen, or its row collected) while nobody stopped is
+    -- the cell splitting.
+    if scenario == "pg-down" and (events.member_left or 0) > 0 then
+        r.violations.split = events.member_left
+        r.violations_total = r.violations_total + events.member_left
+    end
     r.pass = r.lost_total == 0 and r.violations_total == 0 and #failures == 0
     return r, dir
 end
@@ -874,14 +891,15 @@ local function summary(r)
     return ("chaos %-11s run=%d seed=%d %s messages=%d ok=%d refused=%d"
             .. " uncertain=%d delivered=g1:%d,g2:%d lost=g1:%d,g2:%d"
             .. " allowed=%d phantom=%d violations=%d[%s] dup_allowed=[%s]"
-            .. " errors=[%s] wiped=%d handover_failed=%d load=%.0fs%s")
+            .. " errors=[%s] wiped=%d handover_failed=%d left=%d load=%.0fs%s")
         :format(r.scenario, r.run, r.seed, r.pass and "PASS" or "FAIL",
                 r.messages, r.answered_201, r.refused, r.uncertain,
                 r.delivered.g1, r.delivered.g2, r.lost.g1, r.lost.g2,
                 r.lost_allowed_total, r.phantom, r.violations_total,
                 table.concat(viol, ","), table.concat(dups, ","),
                 table.concat(errs, ","), r.events.partitions_wiped or 0,
-                r.events.handover_failed or 0, r.load_s,
+                r.events.handover_failed or 0,
+                r.events.member_left or 0, r.load_s,
                 #r.harness_failures > 0
                     and (" harness=[" .. table.concat(r.harness_failures, "; ")
                          .. "]") or "")
