@@ -8,27 +8,11 @@
 --
 -- What is written down: every push (its payloads, partition, broker and
 -- answer: 201 or the refusal's code), every delivery (id, group,
--- partition, payload, broker, and the times its pop was sent and answered)
--- and every ack outcome. What is judged, per message and group:
---
---   delivered   answered 201 and given to the group at least once
---   lost        answered 201 and never given to the group; "allowed" when
---               the loss contract covers it (a partition the kill -9
---               victim held when it died, pushed before it died)
---   phantom     delivered and never pushed (or on another partition)
---   refused     delivered though its push was refused with a code that
---               promises nothing was appended (not forward_failed, not a
---               broken connection: those may have been applied)
---   duplicate   given to the group again; allowed after an ack answered
---               stale, unknown or redelivered, a lease left to expire, or
---               an ack that failed. Violations, judged by causality only
---               (the order of sends and answers in this one process):
---               delivered_after_ack: its pop was sent after an ack of an
---                 earlier delivery was answered acked;
---               lease_twice: its pop was sent after an earlier delivery's
---                 pop was answered and answered before that delivery's
---                 ack (later answered acked) was sent;
---               double_completed: two acks of it answered acked.
+-- partition, payload, broker, and when its pop was sent and answered) and
+-- every ack outcome; bench/chaos_books.lua judges them (lost, allowed,
+-- phantom, duplicates by cause). A scenario's own verdict: pg-down fails
+-- when any member left a view (the cell split). docs/reliability.md has
+-- the workload, the faults and the figures.
 --
 -- Usage: see usage() below, or bench/chaos --help.
 local socket = require("socket")
@@ -63,6 +47,7 @@ local ROOT = os.getenv("CHAOS_ROOT")
 local BUILD = os.getenv("CHAOS_BUILD") or "build"
 local PG_DIR = os.getenv("CHAOS_PG_DIR")
 local DB_URL = os.getenv("CHAOS_DB_URL")
+local PIDS = os.getenv("CHAOS_PIDS") -- each broker's pid, for the wrapper
 
 local ALL = { "none", "rolling", "rolling-gap", "two-term", "join", "kill9",
               "sigstop", "pg-down" }
@@ -410,6 +395,11 @@ function Broker:start()
     local p = io.popen(cmd)
     self.pid = tonumber(p:read("*l"))
     p:close()
+    if PIDS then
+        local f = assert(io.open(PIDS, "a"))
+        f:write(self.pid, " ", self.port, "\n")
+        f:close()
+    end
     self.state = "starting"
     local up = wait_for(function()
         if not self:alive() then return "dead" end
@@ -520,7 +510,6 @@ local function run_scenario(scenario, k, seed)
             local v = b:view()
             if not v then return false end
             ids[#ids + 1] = v.self.id
-            b.id = v.self.id
         end
         for _, b in ipairs(list) do
             local v = b:view()
@@ -554,7 +543,7 @@ local function run_scenario(scenario, k, seed)
     local load_done = false
     local failures = {} -- errors of the harness itself
 
-    -- The fault, run beside the load once a quarter of it is pushed.
+    -- The fault, run beside the load a quarter into its duration.
     local function fault()
         wait_for(function()
             return now() - t_start >= opt.duration / 4
