@@ -192,7 +192,7 @@ int main(int argc, char **argv) {
   ephd_handover_init(loop, &engine, s.cell_token, &handover_limits);
   ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
-                     s.database_url != NULL, s.member_ttl_ms);
+                     s.database_url != NULL, s.member_ttl_ms, s.cell_token);
   ephd_members_boot(2000);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
    * (ephd_forward_batch_bytes) plus its last delivery, itself at most one

@@ -1,6 +1,9 @@
 #include "members.h"
 
 #include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +22,12 @@ typedef struct {
 
 static uv_loop_t *loop;
 static ephd_engine_t *engine;
+static const char *token; /* the cell token: the rows' MAC key; NULL: none */
 static int database;
 static uint64_t ttl_ms;
 static ephd_member_t self;
 static char self_id[17], self_epoch[12], self_ttl[24];
+static char self_mac[65];
 
 /* The last read: every row, and the live ones as placement's view. Before
  * the first read, and for good without a database, both are this broker
@@ -37,6 +42,15 @@ static int ever_read, stale;
 static uv_timer_t beat_timer, leave_timer, boot_timer;
 static uint64_t beat_ms; /* when the beat in flight was sent */
 static int beating, taken_over, failing, boot_over;
+/* When a beat last failed (or could not be sent): the database has been
+ * reachable to this broker since, which bounds every age it is told. */
+static uint64_t failed_ms;
+static int ever_failed;
+
+/* The rows ignored at the last read, as hashes of their id and why, so
+ * each is logged once, not at every beat. */
+static uint64_t *ignored;
+static uint32_t nignored;
 static int leaving;
 static void (*on_left)(void);
 static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
@@ -56,28 +70,61 @@ static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
  * the port now, so the old row is certainly dead, and need not stay live
  * for its TTL. The outer SELECT reads the table as it was before the
  * statement, so the beat's row comes from its RETURNING and the collected
- * ones are left out by hand. */
+ * ones are left out by hand.
+ *
+ * An age counts only time the database could be reached: it is at most
+ * how long the database has been up (pg_postmaster_start_time) and how
+ * long this broker's beats have gone through without a failure ($6). Nobody
+ * can beat while the database is away, so after an outage every other row
+ * looks stale; it is a member's silence while it could have beaten that
+ * says it is dead, so each gets its TTL (and the collection window) of a
+ * reachable database again before it is judged.
+ *
+ * The table is read as anybody may have written it: a last_seen ahead of
+ * now() (a hand-written row, or the database's clock stepped back) is
+ * seen as just now and clamped to now(), so it ages out like any other
+ * rather than staying live for good; 'infinity', '-infinity' and NULL are
+ * ages, not errors (an interval from them is out of range, which failed
+ * the whole statement and froze every broker's view). */
 static const char BEAT_SQL[] =
-    "WITH beat AS ("
+    "WITH clock AS ("
+    " SELECT least($6::bigint, floor(extract(epoch FROM"
+    " now() - pg_postmaster_start_time()) * 1000)::bigint) AS up), "
+    "beat AS ("
     " INSERT INTO queen.ephemeral_members"
-    " (id, address, epoch, ttl_ms, last_seen)"
-    " VALUES ($1, $2, $3::bigint, $4::int, now())"
+    " (id, address, epoch, ttl_ms, mac, last_seen)"
+    " VALUES ($1, $2, $3::bigint, $4::int, nullif($7, ''), now())"
     " ON CONFLICT (id) DO UPDATE SET address = EXCLUDED.address,"
-    " epoch = EXCLUDED.epoch, ttl_ms = EXCLUDED.ttl_ms, last_seen = now()"
-    " RETURNING id, address, epoch, ttl_ms), "
+    " epoch = EXCLUDED.epoch, ttl_ms = EXCLUDED.ttl_ms, mac = EXCLUDED.mac,"
+    " last_seen = now()"
+    " RETURNING id, address, epoch, ttl_ms, mac), "
+    "seen AS ("
+    " SELECT id, address, epoch, ttl_ms, mac,"
+    " coalesce(last_seen > now(), false) AS ahead,"
+    " least((SELECT up FROM clock), CASE WHEN last_seen >= now() THEN 0"
+    "  WHEN isfinite(last_seen) THEN"
+    "  floor(extract(epoch FROM now() - last_seen) * 1000)"
+    "  ELSE 9000000000000000 END)::bigint AS age,"
+    " greatest(60000, 10 * coalesce(ttl_ms, 0)::bigint) AS horizon"
+    " FROM queen.ephemeral_members WHERE id <> $1), "
+    "taken AS (SELECT id FROM seen WHERE address = $2 AND $5::bool), "
+    "ahead AS ("
+    " UPDATE queen.ephemeral_members SET last_seen = now() WHERE id IN ("
+    "  SELECT id FROM queen.ephemeral_members WHERE id IN ("
+    "   SELECT id FROM seen WHERE ahead AND id NOT IN (SELECT id FROM taken))"
+    "  FOR UPDATE SKIP LOCKED)"
+    " RETURNING id), "
     "gone AS ("
     " DELETE FROM queen.ephemeral_members WHERE id IN ("
-    "  SELECT id FROM queen.ephemeral_members WHERE id <> $1 AND"
-    "  (last_seen < now() - greatest(60000, 10 * ttl_ms::bigint)"
-    "   * interval '1 millisecond' OR (address = $2 AND $5::bool))"
+    "  SELECT id FROM queen.ephemeral_members WHERE id IN ("
+    "   SELECT id FROM seen WHERE age > horizon"
+    "   UNION SELECT id FROM taken)"
     "  FOR UPDATE SKIP LOCKED)"
     " RETURNING id) "
-    "SELECT id, address, epoch, ttl_ms, 0::bigint FROM beat "
+    "SELECT id, address, epoch, ttl_ms, 0::bigint, mac FROM beat "
     "UNION ALL "
-    "SELECT id, address, epoch, ttl_ms,"
-    " greatest(0, floor(extract(epoch FROM now() - last_seen) * 1000))::bigint"
-    " FROM queen.ephemeral_members"
-    " WHERE id <> $1 AND id NOT IN (SELECT id FROM gone)";
+    "SELECT id, address, epoch, ttl_ms, age, mac FROM seen"
+    " WHERE id NOT IN (SELECT id FROM gone)";
 
 static const char LEAVE_SQL[] =
     "DELETE FROM queen.ephemeral_members WHERE id = $1";
@@ -113,6 +160,61 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
   if (*end || v > max) return -1;
   *out = v;
   return 0;
+}
+
+/* A row's MAC: HMAC-SHA256 keyed with the cell token over its id, address,
+ * epoch and TTL, as 64 lowercase hex digits. Only a holder of the token
+ * can write a row the others take for a member: the others send that
+ * member the token's marks, tenants' payloads and hand-overs. last_seen is
+ * left out (every beat would sign it; a forged one only ages out, clamped
+ * to the database's now()). */
+static void row_mac(const ephd_member_t *m, uint64_t ttl, char out[65]) {
+  char msg[EPHD_MEMBER_ADDRESS_MAX + 96];
+  int n = snprintf(msg, sizeof(msg),
+                   "ephd-member-v1\n%016" PRIx64 "\n%s\n%" PRIu32 "\n%" PRIu64,
+                   m->id, m->address, m->epoch, ttl);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), token, (int)strlen(token), (const unsigned char *)msg,
+           (size_t)n, md, &len) == NULL)
+    abort();
+  static const char hex[] = "0123456789abcdef";
+  for (unsigned int i = 0; i < 32; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = 0;
+}
+
+static int mac_ok(const row_t *r, const char *mac, int len) {
+  if (token == NULL) return 1; /* nothing is sent to members without one */
+  char want[65];
+  row_mac(&r->m, r->ttl_ms, want);
+  return len == 64 && CRYPTO_memcmp(want, mac, 64) == 0;
+}
+
+static uint64_t ignored_key(const char *id, int len, char why) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ (unsigned char)why;
+  for (int i = 0; i < len; i++)
+    h = (h ^ (unsigned char)id[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+/* Logs a row ignored at this read that was not at the last, and keeps it
+ * in next for the next read's comparison. */
+static void ignore(uint64_t *next, uint32_t *n, const char *id, int len,
+                   const char *address, char why) {
+  uint64_t key = ignored_key(id, len, why);
+  next[(*n)++] = key;
+  for (uint32_t i = 0; i < nignored; i++)
+    if (ignored[i] == key) return;
+  char shown[17];
+  snprintf(shown, sizeof(shown), "%.*s", len < 16 ? len : 16, id);
+  ephd_log("warn", "member_row_ignored", "id", shown, "address", address,
+           "reason", why == 'm' ? "mac" : "unreadable", "msg",
+           why == 'm' ? "not signed with this cell's token: not a member"
+                      : "a row this broker cannot read: not a member",
+           NULL);
 }
 
 static int by_id(const void *a, const void *b) {
@@ -186,25 +288,41 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
 static void apply(PGresult *res) {
   int n = PQntuples(res);
   row_t *next = calloc((size_t)n + 1, sizeof(*next));
-  if (next == NULL) abort();
-  uint32_t count = 0;
+  uint64_t *skipped = calloc((size_t)n + 1, sizeof(*skipped));
+  if (next == NULL || skipped == NULL) abort();
+  uint32_t count = 0, nskipped = 0;
   for (int i = 0; i < n; i++) {
     row_t *r = &next[count];
     uint64_t epoch;
+    const char *id = PQgetvalue(res, i, 0);
+    int id_len = PQgetlength(res, i, 0);
     const char *address = PQgetvalue(res, i, 1);
     size_t len = (size_t)PQgetlength(res, i, 1);
-    /* A row this broker cannot read is no member it could relay to. */
-    if (parse_id(PQgetvalue(res, i, 0), PQgetlength(res, i, 0), &r->m.id) ||
-        len >= sizeof(r->m.address) ||
+    /* A row this broker cannot read, or not signed with the cell's token,
+     * is no member it could relay to. */
+    if (parse_id(id, id_len, &r->m.id) || len >= sizeof(r->m.address) ||
+        memchr(address, 0, len) ||
         parse_u64(PQgetvalue(res, i, 2), UINT32_MAX, &epoch) ||
         parse_u64(PQgetvalue(res, i, 3), UINT32_MAX, &r->ttl_ms) ||
-        parse_u64(PQgetvalue(res, i, 4), UINT64_MAX, &r->age_ms))
+        parse_u64(PQgetvalue(res, i, 4), UINT64_MAX, &r->age_ms)) {
+      ignore(skipped, &nskipped, id, id_len, address, 'u');
       continue;
+    }
     memcpy(r->m.address, address, len);
+    r->m.address[len] = 0;
     r->m.epoch = (uint32_t)epoch;
+    if (r->m.id != self.id &&
+        !mac_ok(r, PQgetvalue(res, i, 5), PQgetlength(res, i, 5))) {
+      ignore(skipped, &nskipped, id, id_len, address, 'm');
+      memset(r, 0, sizeof(*r));
+      continue;
+    }
     r->live = r->age_ms <= r->ttl_ms;
     count++;
   }
+  free(ignored);
+  ignored = skipped;
+  nignored = nskipped;
   if (row_of(next, count, self.id) == NULL) {
     next[count].m = self; /* the beat's own row cannot be missing */
     next[count].ttl_ms = ttl_ms;
@@ -216,11 +334,17 @@ static void apply(PGresult *res) {
   free(was);
 }
 
+static void failed(void) {
+  failed_ms = uv_now(loop);
+  ever_failed = 1;
+}
+
 static void on_beat(void *data, PGresult *res, const char *err) {
   (void)data;
   beating = 0;
   if (leaving) return;
   if (res == NULL) {
+    failed();
     /* Once per run of failures: the store logs the outage itself. */
     if (!failing)
       ephd_log("warn", "cell_heartbeat_failed", "reason", err, "msg",
@@ -246,12 +370,29 @@ static void on_beat(void *data, PGresult *res, const char *err) {
 }
 
 static void beat(void) {
-  if (beating || leaving || !ephd_pg_connected()) return;
-  const char *values[5] = {self_id, self.address, self_epoch, self_ttl,
-                           taken_over ? "f" : "t"};
-  int lengths[5];
-  for (int i = 0; i < 5; i++) lengths[i] = (int)strlen(values[i]);
-  if (ephd_pg_query(BEAT_SQL, 5, values, lengths, on_beat, NULL) != 0) return;
+  if (beating || leaving) return;
+  if (!ephd_pg_connected()) {
+    failed();
+    return;
+  }
+  /* How long the database has been reachable: for as long as this broker
+   * has known it, when no beat ever failed. */
+  char up[24];
+  snprintf(up, sizeof(up), "%" PRIu64,
+           ever_failed ? uv_now(loop) - failed_ms : (uint64_t)INT64_MAX);
+  const char *values[7] = {self_id,
+                           self.address,
+                           self_epoch,
+                           self_ttl,
+                           taken_over ? "f" : "t",
+                           up,
+                           token ? self_mac : ""};
+  int lengths[7];
+  for (int i = 0; i < 7; i++) lengths[i] = (int)strlen(values[i]);
+  if (ephd_pg_query(BEAT_SQL, 7, values, lengths, on_beat, NULL) != 0) {
+    failed();
+    return;
+  }
   beating = 1;
   beat_ms = uv_now(loop);
 }
@@ -267,9 +408,11 @@ static void on_tick(uv_timer_t *t) {
 }
 
 void ephd_members_start(uv_loop_t *l, ephd_engine_t *e, uint32_t epoch,
-                        const char *advertise, int db, uint64_t ttl) {
+                        const char *advertise, int db, uint64_t ttl,
+                        const char *cell_token) {
   loop = l;
   engine = e;
+  token = cell_token;
   database = db;
   ttl_ms = ttl;
   /* 64 random bits: unique per incarnation (two members sharing an id
@@ -282,6 +425,7 @@ void ephd_members_start(uv_loop_t *l, ephd_engine_t *e, uint32_t epoch,
   format_id(self_id, self.id);
   snprintf(self_epoch, sizeof(self_epoch), "%" PRIu32, epoch);
   snprintf(self_ttl, sizeof(self_ttl), "%" PRIu64, ttl_ms);
+  if (token) row_mac(&self, ttl_ms, self_mac);
   row_t *alone = calloc(1, sizeof(*alone));
   if (alone == NULL) abort();
   alone->m = self;
@@ -364,6 +508,9 @@ void ephd_members_on_change(void (*fn)(const ephd_member_t *was, uint32_t nwas,
 }
 
 void ephd_members_close(void) {
+  free(ignored);
+  ignored = NULL;
+  nignored = 0;
   free(rows);
   free(live);
   rows = NULL;

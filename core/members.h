@@ -20,9 +20,12 @@
 #include "placement.h"
 
 /* Draws this incarnation's id and, with a database, starts heartbeating
- * every min(1 s, ttl / 4). The engine is read for the cell's status. */
+ * every min(1 s, ttl / 4). The engine is read for the cell's status. With
+ * a cell token (which must outlive the broker) the row is signed with it,
+ * and a row not signed with it is no member. */
 void ephd_members_start(uv_loop_t *loop, ephd_engine_t *engine, uint32_t epoch,
-                        const char *advertise, int database, uint64_t ttl_ms);
+                        const char *advertise, int database, uint64_t ttl_ms,
+                        const char *cell_token);
 /* With the database connected, beats now and runs the loop until the read
  * is in (or timeout_ms passed), so the broker starts serving knowing its
  * cell. */

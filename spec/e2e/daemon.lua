@@ -48,6 +48,31 @@ function _M.sql(statement)
     return (out:gsub("%s+$", ""))
 end
 
+-- The MAC a member signs its row with (core/members.c): HMAC-SHA256 with
+-- the cell token over its id, address, epoch and TTL, in lowercase hex.
+function _M.member_mac(token, id, address, epoch, ttl_ms)
+    local msg = ("ephd-member-v1\n%s\n%s\n%d\n%d"):format(id, address,
+                                                          epoch, ttl_ms)
+    local p = io.popen("printf '%s' " .. shell_quote(msg)
+                       .. " | openssl dgst -sha256 -hmac "
+                       .. shell_quote(token) .. " -r")
+    local out = p:read("*a")
+    p:close()
+    return assert(out:match("^(%x+)"), out)
+end
+
+-- Writes a member's row by hand, signed with token (unsigned without one),
+-- as a broker's beat would, replacing any row of that id.
+function _M.member_row(token, id, address, epoch, ttl_ms, last_seen)
+    local mac = token and ("'" .. _M.member_mac(token, id, address, epoch,
+                                                ttl_ms) .. "'") or "NULL"
+    return _M.sql(("DELETE FROM queen.ephemeral_members WHERE id = '%s'; "
+                   .. "INSERT INTO queen.ephemeral_members (id, address, "
+                   .. "epoch, ttl_ms, mac, last_seen) VALUES ('%s', '%s', %d, "
+                   .. "%d, %s, %s)"):format(id, id, address, epoch, ttl_ms, mac,
+                                           last_seen or "now()"))
+end
+
 -- Declarations of earlier specs would leak into this one's listings.
 function _M.forget_declarations()
     _M.sql("TRUNCATE queen.ephemeral_queues")
