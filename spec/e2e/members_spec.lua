@@ -90,4 +90,84 @@ describe("the cell's membership", function()
         assert.equals(200, res.status, res.body)
         assert.equals("acked", res.json.results[1].outcome, res.body)
     end)
+
+    it("reads the table as anybody may have written it: unsigned rows, "
+       .. "foreign addresses and absurd values are no members, and stop "
+       .. "nobody", function()
+        local socket = require("socket")
+        local fake = assert(socket.bind("127.0.0.1", 0))
+        local _, port = fake:getsockname()
+        fake:settimeout(0)
+        local foreign = "http://127.0.0.1:" .. port
+        local ds = daemon.start_cell(2, ENV)
+        finally(function()
+            daemon.stop_all(ds)
+            fake:close()
+        end)
+        daemon.await_cell(ds, 10)
+        -- Not signed, or signed with another token: pointing the cell at a
+        -- listener of somebody else's.
+        daemon.member_row(nil, "f000000000000001", foreign, 7, 600000)
+        daemon.member_row("another-cell-token-0123456789abcdef",
+                          "f000000000000002", foreign, 7, 600000)
+        -- Signed, but with a MAC over other values than the row's.
+        daemon.member_row(TOKEN, "f000000000000003", foreign, 7, 600000)
+        daemon.sql("UPDATE queen.ephemeral_members SET epoch = 8 "
+                   .. "WHERE id = 'f000000000000003'")
+        -- Values no broker writes: they fail no heartbeat.
+        daemon.member_row(nil, "f000000000000004", foreign, 7, 400,
+                          "'infinity'")
+        daemon.member_row(nil, "f000000000000005", foreign, 7, 400,
+                          "'-infinity'")
+        daemon.member_row(nil, "f000000000000006", foreign, -1, -5)
+        daemon.member_row(nil, "not-an-id", foreign, 99999999999, 2147483647)
+        -- A signed row seen in the future is not live for good: clamped to
+        -- the database's now(), it ages out within its TTL.
+        daemon.member_row(TOKEN, "f000000000000007", "http://127.0.0.1:1", 9,
+                          400, "now() + interval '1 day'")
+        for _, d in ipairs(ds) do
+            d:await_log("event=member_row_ignored id=f000000000000003", 10)
+            d:await_log("event=member_row_ignored id=not-an-id", 10)
+        end
+        daemon.wait_until("the future row aged out everywhere", function()
+            for _, d in ipairs(ds) do
+                for _, m in ipairs(d:cell().members) do
+                    if m.id == "f000000000000007" and m.live then
+                        return false
+                    end
+                end
+            end
+            return true
+        end, 10)
+        assert.equals("t", daemon.sql("SELECT last_seen <= now() FROM "
+                                      .. "queen.ephemeral_members WHERE id = "
+                                      .. "'f000000000000007'"))
+        -- Every broker heartbeats on and serves, and the foreign rows are
+        -- no members: never listed, never live, never sent to.
+        daemon.wait_until("fresh views of two", function()
+            for _, d in ipairs(ds) do
+                local v = d:cell()
+                if not v.fresh or v.live ~= 2 then return false end
+                for _, m in ipairs(v.members) do
+                    if m.address == foreign then
+                        error("a foreign row is listed: " .. m.id)
+                    end
+                end
+            end
+            return true
+        end, 10)
+        for i = 1, 32 do
+            assert.equals(201, ds[1 + i % 2]:push("rows", { "1" }, "p" .. i)
+                                                 .status)
+        end
+        assert.is_nil(fake:accept())
+        for _, d in ipairs(ds) do
+            local log = d:read_log()
+            local _, n = log:gsub("event=member_row_ignored id=f000000000000001",
+                                  "")
+            assert.equals(1, n, "logged once per row")
+            assert.is_nil(log:find("event=cell_heartbeat_failed", 1, true))
+        end
+    end)
 end)
+
