@@ -56,6 +56,13 @@ static void on_handed_over(void) {
   ephd_members_leave(1000, on_left_cell);
 }
 
+/* The members that answered the leaving notice route this broker's
+ * partitions to their new owners already; those go to them (bounded by
+ * the hand-over's timeout), and never to a member stopping too. */
+static void on_announced(void) {
+  ephd_handover_leave(ephd_members_staying(), on_handed_over);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
   if (stopping) return;
@@ -65,9 +72,9 @@ static void on_signal(uv_signal_t *s, int signum) {
   ephd_log("info", "stopping", "signal", sig, NULL);
   ephd_http_stop();
   /* After the held requests were answered (a relayed one cancels its own
-   * relay), with nothing more coming in: the partitions go to their owners
-   * in the cell without this broker (bounded by the hand-over's timeout). */
-  ephd_handover_leave(ephd_members_view(), on_handed_over);
+   * relay), with nothing more coming in: the members are told this broker
+   * leaves, then its partitions go to their owners among those staying. */
+  ephd_members_announce(1000, on_announced);
   /* Answers to parked polls get a moment to be written; a peer that will not
    * read them does not hold the stop past the deadline. */
   uv_timer_start(&stop_deadline, on_deadline, 500, 0);
@@ -193,7 +200,6 @@ int main(int argc, char **argv) {
   ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms, s.cell_token);
-  ephd_members_boot(2000);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
    * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
    * body, and the answer's own few bytes: twice a body and the header
@@ -212,6 +218,9 @@ int main(int argc, char **argv) {
   ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
                     ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);
+  /* With the relay up: the boot asks the members it reads if they are
+   * ready. */
+  ephd_members_boot(2000);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

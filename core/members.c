@@ -8,14 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "ffi.h"
 #include "log.h"
 #include "pg.h"
+#include "relay.h"
 
-/* A row of the last read: a member, live or not. */
+/* A row of the last read: a member, live or not. Placement's view holds
+ * this broker and every member live by its row, ready (its listener
+ * answered as that member) and not leaving (it said it stops). ready,
+ * probing and leaving carry over from read to read, by id. */
 typedef struct {
   ephd_member_t m;
   int live;
+  int ready, probing, leaving;
   uint64_t ttl_ms; /* the member's own */
   uint64_t age_ms; /* since its last beat, by the database's clock */
 } row_t;
@@ -52,9 +58,21 @@ static int ever_failed;
 static uint64_t *ignored;
 static uint32_t nignored;
 static int leaving;
+static int going; /* stopping: the leaving notice is sent */
 static void (*on_left)(void);
 static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
                          const ephd_view_t *view);
+
+/* The stop under way: the members told, whether each answered as staying,
+ * and the view of those that did, the hand-over's. */
+static ephd_member_t *told;
+static uint8_t *staying;
+static uint32_t ntold, told_out;
+static ephd_member_t *kept;
+static ephd_view_t after;
+static uv_timer_t told_timer;
+static int told_timer_ready;
+static void (*on_told)(void);
 
 /* One statement, so one round trip a second: this broker's beat, the
  * collection of rows unseen for long (skipping rows another broker is
@@ -222,34 +240,68 @@ static int by_id(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Replaces the last read with rows (sorted here, and owned from now on),
- * and the view with their live members; returns the view's old members
- * for the caller to compare and free. */
-static ephd_member_t *install(row_t *next, uint32_t n) {
-  qsort(next, n, sizeof(*next), by_id);
+static int in_view(const row_t *r) {
+  return r->m.id == self.id || (r->live && r->ready && !r->leaving);
+}
+
+/* Makes the view again from the rows; returns the view's old members for
+ * the caller to compare and free. */
+static ephd_member_t *rebuild(void) {
   ephd_member_t *was = live;
-  live = calloc(n, sizeof(*live));
+  live = calloc(nrows ? nrows : 1, sizeof(*live));
   if (live == NULL) abort();
   uint32_t count = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    if (next[i].m.id == self.id) {
+  for (uint32_t i = 0; i < nrows; i++) {
+    if (rows[i].m.id == self.id) {
       self_row = i;
       view.self = count;
     }
-    if (next[i].live) live[count++] = next[i].m;
+    if (in_view(&rows[i])) live[count++] = rows[i].m;
+  }
+  view.members = live;
+  view.count = count;
+  return was;
+}
+
+static row_t *find_row(uint64_t id) {
+  for (uint32_t i = 0; i < nrows; i++)
+    if (rows[i].m.id == id) return &rows[i];
+  return NULL;
+}
+
+/* Replaces the last read with rows (sorted here, and owned from now on),
+ * keeping what was learnt of each member that is still the same (id,
+ * address and epoch), and the view with them; returns the view's old
+ * members for the caller to compare and free. */
+static ephd_member_t *install(row_t *next, uint32_t n) {
+  qsort(next, n, sizeof(*next), by_id);
+  for (uint32_t i = 0; i < n; i++) {
+    row_t *r = &next[i];
+    const row_t *old = find_row(r->m.id);
+    /* Without a token nothing is ever sent to a member: no probe either. */
+    r->ready = token == NULL;
+    if (old && old->m.epoch == r->m.epoch &&
+        strcmp(old->m.address, r->m.address) == 0) {
+      r->ready |= old->ready;
+      r->probing = old->probing;
+      r->leaving = old->leaving;
+    }
   }
   free(rows);
   rows = next;
   nrows = n;
-  view.members = live;
-  view.count = count;
-  return was;
+  return rebuild();
 }
 
 static const row_t *row_of(const row_t *list, uint32_t n, uint64_t id) {
   for (uint32_t i = 0; i < n; i++)
     if (list[i].m.id == id) return &list[i];
   return NULL;
+}
+
+static const char *reason_left(uint64_t id) {
+  const row_t *r = row_of(rows, nrows, id);
+  return r == NULL ? "gone" : r->leaving ? "leaving" : "unseen";
 }
 
 /* One line per member that joined or left this broker's view, by walking
@@ -269,8 +321,7 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
     } else if (j >= view.count || (i < nwas && a < b)) {
       format_id(id, a);
       ephd_log("info", "member_left", "id", id, "address", was[i].address,
-               "reason", row_of(rows, nrows, a) ? "unseen" : "gone", "live",
-               count, NULL);
+               "reason", reason_left(a), "live", count, NULL);
       i++;
       changes++;
     } else {
@@ -283,6 +334,89 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
     }
   }
   return changes;
+}
+
+/* After the view was made again: its changes logged and told. */
+static void changed(ephd_member_t *was, uint32_t nwas) {
+  if (log_changes(was, nwas) && on_change) on_change(was, nwas, &view);
+  free(was);
+}
+
+/* --- readiness: a member gets partitions once its listener answers ---- */
+
+static const char READY_TARGET[] = "/api/v1/ephemeral/ready";
+/* Once per member: its connection is not kept in the relay's pool, which
+ * is for the relayed requests. */
+static const char CLOSE[] = "Connection: close\r\n";
+
+typedef struct {
+  uint64_t id;
+  uint32_t epoch;
+} probe_t;
+
+/* Whether body is the ready answer of member id at epoch: its own id and
+ * epoch, as ephd_ffi_cell_ready writes them. Another broker at the address
+ * (a restart, a port reused) is not that member. */
+static int answers_as(ephd_slice_t body, uint64_t id, uint32_t epoch) {
+  char want[80];
+  int n =
+      snprintf(want, sizeof(want),
+               "{\"id\":\"%016" PRIx64 "\",\"epoch\":%" PRIu32 ",", id, epoch);
+  return body.len > (size_t)n && memcmp(body.ptr, want, (size_t)n) == 0;
+}
+
+static void on_probed(void *data, int result,
+                      const ephd_relay_response_t *res) {
+  probe_t *p = data;
+  row_t *r = find_row(p->id);
+  if (r == NULL || r->m.epoch != p->epoch) {
+    free(p);
+    return;
+  }
+  r->probing = 0;
+  int ok = result == EPHD_RELAY_OK && res->status == 200 &&
+           answers_as(res->body, p->id, p->epoch);
+  free(p);
+  if (!ok || r->ready) return; /* tried again at the next beat */
+  r->ready = 1;
+  uint32_t nwas = view.count;
+  changed(rebuild(), nwas);
+}
+
+/* Asks each live member not known ready whether its listener answers as
+ * it: a row is written at boot, before the broker listens, and placing
+ * partitions on it then had their requests fail until it did. */
+static void probe_all(void) {
+  if (token == NULL || leaving || going) return;
+  for (uint32_t i = 0; i < nrows; i++) {
+    row_t *r = &rows[i];
+    if (r->m.id == self.id || !r->live || r->ready || r->probing || r->leaving)
+      continue;
+    ephd_relay_peer_t *peer = ephd_relay_peer(r->m.address);
+    if (peer == NULL) continue;
+    probe_t *p = malloc(sizeof(*p));
+    if (p == NULL) abort();
+    p->id = r->m.id;
+    p->epoch = r->m.epoch;
+    ephd_relay_request_t rq = {
+        .method = {"GET", 3},
+        .target = {READY_TARGET, sizeof(READY_TARGET) - 1},
+        .headers = {CLOSE, sizeof(CLOSE) - 1},
+        .timeout_ms = ttl_ms,
+    };
+    ephd_relay_t *sent;
+    if (ephd_relay_send(peer, &rq, on_probed, p, &sent) != 0) {
+      free(p);
+      continue;
+    }
+    r->probing = 1;
+  }
+}
+
+static int probes_out(void) {
+  for (uint32_t i = 0; i < nrows; i++)
+    if (rows[i].probing) return 1;
+  return 0;
 }
 
 static void apply(PGresult *res) {
@@ -329,9 +463,8 @@ static void apply(PGresult *res) {
     next[count++].live = 1;
   }
   uint32_t nwas = view.count;
-  ephd_member_t *was = install(next, count);
-  if (log_changes(was, nwas) && on_change) on_change(was, nwas, &view);
-  free(was);
+  changed(install(next, count), nwas);
+  probe_all();
 }
 
 static void failed(void) {
@@ -452,7 +585,9 @@ void ephd_members_boot(uint64_t timeout_ms) {
   if (!beating) return;
   uv_timer_init(loop, &boot_timer);
   uv_timer_start(&boot_timer, on_boot_deadline, timeout_ms, 0);
-  while (beating && !boot_over) uv_run(loop, UV_RUN_ONCE);
+  /* The read, then the answers of the members it found: the broker starts
+   * serving knowing which of them are there. */
+  while ((beating || probes_out()) && !boot_over) uv_run(loop, UV_RUN_ONCE);
   uv_close((uv_handle_t *)&boot_timer, NULL);
   uv_run(loop, UV_RUN_NOWAIT); /* let the close complete */
 }
@@ -508,6 +643,11 @@ void ephd_members_on_change(void (*fn)(const ephd_member_t *was, uint32_t nwas,
 }
 
 void ephd_members_close(void) {
+  free(told);
+  free(staying);
+  free(kept);
+  told = kept = NULL;
+  staying = NULL;
   free(ignored);
   ignored = NULL;
   nignored = 0;
@@ -563,8 +703,156 @@ int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member) {
   member->address.ptr = r->m.address;
   member->address.len = strlen(r->m.address);
   member->epoch = r->m.epoch;
-  member->live = r->live;
+  member->live = in_view(r);
   member->ttl_ms = r->ttl_ms;
   member->seen_ms_ago = database ? r->age_ms + (uv_now(loop) - read_ms) : 0;
   return EPHD_OK;
+}
+
+/* --- the leaving notice ------------------------------------------------ */
+
+static const char LEAVING_TARGET[] = "/api/v1/ephemeral/leaving";
+
+int ephd_ffi_cell_ready(char *out, size_t cap) {
+  int up = !going && !leaving;
+  snprintf(out, cap, "{\"id\":\"%s\",\"epoch\":%" PRIu32 ",\"ready\":%s}",
+           self_id, self.epoch, up ? "true" : "false");
+  return up ? 200 : 503;
+}
+
+/* {"id":"<16 hex>","epoch":<n>}, exactly as ephd_members_announce writes
+ * it: only members send it. */
+static int parse_notice(ephd_slice_t b, uint64_t *id, uint64_t *epoch) {
+  static const char A[] = "{\"id\":\"", B[] = "\",\"epoch\":";
+  size_t a = sizeof(A) - 1, bl = sizeof(B) - 1;
+  if (b.len < a + 16 + bl + 2 || memcmp(b.ptr, A, a) != 0 ||
+      parse_id(b.ptr + a, 16, id) != 0 || memcmp(b.ptr + a + 16, B, bl) != 0 ||
+      b.ptr[b.len - 1] != '}')
+    return -1;
+  char num[12];
+  size_t n = b.len - a - 16 - bl - 1;
+  if (n == 0 || n >= sizeof(num)) return -1;
+  memcpy(num, b.ptr + a + 16 + bl, n);
+  num[n] = 0;
+  return parse_u64(num, UINT32_MAX, epoch);
+}
+
+int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap) {
+  ephd_slice_t tenant;
+  if (ephd_ffi_forward_tenant(req, &tenant) == EPHD_E_REFUSED)
+    return EPHD_E_REFUSED;
+  uint64_t id, epoch;
+  if (parse_notice(req->body, &id, &epoch) != 0) return EPHD_E_BAD_REQUEST;
+  row_t *r = find_row(id);
+  /* Excluded at once, until its row goes: every request for its partitions
+   * goes to their new owners, which take its hand-over when it comes. A
+   * member this broker has not read yet is in no view of its own. */
+  if (r && r->m.epoch == epoch && !r->leaving && id != self.id) {
+    r->leaving = 1;
+    uint32_t nwas = view.count;
+    changed(rebuild(), nwas);
+  }
+  snprintf(out, cap, "{\"id\":\"%s\",\"leaving\":%s}", self_id,
+           going || leaving ? "true" : "false");
+  return EPHD_OK;
+}
+
+static void told_all(void) {
+  if (on_told == NULL) return;
+  if (told_timer_ready) uv_timer_stop(&told_timer);
+  /* Sorted by id as the view is: the survivors keep placement's order. */
+  kept = calloc(ntold + 1, sizeof(*kept));
+  if (kept == NULL) abort();
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < ntold; i++) {
+    if (told[i].id == self.id) after.self = n;
+    if (told[i].id == self.id || staying[i]) kept[n++] = told[i];
+  }
+  after.members = kept;
+  after.count = n;
+  void (*done)(void) = on_told;
+  on_told = NULL;
+  done();
+}
+
+typedef struct {
+  uint32_t index;
+} notice_t;
+
+static void on_notice(void *data, int result,
+                      const ephd_relay_response_t *res) {
+  notice_t *n = data;
+  /* Staying: it answered, and is not stopping too. One that stops, or
+   * cannot be reached, is no target for this broker's partitions. */
+  static const char STAYING[] = "\"leaving\":false}";
+  size_t sl = sizeof(STAYING) - 1;
+  if (on_told && result == EPHD_RELAY_OK && res->status == 200 &&
+      res->body.len >= sl &&
+      memcmp(res->body.ptr + res->body.len - sl, STAYING, sl) == 0) {
+    const row_t *r = find_row(told[n->index].id);
+    staying[n->index] = r == NULL || !r->leaving;
+  }
+  free(n);
+  if (--told_out == 0) told_all();
+}
+
+static void on_told_deadline(uv_timer_t *t) {
+  (void)t;
+  told_all();
+}
+
+void ephd_members_announce(uint64_t timeout_ms, void (*done)(void)) {
+  going = 1;
+  on_told = done;
+  ntold = view.count;
+  told = calloc(ntold, sizeof(*told));
+  staying = calloc(ntold, 1);
+  if (told == NULL || staying == NULL) abort();
+  memcpy(told, view.members, ntold * sizeof(*told));
+  if (token == NULL || ntold < 2) {
+    told_all();
+    return;
+  }
+  char body[64];
+  int len =
+      snprintf(body, sizeof(body), "{\"id\":\"%s\",\"epoch\":%" PRIu32 "}",
+               self_id, self.epoch);
+  /* The forward mark, as the hand-over writes it: the tenant is nobody's. */
+  ephd_buf_t headers;
+  ephd_buf_init(&headers);
+  ephd_buf_appends(&headers, "X-Queen-Forward: ");
+  ephd_buf_appends(&headers, token);
+  ephd_buf_appends(&headers,
+                   " 00000000-0000-0000-0000-000000000000\r\n"
+                   "Content-Type: application/json\r\n");
+  told_out = 1; /* held while sending, so no answer ends it early */
+  for (uint32_t i = 0; i < ntold; i++) {
+    if (told[i].id == self.id) continue;
+    ephd_relay_peer_t *peer = ephd_relay_peer(told[i].address);
+    notice_t *n = malloc(sizeof(*n));
+    if (n == NULL) abort();
+    n->index = i;
+    ephd_relay_request_t rq = {
+        .method = {"POST", 4},
+        .target = {LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
+        .headers = {headers.base, headers.len},
+        .body = {body, (size_t)len},
+        .timeout_ms = timeout_ms,
+    };
+    ephd_relay_t *sent;
+    if (peer == NULL || ephd_relay_send(peer, &rq, on_notice, n, &sent) != 0) {
+      free(n);
+      continue;
+    }
+    told_out++;
+  }
+  ephd_buf_free(&headers);
+  uv_timer_init(loop, &told_timer);
+  told_timer_ready = 1;
+  uv_timer_start(&told_timer, on_told_deadline, timeout_ms, 0);
+  if (--told_out == 0) told_all();
+}
+
+const ephd_view_t *ephd_members_staying(void) {
+  return on_told == NULL && kept ? &after : &view;
 }

@@ -73,6 +73,28 @@ function _M.member_row(token, id, address, epoch, ttl_ms, last_seen)
                                            last_seen or "now()"))
 end
 
+-- Plays member id of epoch behind server (a luasocket listener): answers
+-- the members' readiness probes (core/members.c) until done() holds, for
+-- up to `seconds` (10), each on a connection it closes, so the relay
+-- sends nothing else there.
+function _M.answer_ready(server, id, epoch, done, seconds)
+    local body = ('{"id":"%s","epoch":%d,"ready":true}'):format(id, epoch)
+    server:settimeout(0.05)
+    _M.wait_until("the cell to take member " .. id, function()
+        local c = server:accept()
+        if c then
+            c:settimeout(5)
+            repeat local line = c:receive("*l") until not line or line == ""
+            c:send("HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                   .. "Content-Type: application/json\r\nContent-Length: "
+                   .. #body .. "\r\n\r\n" .. body)
+            c:close()
+        end
+        return done()
+    end, seconds)
+    server:settimeout(nil)
+end
+
 -- Declarations of earlier specs would leak into this one's listings.
 function _M.forget_declarations()
     _M.sql("TRUNCATE queen.ephemeral_queues")

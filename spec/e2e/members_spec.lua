@@ -103,6 +103,7 @@ describe("the cell's membership", function()
         finally(function()
             daemon.stop_all(ds)
             fake:close()
+            daemon.sql("DELETE FROM queen.ephemeral_members")
         end)
         daemon.await_cell(ds, 10)
         -- Not signed, or signed with another token: pointing the cell at a
@@ -111,9 +112,10 @@ describe("the cell's membership", function()
         daemon.member_row("another-cell-token-0123456789abcdef",
                           "f000000000000002", foreign, 7, 600000)
         -- Signed, but with a MAC over other values than the row's.
-        daemon.member_row(TOKEN, "f000000000000003", foreign, 7, 600000)
-        daemon.sql("UPDATE queen.ephemeral_members SET epoch = 8 "
-                   .. "WHERE id = 'f000000000000003'")
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms, mac) VALUES ('f000000000000003', '" .. foreign
+                   .. "', 8, 600000, '" .. daemon.member_mac(TOKEN,
+                       "f000000000000003", foreign, 7, 600000) .. "')")
         -- Values no broker writes: they fail no heartbeat.
         daemon.member_row(nil, "f000000000000004", foreign, 7, 400,
                           "'infinity'")

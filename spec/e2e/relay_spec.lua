@@ -594,7 +594,7 @@ describe("the relay", function()
                      .. id .. "'")
         local p = io.popen("luajit " .. helper.root
                            .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
+                           .. id .. " 4022250974 " .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
                            .. " http://127.0.0.1:" .. b.port
                            .. " >/dev/null 2>&1 & echo $!")
         fake = p:read("*l")
