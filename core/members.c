@@ -22,6 +22,7 @@ typedef struct {
   ephd_member_t m;
   int live;
   int ready, probing, leaving;
+  int promised;    /* told it that this broker stays: its hand-over may come */
   uint64_t ttl_ms; /* the member's own */
   uint64_t age_ms; /* since its last beat, by the database's clock */
 } row_t;
@@ -71,7 +72,8 @@ static uint32_t ntold, told_out;
 static ephd_member_t *kept;
 static ephd_view_t after;
 static uv_timer_t told_timer;
-static int told_timer_ready;
+static int told_timer_ready, awaiting;
+static uint64_t tell_ms;
 static void (*on_told)(void);
 
 /* One statement, so one round trip a second: this broker's beat, the
@@ -285,6 +287,7 @@ static ephd_member_t *install(row_t *next, uint32_t n) {
       r->ready |= old->ready;
       r->probing = old->probing;
       r->leaving = old->leaving;
+      r->promised = old->promised;
     }
   }
   free(rows);
@@ -335,6 +338,9 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
   }
   return changes;
 }
+
+static void tell(void);
+static int promised_pending(void);
 
 /* After the view was made again: its changes logged and told. */
 static void changed(ephd_member_t *was, uint32_t nwas) {
@@ -465,6 +471,7 @@ static void apply(PGresult *res) {
   uint32_t nwas = view.count;
   changed(install(next, count), nwas);
   probe_all();
+  if (awaiting && !promised_pending()) tell();
 }
 
 static void failed(void) {
@@ -752,6 +759,7 @@ int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap) {
     uint32_t nwas = view.count;
     changed(rebuild(), nwas);
   }
+  if (r && !going && !leaving) r->promised = 1;
   snprintf(out, cap, "{\"id\":\"%s\",\"leaving\":%s}", self_id,
            going || leaving ? "true" : "false");
   return EPHD_OK;
@@ -765,8 +773,11 @@ static void told_all(void) {
   if (kept == NULL) abort();
   uint32_t n = 0;
   for (uint32_t i = 0; i < ntold; i++) {
+    const row_t *r = find_row(told[i].id);
     if (told[i].id == self.id) after.self = n;
-    if (told[i].id == self.id || staying[i]) kept[n++] = told[i];
+    /* Staying as it answered, and not leaving since. */
+    if (told[i].id == self.id || (staying[i] && !(r && r->leaving)))
+      kept[n++] = told[i];
   }
   after.members = kept;
   after.count = n;
@@ -789,8 +800,7 @@ static void on_notice(void *data, int result,
   if (on_told && result == EPHD_RELAY_OK && res->status == 200 &&
       res->body.len >= sl &&
       memcmp(res->body.ptr + res->body.len - sl, STAYING, sl) == 0) {
-    const row_t *r = find_row(told[n->index].id);
-    staying[n->index] = r == NULL || !r->leaving;
+    staying[n->index] = 1;
   }
   free(n);
   if (--told_out == 0) told_all();
@@ -798,12 +808,16 @@ static void on_notice(void *data, int result,
 
 static void on_told_deadline(uv_timer_t *t) {
   (void)t;
-  told_all();
+  if (awaiting)
+    tell();
+  else
+    told_all();
 }
 
-void ephd_members_announce(uint64_t timeout_ms, void (*done)(void)) {
-  going = 1;
-  on_told = done;
+/* Sends the notice to every member of the view; told_all once each
+ * answered or timeout_ms passed. */
+static void tell(void) {
+  awaiting = 0;
   ntold = view.count;
   told = calloc(ntold, sizeof(*told));
   staying = calloc(ntold, 1);
@@ -837,7 +851,7 @@ void ephd_members_announce(uint64_t timeout_ms, void (*done)(void)) {
         .target = {LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
         .headers = {headers.base, headers.len},
         .body = {body, (size_t)len},
-        .timeout_ms = timeout_ms,
+        .timeout_ms = tell_ms,
     };
     ephd_relay_t *sent;
     if (peer == NULL || ephd_relay_send(peer, &rq, on_notice, n, &sent) != 0) {
@@ -847,10 +861,35 @@ void ephd_members_announce(uint64_t timeout_ms, void (*done)(void)) {
     told_out++;
   }
   ephd_buf_free(&headers);
+  uv_timer_start(&told_timer, on_told_deadline, tell_ms, 0);
+  if (--told_out == 0) told_all();
+}
+
+/* A member this broker told it stays, which said it leaves: its hand-over
+ * may be on its way here, until its row goes. */
+static int promised_pending(void) {
+  for (uint32_t i = 0; i < nrows; i++)
+    if (rows[i].promised && rows[i].leaving) return 1;
+  return 0;
+}
+
+void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
+                           void (*done)(void)) {
+  going = 1;
+  on_told = done;
+  tell_ms = timeout_ms;
   uv_timer_init(loop, &told_timer);
   told_timer_ready = 1;
-  uv_timer_start(&told_timer, on_told_deadline, timeout_ms, 0);
-  if (--told_out == 0) told_all();
+  /* A member that stopped a moment before this broker was told it stays,
+   * and hands its partitions here: this broker listens on until that
+   * member's row is gone (its hand-over over), then hands them on with
+   * its own. */
+  if (database && token && promised_pending()) {
+    awaiting = 1;
+    uv_timer_start(&told_timer, on_told_deadline, wait_ms, 0);
+    return;
+  }
+  tell();
 }
 
 const ephd_view_t *ephd_members_staying(void) {

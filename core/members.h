@@ -36,9 +36,12 @@ const ephd_view_t *ephd_members_view(void);
 /* The stop's first step: tells every other live member that this broker
  * leaves (POST /api/v1/ephemeral/leaving, forward-marked), so they stop
  * placing anything on it at once, and stops answering ready; calls done
- * once each answered or timeout_ms passed. done may be called before this
+ * once each answered or timeout_ms passed. When this broker told a member
+ * that stops that it stays, it first waits (listening) until that
+ * member's row is gone, at most wait_ms. done may be called before this
  * returns. */
-void ephd_members_announce(uint64_t timeout_ms, void (*done)(void));
+void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
+                           void (*done)(void));
 /* After the announce: this broker and the members that answered it as
  * staying (reached, and not stopping too), sorted by id; the view where
  * nothing was announced. What a stop hands its partitions over to. */

@@ -77,12 +77,15 @@ end
 -- the members' readiness probes (core/members.c) until done() holds, for
 -- up to `seconds` (10), each on a connection it closes, so the relay
 -- sends nothing else there.
+-- done is given how many probes were answered.
 function _M.answer_ready(server, id, epoch, done, seconds)
     local body = ('{"id":"%s","epoch":%d,"ready":true}'):format(id, epoch)
+    local answered = 0
     server:settimeout(0.05)
     _M.wait_until("the cell to take member " .. id, function()
         local c = server:accept()
         if c then
+            answered = answered + 1
             c:settimeout(5)
             repeat local line = c:receive("*l") until not line or line == ""
             c:send("HTTP/1.1 200 OK\r\nConnection: close\r\n"
@@ -90,7 +93,7 @@ function _M.answer_ready(server, id, epoch, done, seconds)
                    .. #body .. "\r\n\r\n" .. body)
             c:close()
         end
-        return done()
+        return done(answered)
     end, seconds)
     server:settimeout(nil)
 end

@@ -171,5 +171,143 @@ describe("the cell's membership", function()
             assert.is_nil(log:find("event=cell_heartbeat_failed", 1, true))
         end
     end)
+
+    it("places nothing on a member until its listener answers as it",
+       function()
+        local socket = require("socket")
+        local fake = assert(socket.bind("127.0.0.1", 0))
+        local _, port = fake:getsockname()
+        local ds = daemon.start_cell(2, ENV)
+        finally(function()
+            daemon.stop_all(ds)
+            fake:close()
+            daemon.sql("DELETE FROM queen.ephemeral_members")
+        end)
+        daemon.await_cell(ds, 10)
+        local function listed(id)
+            for _, d in ipairs(ds) do
+                local found
+                for _, m in ipairs(d:cell().members) do
+                    if m.id == id then found = m end
+                end
+                if not found then return false end
+                assert.is_false(found.live, "placed on before it answered")
+            end
+            return true
+        end
+        local function serves(queue)
+            for i = 1, 32 do
+                local res = ds[1 + i % 2]:push(queue, { "1" }, "p" .. i)
+                assert.equals(201, res.status, res.body)
+            end
+        end
+        -- A row, signed, whose broker does not listen yet.
+        daemon.member_row(TOKEN, "f0000000000000a1",
+                          "http://127.0.0.1:" .. daemon.free_port(), 77, 600000)
+        daemon.wait_until("the row read", function()
+            return listed("f0000000000000a1")
+        end)
+        serves("unready")
+        -- One whose address answers as another member.
+        daemon.member_row(TOKEN, "f0000000000000a2",
+                          "http://127.0.0.1:" .. port, 77, 600000)
+        daemon.answer_ready(fake, "f0000000000000bb", 77,
+                            function(n) return n >= 4 end)
+        assert.is_true(listed("f0000000000000a2"))
+        for _, d in ipairs(ds) do assert.equals(2, d:cell().live) end
+        serves("imposter")
+        -- Answering as itself, it joins.
+        daemon.answer_ready(fake, "f0000000000000a2", 77, function()
+            for _, d in ipairs(ds) do
+                if d:cell().live ~= 3 then return false end
+            end
+            return true
+        end)
+    end)
+
+    it("hears a stopping member leave at once: its partitions go to their "
+       .. "new owners, and nothing it held is lost", function()
+        local ds = daemon.start_cell(3, {
+            QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN })
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, c = ds[1], ds[3]
+        local idc = c:cell().self.id
+        local pushed = 0
+        local function push(part)
+            local res = a:push("leaving", { "1" }, part)
+            if res.status == 201 then pushed = pushed + 1 end
+            return res
+        end
+        for i = 1, 24 do assert.equals(201, push("p" .. i).status) end
+        local mine = {}
+        for part, n in pairs(c:held("leaving")) do
+            if n > 0 then mine[#mine + 1] = part end
+        end
+        assert.is_true(#mine > 0)
+        -- While c stops, a sends its partitions' pushes on: never to a
+        -- broker that no longer listens. (The survivors hear the notice a
+        -- moment apart: in between, the new owner may not know it owns
+        -- yet, and answers owner_moved, which a client retries.)
+        os.execute("kill -TERM " .. c.pid)
+        local i, moved = 0, 0
+        while c:alive() do
+            i = i + 1
+            local res = push(mine[1 + i % #mine])
+            if res.status == 503 and res.json.code == "owner_moved" then
+                moved = moved + 1
+            else
+                assert.equals(201, res.status, res.body)
+            end
+        end
+        c.stopped = true
+        assert.is_true(i > 0)
+        assert.is_true(moved <= 3, moved .. " owner_moved")
+        assert.truthy(a:read_log():find("event=member_left id="
+                                        .. idc .. " [^\n]* "
+                                        .. "reason=leaving", 1), "no notice")
+        local held = 0
+        for _, d in ipairs({ ds[1], ds[2] }) do
+            for _, n in pairs(d:held("leaving")) do held = held + n end
+        end
+        assert.equals(pushed, held)
+    end)
+
+    it("stops two members at once handing over only to the survivor",
+       function()
+        local ds = daemon.start_cell(3, ENV)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local pushed = 0
+        local function push(d, part)
+            if d:push("pair", { "1", "2" }, part).status == 201 then
+                pushed = pushed + 2
+            end
+        end
+        for i = 1, 32 do push(ds[1 + i % 3], "p" .. i) end
+        assert.equals(64, pushed)
+        os.execute("kill -TERM " .. a.pid .. " " .. b.pid)
+        -- Under traffic: c takes pushes for every partition meanwhile.
+        local i = 0
+        while a:alive() or b:alive() do
+            i = i + 1
+            push(c, "p" .. (1 + i % 32))
+        end
+        a.stopped, b.stopped = true, true
+        daemon.wait_until("c alone", function() return c:cell().live == 1 end)
+        local held = 0
+        for _, n in pairs(c:held("pair")) do held = held + n end
+        if os.getenv("MEMBERS_DEBUG") then
+            for _, d in ipairs(ds) do
+                for line in d:read_log():gmatch("[^\n]+") do
+                    if not line:find("event=request", 1, true) then
+                        print(d.port, line)
+                    end
+                end
+            end
+        end
+        assert.equals(pushed, held)
+    end)
 end)
 
