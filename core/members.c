@@ -72,8 +72,8 @@ static uint32_t ntold, told_out;
 static ephd_member_t *kept;
 static ephd_view_t after;
 static uv_timer_t told_timer;
-static int told_timer_ready, awaiting;
-static uint64_t tell_ms;
+static enum { IDLE, AWAITING, TELLING, DRAINING, DONE } phase;
+static uint64_t tell_ms, told_ms;
 static void (*on_told)(void);
 
 /* One statement, so one round trip a second: this broker's beat, the
@@ -228,9 +228,11 @@ static void ignore(uint64_t *next, uint32_t *n, const char *id, int len,
   next[(*n)++] = key;
   for (uint32_t i = 0; i < nignored; i++)
     if (ignored[i] == key) return;
-  char shown[17];
+  /* Cut short: the row's values are anybody's. */
+  char shown[17], where[EPHD_MEMBER_ADDRESS_MAX];
   snprintf(shown, sizeof(shown), "%.*s", len < 16 ? len : 16, id);
-  ephd_log("warn", "member_row_ignored", "id", shown, "address", address,
+  snprintf(where, sizeof(where), "%s", address);
+  ephd_log("warn", "member_row_ignored", "id", shown, "address", where,
            "reason", why == 'm' ? "mac" : "unreadable", "msg",
            why == 'm' ? "not signed with this cell's token: not a member"
                       : "a row this broker cannot read: not a member",
@@ -441,7 +443,6 @@ static void apply(PGresult *res) {
     /* A row this broker cannot read, or not signed with the cell's token,
      * is no member it could relay to. */
     if (parse_id(id, id_len, &r->m.id) || len >= sizeof(r->m.address) ||
-        memchr(address, 0, len) ||
         parse_u64(PQgetvalue(res, i, 2), UINT32_MAX, &epoch) ||
         parse_u64(PQgetvalue(res, i, 3), UINT32_MAX, &r->ttl_ms) ||
         parse_u64(PQgetvalue(res, i, 4), UINT64_MAX, &r->age_ms)) {
@@ -454,7 +455,6 @@ static void apply(PGresult *res) {
     if (r->m.id != self.id &&
         !mac_ok(r, PQgetvalue(res, i, 5), PQgetlength(res, i, 5))) {
       ignore(skipped, &nskipped, id, id_len, address, 'm');
-      memset(r, 0, sizeof(*r));
       continue;
     }
     r->live = r->age_ms <= r->ttl_ms;
@@ -471,7 +471,7 @@ static void apply(PGresult *res) {
   uint32_t nwas = view.count;
   changed(install(next, count), nwas);
   probe_all();
-  if (awaiting && !promised_pending()) tell();
+  if (phase == AWAITING && !promised_pending()) tell();
 }
 
 static void failed(void) {
@@ -765,9 +765,18 @@ int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap) {
   return EPHD_OK;
 }
 
+static void on_told_deadline(uv_timer_t *t);
+
+static void drained(void) {
+  phase = DONE;
+  void (*done)(void) = on_told;
+  on_told = NULL;
+  done();
+}
+
 static void told_all(void) {
-  if (on_told == NULL) return;
-  if (told_timer_ready) uv_timer_stop(&told_timer);
+  if (phase != TELLING) return;
+  uv_timer_stop(&told_timer);
   /* Sorted by id as the view is: the survivors keep placement's order. */
   kept = calloc(ntold + 1, sizeof(*kept));
   if (kept == NULL) abort();
@@ -781,9 +790,17 @@ static void told_all(void) {
   }
   after.members = kept;
   after.count = n;
-  void (*done)(void) = on_told;
-  on_told = NULL;
-  done();
+  if (ntold < 2 || token == NULL) {
+    drained();
+    return;
+  }
+  /* A request a member relayed here just before it answered may still be
+   * on its way: this broker listens a moment longer (twice the notices'
+   * round trip), serves it, and hands it over with the rest, rather than
+   * refusing its connection. */
+  phase = DRAINING;
+  uint64_t took = uv_now(loop) - told_ms;
+  uv_timer_start(&told_timer, on_told_deadline, 2 * took + 10, 0);
 }
 
 typedef struct {
@@ -797,7 +814,7 @@ static void on_notice(void *data, int result,
    * cannot be reached, is no target for this broker's partitions. */
   static const char STAYING[] = "\"leaving\":false}";
   size_t sl = sizeof(STAYING) - 1;
-  if (on_told && result == EPHD_RELAY_OK && res->status == 200 &&
+  if (phase == TELLING && result == EPHD_RELAY_OK && res->status == 200 &&
       res->body.len >= sl &&
       memcmp(res->body.ptr + res->body.len - sl, STAYING, sl) == 0) {
     staying[n->index] = 1;
@@ -808,16 +825,19 @@ static void on_notice(void *data, int result,
 
 static void on_told_deadline(uv_timer_t *t) {
   (void)t;
-  if (awaiting)
+  if (phase == AWAITING)
     tell();
-  else
+  else if (phase == TELLING)
     told_all();
+  else if (phase == DRAINING)
+    drained();
 }
 
 /* Sends the notice to every member of the view; told_all once each
  * answered or timeout_ms passed. */
 static void tell(void) {
-  awaiting = 0;
+  phase = TELLING;
+  told_ms = uv_now(loop);
   ntold = view.count;
   told = calloc(ntold, sizeof(*told));
   staying = calloc(ntold, 1);
@@ -879,13 +899,12 @@ void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
   on_told = done;
   tell_ms = timeout_ms;
   uv_timer_init(loop, &told_timer);
-  told_timer_ready = 1;
   /* A member that stopped a moment before this broker was told it stays,
    * and hands its partitions here: this broker listens on until that
    * member's row is gone (its hand-over over), then hands them on with
    * its own. */
   if (database && token && promised_pending()) {
-    awaiting = 1;
+    phase = AWAITING;
     uv_timer_start(&told_timer, on_told_deadline, wait_ms, 0);
     return;
   }
@@ -893,5 +912,5 @@ void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
 }
 
 const ephd_view_t *ephd_members_staying(void) {
-  return on_told == NULL && kept ? &after : &view;
+  return phase == DONE && kept ? &after : &view;
 }
