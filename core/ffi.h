@@ -444,13 +444,23 @@ typedef struct {
   char id[17]; /* 16 hex digits */
   ephd_slice_t address;
   uint32_t epoch;
-  int live;             /* at the last read, by its own TTL */
-  uint64_t ttl_ms;      /* the TTL it beats for */
+  int live;        /* in the view: live by its own TTL at the last read, its
+                    * listener answered as it (ready), and not leaving */
+  uint64_t ttl_ms; /* the TTL it beats for */
   uint64_t seen_ms_ago; /* by the database's clock, plus the time since */
 } ephd_cell_member_t;
 void ephd_ffi_cell(ephd_cell_t *cell);
 /* Row i; the address lives until the next read is applied. */
 int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member);
+/* GET /api/v1/ephemeral/ready, a member asking whether this broker's
+ * listener is up (core/members.c): writes {"id","epoch","ready"} into out
+ * (cap >= 96) and returns the status, 200, or 503 once it stops. */
+int ephd_ffi_cell_ready(char *out, size_t cap);
+/* POST /api/v1/ephemeral/leaving, a member saying it stops: EPHD_OK with
+ * this broker's answer in out (cap >= 64); EPHD_E_REFUSED without a
+ * trusted forward mark; EPHD_E_BAD_REQUEST for a body that is not
+ * {"id","epoch"} as a member writes it. */
+int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap);
 
 #pragma GCC visibility pop
 #endif

@@ -29,6 +29,9 @@
 static uv_signal_t sigterm, sigint, sighup;
 static uv_timer_t stop_deadline;
 static int stopping;
+/* How long a stop may wait for the hand-over of a member that stopped just
+ * before: its hand-over's time, and a heartbeat to see its row gone. */
+static uint64_t stop_wait_ms;
 
 static void on_deadline(uv_timer_t *t) {
   (void)t;
@@ -56,6 +59,21 @@ static void on_handed_over(void) {
   ephd_members_leave(1000, on_left_cell);
 }
 
+/* The members that answered the leaving notice route this broker's
+ * partitions to their new owners already. Then the listener stops (the
+ * held requests answered: a relayed one cancels its own relay), and with
+ * nothing more coming in the partitions go to their owners among the
+ * members staying (bounded by the hand-over's timeout), never to one
+ * stopping too. */
+static void on_announced(void) {
+  ephd_http_stop();
+  ephd_handover_leave(ephd_members_staying(), on_handed_over);
+  /* Answers to parked polls get a moment to be written; a peer that will
+   * not read them does not hold the stop past the deadline. */
+  uv_timer_start(&stop_deadline, on_deadline, 500, 0);
+  uv_unref((uv_handle_t *)&stop_deadline);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   (void)s;
   if (stopping) return;
@@ -63,15 +81,11 @@ static void on_signal(uv_signal_t *s, int signum) {
   char sig[16];
   snprintf(sig, sizeof(sig), "%d", signum);
   ephd_log("info", "stopping", "signal", sig, NULL);
-  ephd_http_stop();
-  /* After the held requests were answered (a relayed one cancels its own
-   * relay), with nothing more coming in: the partitions go to their owners
-   * in the cell without this broker (bounded by the hand-over's timeout). */
-  ephd_handover_leave(ephd_members_view(), on_handed_over);
-  /* Answers to parked polls get a moment to be written; a peer that will not
-   * read them does not hold the stop past the deadline. */
-  uv_timer_start(&stop_deadline, on_deadline, 500, 0);
-  uv_unref((uv_handle_t *)&stop_deadline);
+  /* The members first, while this broker still listens: from their answer
+   * on they route its partitions to the new owners, so no client hears a
+   * refused connection from it in between; what still reaches it here is
+   * served, and handed over with the rest. */
+  ephd_members_announce(stop_wait_ms, 1000, on_announced);
 }
 
 /* glibc keeps freed heap for reuse, and Lua garbage not yet collected pins
@@ -190,10 +204,10 @@ int main(int argc, char **argv) {
       .max_body_bytes = s.max_body_bytes,
   };
   ephd_handover_init(loop, &engine, s.cell_token, &handover_limits);
+  stop_wait_ms = s.handover_timeout_ms + s.member_ttl_ms;
   ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
-                     s.database_url != NULL, s.member_ttl_ms);
-  ephd_members_boot(2000);
+                     s.database_url != NULL, s.member_ttl_ms, s.cell_token);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
    * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
    * body, and the answer's own few bytes: twice a body and the header
@@ -213,6 +227,9 @@ int main(int argc, char **argv) {
   ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
                     ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);
+  /* With the relay up: the boot asks the members it reads if they are
+   * ready. */
+  ephd_members_boot(2000);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

@@ -82,7 +82,7 @@ void ephd_fuzz_boot(void) {
       .timeout_ms = 5000, .max_bytes = 1 << 20, .max_body_bytes = 1 << 20};
   ephd_handover_init(loop, &engine, NULL, &handover_limits);
   ephd_members_on_change(ephd_handover_view_changed);
-  ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000);
+  ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000, NULL);
   ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
   ephd_relay_init(loop, &relay_limits);
   ephd_forward_init(NULL, 5000, SIZE_MAX, NULL);

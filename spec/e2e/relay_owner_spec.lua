@@ -41,14 +41,10 @@ describe("the relay, facing an owner that is not ephd", function()
         -- The table is the broker's to create: the fake joins after it.
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. FAKE_ID .. "'")
-        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch,"
-                   .. " ttl_ms) VALUES ('" .. FAKE_ID .. "', 'http://127.0.0.1:"
-                   .. port .. "', 61681, 600000)")
-        local t0 = daemon.now()
-        while a:cell().live < 2 and daemon.now() - t0 < 10 do
-            daemon.sleep(0.05)
-        end
-        assert.equals(2, a:cell().live)
+        daemon.member_row(TOKEN, FAKE_ID, "http://127.0.0.1:" .. port, 61681,
+                          600000)
+        daemon.answer_ready(fake, FAKE_ID, 61681,
+                            function() return a:cell().live == 2 end)
 
         local function push(partition)
             local c = a:connect()

@@ -621,14 +621,13 @@ describe("the relay", function()
                      .. id .. "'")
         local p = io.popen("luajit " .. helper.root
                            .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
+                           .. id .. " 4022250974 " .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
                            .. " http://127.0.0.1:" .. b.port
                            .. " >/dev/null 2>&1 & echo $!")
         fake = p:read("*l")
         p:close()
-        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
-                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
-                   .. port .. "', 4022250974, 600000)")
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250974,
+                          600000)
         local t0 = daemon.now()
         while (a:cell().live < 3 or b:cell().live < 3)
               and daemon.now() - t0 < 5 do
