@@ -3,6 +3,7 @@
 -- place, redeliveries, leases as redeliveries); what cannot be handed over
 -- is emptied where it was (the loss contract), its old ids answer stale,
 -- and the drop is counted.
+local socket = require("socket")
 local daemon = require("e2e.daemon")
 local mark = require("e2e.mark")
 
@@ -442,12 +443,15 @@ describe("ownership moves", function()
         -- partitions, which fail to connect until a broker starts there.
         local port = daemon.free_port()
         local id = "f00000000000000e"
-        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
-                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
-                   .. port .. "', 4022250975, 600000)")
-        daemon.wait_until("a to see the member", function()
+        -- It answers the readiness probe (a places nothing on a member
+        -- that does not), then stops listening.
+        local server = assert(socket.bind("127.0.0.1", port))
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250975,
+                          600000)
+        daemon.answer_ready(server, id, 4022250975, function()
             return a:cell().live == 2
         end)
+        server:close()
         daemon.wait_until("a to fail a hand-over", function()
             return a:read_log():find("event=handover_failed", 1, true)
         end)

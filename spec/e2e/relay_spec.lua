@@ -676,13 +676,13 @@ describe("the relay", function()
                      .. id .. "'")
         local p = io.popen("luajit " .. helper.root
                            .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. quote(leave) .. " 1 http://127.0.0.1:" .. a.port
+                           .. id .. " 4022250975 " .. quote(leave)
+                           .. " 1 http://127.0.0.1:" .. a.port
                            .. " >/dev/null 2>&1 & echo $!")
         fake = p:read("*l")
         p:close()
-        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
-                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
-                   .. port .. "', 4022250975, 600000)")
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250975,
+                          600000)
         daemon.wait_until("a to see the second member", function()
             return a:cell().live == 2
         end, 5)
