@@ -6,11 +6,11 @@
 
 #include "ack_result.h"
 #include "clock.h"
-#include "forward.h"
 #include "http.h"
 #include "json.h"
 #include "members.h"
 #include "op.h"
+#include "relay_edge.h"
 
 ephd_engine_t *ephd_commands_engine;
 

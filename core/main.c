@@ -11,7 +11,6 @@
 #include "config.h"
 #include "engine.h"
 #include "fanout.h"
-#include "forward.h"
 #include "handover.h"
 #include "http.h"
 #include "log.h"
@@ -19,7 +18,8 @@
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
-#include "relay.h"
+#include "peer_client.h"
+#include "relay_edge.h"
 #include "store.h"
 
 #ifndef EPHD_SOURCE_DIR

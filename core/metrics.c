@@ -7,11 +7,11 @@
 #include "errors.h"
 #include "fanout.h"
 #include "ffi.h"
-#include "forward.h"
 #include "handover.h"
 #include "http.h"
 #include "members.h"
 #include "prom.h"
+#include "relay_edge.h"
 
 static const ephd_engine_t *engine;
 

@@ -4,11 +4,11 @@
 
 #include "clock.h"
 #include "commands.h"
-#include "forward.h"
 #include "http.h"
 #include "json.h"
 #include "members.h"
 #include "op.h"
+#include "relay_edge.h"
 
 /* The answer, its batch taken straight into the connection's output (none
  * when take is 0: a timeout or a stop with nothing gathered). The batch is

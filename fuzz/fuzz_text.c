@@ -12,7 +12,7 @@
 #include "ack_result.h"
 #include "buf.h"
 #include "ffi.h"
-#include "forward.h"
+#include "relay_edge.h"
 #include "id.h"
 #include "json.h"
 

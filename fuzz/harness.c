@@ -17,14 +17,14 @@
 #include "config.h"
 #include "engine.h"
 #include "fanout.h"
-#include "forward.h"
+#include "relay_edge.h"
 #include "handover.h"
 #include "http.h"
 #include "lua_host.h"
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
-#include "relay.h"
+#include "peer_client.h"
 #include "store.h"
 
 static uv_loop_t *loop;

@@ -13,8 +13,8 @@
 #include "mark.h"
 #include "members.h"
 #include "op.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
 #include "transfer.h"
 
 /* Hand-overs in flight at once: enough to keep a few peers busy, few

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "relay.h"
+#include "peer_client.h"
 #include "test.h"
 
 /* --- the server ------------------------------------------------------

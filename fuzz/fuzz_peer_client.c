@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "relay.h"
+#include "peer_client.h"
 
 static uv_loop_t *loop;
 static int listen_fd;

@@ -1,6 +1,6 @@
 /* The cell's relay, the daemon's half: see forward.h. */
 #define _GNU_SOURCE /* memmem */
-#include "forward.h"
+#include "relay_edge.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,8 +17,8 @@
 #include "mark.h"
 #include "members.h"
 #include "op.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
 
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
 #include "http.h"
 #include "log.h"
 #include "members.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
+#include "relay_edge.h"
 
 static const char *const VERB_NAMES[EPHD_FANOUT_VERBS] = {"reset", "delete"};
 

@@ -1,4 +1,4 @@
-#include "relay.h"
+#include "peer_client.h"
 
 #include <stdlib.h>
 #include <string.h>
