@@ -31,8 +31,8 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   /* A cell of one reads the view's count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 &&
-      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, taken, view, tenant,
-                         tenant_len, s->queue, s->partition) != EPHD_OK)
+      ephd_relay_route(req, EPHD_RELAY_PUSH, 0, taken, view, tenant, tenant_len,
+                       s->queue, s->partition) != EPHD_OK)
     return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
@@ -119,8 +119,8 @@ static __attribute__((noinline)) int ack_forward(
                   .tenant_len = tenant_len,
                   .acks = acks,
                   .ids = ids};
-  return ephd_forward_ack(req, view, tenant, tenant_len, s, acks, ids, ack_here,
-                          &a);
+  return ephd_relay_ack(req, view, tenant, tenant_len, s, acks, ids, ack_here,
+                        &a);
 }
 
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,

@@ -71,7 +71,7 @@ typedef struct {
   /* Content-Type is exactly application/json, the usual case, which the
    * browser check takes without reading the header */
   int json;
-  ephd_slice_t forward; /* X-Queen-Forward: the cell's mark (core/forward.h) */
+  ephd_slice_t forward; /* X-Queen-Forward: the mark (core/cell/mark.h) */
   ephd_op_t *op;        /* what its parse hands its commit (below) */
 } ephd_request_t;
 
@@ -247,7 +247,7 @@ int ephd_ffi_json_members(const char *json, size_t len);
  * decoding it), let Lua check names and policy, then commit all or nothing:
  * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
  * req->op->refusals and req unanswered; in a cell, EPHD_RELAYED when
- * another member owns the partition (C answers: core/forward.h). taken:
+ * another member owns the partition (C answers: core/cell/relay_edge.h). taken:
  * what the tenant's rate was charged for it, given back (the dispatch
  * module's refund) when a relayed push is refused by its owner, as Lua
  * gives it back when a rung here refuses one. */
@@ -259,12 +259,12 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
 /* A request marked as relayed by a member of the cell (req->forward):
  * EPHD_OK and the tenant the edge established, when the mark is signed
  * with this broker's cell token for this request within its time bound
- * (core/mark.h) and its tenant is in the form the edge writes it (a
+ * (core/cell/mark.h) and its tenant is in the form the edge writes it (a
  * lowercase UUID); EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED
  * otherwise, and always at a broker without a token. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
-/* A partition handed over by its old owner (core/transfer.h), sent with a
+/* A partition handed over by its old owner (core/cell/transfer.h), sent with a
  * trusted forward mark: check reads the body (EPHD_E_BAD_REQUEST with
  * req->op->scan.message when it is not a transfer); commit merges it into
  * this broker's ring, charged like a push against the queue's bounds and
@@ -279,13 +279,13 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
  * slots. In a cell, a pop naming a partition another member owns is
- * EPHD_RELAYED, answered by C (core/forward.h). */
+ * EPHD_RELAYED, answered by C (core/cell/relay_edge.h). */
 int ephd_ffi_pop(const ephd_request_t *req);
 
 /* ack: scan into req->op, then settle every id and answer req with the
  * results. In a cell, an ack whose ids another live member holds (by the
  * epoch they carry) is EPHD_RELAYED: relayed whole, or split by holder and
- * merged, answered by C (core/forward.h). */
+ * merged, answered by C (core/cell/relay_edge.h). */
 int ephd_ffi_ack_scan(const ephd_request_t *req);
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len);
@@ -294,7 +294,7 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
 uint64_t ephd_ffi_reset(const char *tenant, size_t tenant_len,
                         const char *queue, size_t queue_len);
 /* After a reset applied here, in a cell: the same request sent with the
- * forward mark to every other live member (core/fanout.h), and req held
+ * forward mark to every other live member (core/cell/fanout.h), and req held
  * and answered 200 with answer (what this broker dropped) once they have
  * answered: EPHD_HELD. EPHD_OK when there is nobody to send it to (a cell
  * of one, no cell token, or req is marked: a fan-out already), and Lua
@@ -429,7 +429,7 @@ int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
                    const char *group, size_t group_len);
 
 /* The cell as this broker sees it (GET /api/v1/system/cell): its members,
- * sorted by id, as the last heartbeat's read had them (core/members.h). */
+ * sorted by id, as the last heartbeat's read had them (core/cell/members.h). */
 typedef struct {
   uint32_t members; /* rows: the live, and the unseen not yet collected */
   uint32_t live;

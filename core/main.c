@@ -52,7 +52,7 @@ static void on_left_cell(void) { ephd_store_stop(); }
  * broker's partitions here, and hear ephemeral_forward_failed (it listens
  * no more): retried, and served by the new owners once the row is gone. */
 static void on_handed_over(void) {
-  ephd_relay_close_all();
+  ephd_peer_close_all();
   ephd_members_leave(1000, on_left_cell);
 }
 
@@ -195,10 +195,10 @@ int main(int argc, char **argv) {
                      s.database_url != NULL, s.member_ttl_ms);
   ephd_members_boot(2000);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
-   * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
+   * (ephd_relay_batch_bytes) plus its last delivery, itself at most one
    * body, and the answer's own few bytes: twice a body and the header
    * limit hold it. Any other answer is smaller. */
-  ephd_relay_limits_t relay_limits = {
+  ephd_peer_limits_t relay_limits = {
       .max_conns = (uint32_t)s.relay_max_conns,
       .max_parked = (uint32_t)s.relay_max_parked,
       .max_queued = (uint32_t)s.relay_max_queued,
@@ -209,9 +209,9 @@ int main(int argc, char **argv) {
       .max_response_bytes = 2 * s.max_body_bytes + s.max_header_bytes,
       .max_peer_bytes = s.relay_max_peer_bytes,
   };
-  ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
-                    ephd_lua_host_refund);
+  ephd_peer_init(loop, &relay_limits);
+  ephd_relay_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
+                  ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,

@@ -262,7 +262,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_http(o);
   write_refusals(o);
   write_queue_depths(o);
-  ephd_forward_metrics(o);
+  ephd_relay_metrics(o);
   ephd_fanout_metrics(o);
   ephd_handover_metrics(o);
   ephd_buf_append(o, extra, len);

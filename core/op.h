@@ -43,7 +43,7 @@ typedef struct ephd_op_state {
     ephd_deferred_t *deferred;
     ephd_queue_t *queue;
     uint32_t group, batch;
-    size_t batch_bytes; /* ephd_forward_batch_bytes */
+    size_t batch_bytes; /* ephd_relay_batch_bytes */
     int auto_ack;
     int windowed;         /* woken, and fattening its batch (windowBuffer) */
     uint64_t deadline_ms; /* its timeout */

@@ -120,7 +120,7 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   op->parked.queue = q;
   op->parked.group = g;
   op->parked.batch = a->batch;
-  op->parked.batch_bytes = ephd_forward_batch_bytes(req);
+  op->parked.batch_bytes = ephd_relay_batch_bytes(req);
   op->parked.auto_ack = a->auto_ack;
   op->parked.windowed = 0;
   op->parked.deadline_ms = now + a->timeout_ms;
@@ -140,9 +140,9 @@ int ephd_ffi_pop(const ephd_request_t *req) {
    * count and nothing else. */
   const ephd_view_t *view = ephd_members_view();
   if (view->count > 1 && a->partition &&
-      ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
-          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+      ephd_relay_route(
+          req, EPHD_RELAY_POP, a->wait ? a->timeout_ms : 0, 0, view, a->tenant,
+          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
           (ephd_slice_t){a->partition, a->partition_len}) != EPHD_OK)
     return EPHD_RELAYED;
   ephd_tenant_t *t = ephd_engine_tenant(e, a->tenant, a->tenant_len);
@@ -163,9 +163,9 @@ int ephd_ffi_pop(const ephd_request_t *req) {
    * that waits parks there. Checked before anything is made here. */
   if (view->count > 1 && !a->partition &&
       !ephd_engine_would_deliver(e, q, NULL, 0, new_group, g, now) &&
-      ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
-          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
+      ephd_relay_route(
+          req, EPHD_RELAY_POP, a->wait ? a->timeout_ms : 0, 0, view, a->tenant,
+          a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
           (ephd_slice_t){EPHD_DEFAULT_PARTITION,
                          sizeof(EPHD_DEFAULT_PARTITION) - 1}) != EPHD_OK)
     return EPHD_RELAYED;
@@ -207,6 +207,6 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     return EPHD_PARKED;
   }
   answer_pop(ephd_http_conn(req), q, r, g, a->batch,
-             ephd_forward_batch_bytes(req), a->auto_ack, 1);
+             ephd_relay_batch_bytes(req), a->auto_ack, 1);
   return EPHD_OK;
 }

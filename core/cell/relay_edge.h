@@ -1,11 +1,11 @@
-/* The cell's relay, the daemon's half (relay.c is the client it sends
+/* The cell's relay, the daemon's half (peer_client.c is the client it sends
  * with). At the edge, a request whose partition another member owns is
  * held (http.h) and sent once to that owner with the forward mark, and the
  * owner's answer is passed back as it came. At the owner, a marked request
  * is trusted only with the cell token, and refused as owner_moved when this
  * broker's view gives its partition to another member.
  *
- * The mark (core/mark.h) is one header carrying the tenant, signed with
+ * The mark (core/cell/mark.h) is one header carrying the tenant, signed with
  * the cell token for the request and the time: the edge ran the whole
  * ladder (kill switch, identity, grant, shape, rate), so the owner takes the
  * tenant from it and runs none of identity, grant or rate again; it still
@@ -13,8 +13,8 @@
  *
  * Nothing here runs in a cell of one: callers look at the view's count
  * first, and without a cell token a broker never relays. */
-#ifndef EPHD_FORWARD_H
-#define EPHD_FORWARD_H
+#ifndef EPHD_RELAY_EDGE_H
+#define EPHD_RELAY_EDGE_H
 
 #include <stddef.h>
 
@@ -26,34 +26,34 @@
 
 /* The verbs the relay carries: the metrics' route label. */
 typedef enum {
-  EPHD_FORWARD_PUSH,
-  EPHD_FORWARD_POP,
-  EPHD_FORWARD_ACK,
-  EPHD_FORWARD_VERBS
-} ephd_forward_verb_t;
+  EPHD_RELAY_PUSH,
+  EPHD_RELAY_POP,
+  EPHD_RELAY_ACK,
+  EPHD_RELAY_VERBS
+} ephd_relay_verb_t;
 
 /* Gives a tenant back rate it was charged (the Lua side's). */
-typedef void (*ephd_forward_refund_fn)(const char *tenant, size_t tenant_len,
-                                       uint32_t cost);
+typedef void (*ephd_relay_refund_fn)(const char *tenant, size_t tenant_len,
+                                     uint32_t cost);
 
 /* The cell token (NULL: none, and this broker never relays nor trusts a
  * mark), which must outlive the broker, and the deadline of a relayed
  * request that does not park (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS). refund
  * gives back what the rate took for a relayed push its owner refused.
- * batch_bytes bounds a relayed pop's batch (ephd_forward_batch_bytes). */
-void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
-                       size_t batch_bytes, ephd_forward_refund_fn refund);
+ * batch_bytes bounds a relayed pop's batch (ephd_relay_batch_bytes). */
+void ephd_relay_init(const char *cell_token, uint64_t timeout_ms,
+                     size_t batch_bytes, ephd_relay_refund_fn refund);
 
 /* Whether a request may be sent on to other members: this broker has a
  * cell token, and the request is not itself one a member sent (a relayed
  * or fanned-out request is served where it lands, never sent on again). */
-int ephd_forward_sends_on(const ephd_request_t *req);
+int ephd_relay_sends_on(const ephd_request_t *req);
 
 /* The most bytes of deliveries a pop's answer may take before its last
  * one: for a pop a member relayed here, what keeps the answer within what
  * the member's relay accepts (a batch it refused would be taken here and
  * lost there); SIZE_MAX for a client's own pop. */
-size_t ephd_forward_batch_bytes(const ephd_request_t *req);
+size_t ephd_relay_batch_bytes(const ephd_request_t *req);
 
 /* For a request that passed the ladder, in a view of more than one member:
  * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
@@ -63,14 +63,13 @@ size_t ephd_forward_batch_bytes(const ephd_request_t *req);
  * the rate was charged for a push, given back if the owner answers
  * anything but a success (a refused push appends nothing), or 0. The
  * request is sent again as it came: its path, query and body. */
-int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       uint64_t park_ms, uint32_t taken,
-                       const ephd_view_t *view, const char *tenant,
-                       size_t tenant_len, ephd_slice_t queue,
-                       ephd_slice_t partition);
+int ephd_relay_route(const ephd_request_t *req, ephd_relay_verb_t verb,
+                     uint64_t park_ms, uint32_t taken, const ephd_view_t *view,
+                     const char *tenant, size_t tenant_len, ephd_slice_t queue,
+                     ephd_slice_t partition);
 
 /* Settles id i of an ack here and says how it went. */
-typedef ephd_outcome_t (*ephd_forward_ack_here_fn)(void *data, uint32_t i);
+typedef ephd_outcome_t (*ephd_relay_ack_here_fn)(void *data, uint32_t i);
 
 /* An ack, in a view of more than one member, goes where its ids' epochs
  * say: the incarnation that issued an id holds its message (an exact
@@ -83,21 +82,20 @@ typedef ephd_outcome_t (*ephd_forward_ack_here_fn)(void *data, uint32_t i);
  * split by holder, here's ids settled now through here(data, i), each
  * other part relayed once, and the results merged in the request's order
  * (docs/cell.md says what the ids of a part not answered get). */
-int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len,
-                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                     const char *ids, ephd_forward_ack_here_fn here,
-                     void *data);
+int ephd_relay_ack(const ephd_request_t *req, const ephd_view_t *view,
+                   const char *tenant, size_t tenant_len,
+                   const ephd_scan_t *scan, const ephd_ack_item_t *acks,
+                   const char *ids, ephd_relay_ack_here_fn here, void *data);
 
 /* The outcomes of an ack's answer, {"results":[{"id":..,"outcome":..},
  * ...]} as a member writes it: 0 with out[0..n) when it holds exactly n
  * results, each with a known outcome, in their order; -1 otherwise (out
  * partly written). What a split ack reads of each part's answer. */
-int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
-                              uint32_t n);
+int ephd_relay_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                            uint32_t n);
 
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
-void ephd_forward_metrics(ephd_buf_t *o);
+void ephd_relay_metrics(ephd_buf_t *o);
 
 /* A request's copy as a member of the cell sends it on: its target (path
  * and query, and extra_query's "name=value" after it unless NULL), its headers
@@ -108,10 +106,10 @@ void ephd_forward_metrics(ephd_buf_t *o);
 typedef struct {
   size_t target_len, headers_len, body_len;
 } ephd_marked_t;
-size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
-                                const char *extra_query, ephd_marked_t *m);
-char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
-                                const char *extra_query, const char *tenant,
-                                size_t tenant_len);
+size_t ephd_relay_marked_size(const ephd_request_t *req, size_t tenant_len,
+                              const char *extra_query, ephd_marked_t *m);
+char *ephd_relay_write_marked(char *p, const ephd_request_t *req,
+                              const char *extra_query, const char *tenant,
+                              size_t tenant_len);
 
 #endif

@@ -81,16 +81,16 @@ local function unvouched_level()
 end
 
 -- The routes a member of the cell relays to their partition's owner
--- (core/forward.h), the admin verbs it fans out to every member
--- (core/fanout.h), and the hand-over of a partition to its new owner
--- (core/handover.h); a mark on any other is refused.
+-- (core/cell/relay_edge.h), the admin verbs it fans out to every member
+-- (core/cell/fanout.h), and the hand-over of a partition to its new owner
+-- (core/cell/handover.h); a mark on any other is refused.
 local RELAYED = { push = true, pop = true, ack = true, reset = true,
                   delete = true, handover = true }
 
 local mark_tenant = ffi.new("ephd_slice_t")
 
 -- A request relayed by a member of the cell carries the forward mark: the
--- tenant the edge established, signed with the cell token (core/mark.h),
+-- tenant the edge established, signed with the cell token (core/cell/mark.h),
 -- having run the whole
 -- ladder. Trusted, it stands for identity, grant and rate, all charged at
 -- the edge; untrusted, it is a credential this broker does not know, so
