@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 25 };
+enum { EPHD_FFI_ABI_VERSION = 26 };
 
 enum {
   EPHD_OK = 0,
@@ -244,17 +244,34 @@ int ephd_ffi_json_field(const char *json, size_t len, const char *name,
 int ephd_ffi_json_members(const char *json, size_t len);
 
 /* push: scan the body into req->op (validating every payload without
- * decoding it), let Lua check names and policy, then commit all or nothing:
- * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
- * req->op->refusals and req unanswered; in a cell, EPHD_RELAYED when
- * another member owns the partition (C answers: core/cell/relay_edge.h). taken:
- * what the tenant's rate was charged for it, given back (the dispatch
- * module's refund) when a relayed push is refused by its owner, as Lua
- * gives it back when a rung here refuses one. */
+ * decoding it), let Lua check names and policy, then commit all or nothing
+ * here: EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED
+ * with req->op->refusals and req unanswered. */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
-                         size_t tenant_len, const ephd_tenant_limits_t *limits,
-                         uint32_t taken);
+                         size_t tenant_len, const ephd_tenant_limits_t *limits);
+
+/* The cell's routing, decided once per request (core/cell/routing.h): the
+ * verbs whose handler is routed ask, after the ladder and before their
+ * commit, whether this broker serves the request. EPHD_OK: commit here.
+ * EPHD_RELAYED: C has answered or held it (relayed to the member holding
+ * what it names, or, marked already, refused owner_moved), and the commit
+ * does not run. taken: what the rate was charged for a push, given back
+ * (the dispatch module's refund) when its owner refuses it, as Lua gives
+ * it back when a rung here refuses one. Asked only in a cell (see
+ * ephd_ffi_cell_size) or for a marked request. */
+typedef enum {
+  EPHD_CELL_PUSH,
+  EPHD_CELL_POP,
+  EPHD_CELL_ACK,
+  EPHD_CELL_VERBS
+} ephd_cell_verb_t;
+int ephd_ffi_cell_route(const ephd_request_t *req, ephd_cell_verb_t verb,
+                        const char *tenant, size_t tenant_len, uint32_t taken);
+/* Where the count of members in this broker's view lives (1: a cell of
+ * one), read by the ladder before a routed commit without a call, so a
+ * broker alone pays nothing for routing. */
+const uint32_t *ephd_ffi_cell_size(void);
 
 /* A request marked as relayed by a member of the cell (req->forward):
  * EPHD_OK and the tenant the edge established, when the mark is signed
@@ -278,14 +295,11 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
- * slots. In a cell, a pop naming a partition another member owns is
- * EPHD_RELAYED, answered by C (core/cell/relay_edge.h). */
+ * slots. */
 int ephd_ffi_pop(const ephd_request_t *req);
 
-/* ack: scan into req->op, then settle every id and answer req with the
- * results. In a cell, an ack whose ids another live member holds (by the
- * epoch they carry) is EPHD_RELAYED: relayed whole, or split by holder and
- * merged, answered by C (core/cell/relay_edge.h). */
+/* ack: scan into req->op, then settle every id here and answer req with
+ * the results. */
 int ephd_ffi_ack_scan(const ephd_request_t *req);
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len);

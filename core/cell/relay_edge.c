@@ -12,7 +12,6 @@
 #include "errors.h"
 #include "handover.h"
 #include "http.h"
-#include "id.h"
 #include "json.h"
 #include "log.h"
 #include "mark.h"
@@ -28,7 +27,7 @@
  * heartbeat, and an owner's death is seen within the TTL. */
 #define RETRY_AFTER "Retry-After: 1\r\n"
 
-static const char *const VERB_NAMES[EPHD_RELAY_VERBS] = {"push", "pop", "ack"};
+static const char *const VERB_NAMES[EPHD_CELL_VERBS] = {"push", "pop", "ack"};
 
 /* What became of a request this broker relayed, or of a mark it was sent. */
 enum {
@@ -42,7 +41,7 @@ enum {
 };
 static const char *const OUTCOME_NAMES[N_OUTCOMES] = {
     "answered", "rehashed", "failed", "cancelled", "stopped", "owner_moved"};
-static uint64_t forwarded[EPHD_RELAY_VERBS][N_OUTCOMES];
+static uint64_t forwarded[EPHD_CELL_VERBS][N_OUTCOMES];
 
 static const char *token;
 /* A relayed push or ack is answered by its owner at once: this bounds the
@@ -68,6 +67,8 @@ void ephd_relay_init(const char *cell_token, uint64_t timeout_ms,
   refund = fn;
 }
 
+int ephd_relay_enabled(void) { return token != NULL; }
+
 int ephd_relay_sends_on(const ephd_request_t *req) {
   return token != NULL && req->forward.len == 0;
 }
@@ -85,7 +86,7 @@ size_t ephd_relay_batch_bytes(const ephd_request_t *req) {
 typedef struct {
   ephd_deferred_t *deferred;
   ephd_peer_call_t *relay; /* NULL while no send is pending */
-  ephd_relay_verb_t verb;
+  ephd_cell_verb_t verb;
   int rehashed;
   int parks;           /* a pop that waits: the relay's parking lane */
   uint32_t taken;      /* the rate a push was charged at this edge */
@@ -132,8 +133,8 @@ static void on_answer_bytes(void *data, size_t bytes) {
 static int send_to(forward_t *f, const ephd_member_t *owner) {
   ephd_peer_t *peer = ephd_peer(owner->address);
   if (peer == NULL) return EPHD_PEER_E_INVALID;
-  ephd_slice_t method = f->verb == EPHD_RELAY_POP ? (ephd_slice_t){"GET", 3}
-                                                  : (ephd_slice_t){"POST", 4};
+  ephd_slice_t method = f->verb == EPHD_CELL_POP ? (ephd_slice_t){"GET", 3}
+                                                 : (ephd_slice_t){"POST", 4};
   char *h = f_headers(f);
   if (f->body_len) h = put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
   ephd_mark_write(h, f_tenant(f), f->tenant_len, method,
@@ -209,7 +210,7 @@ static int says_owner_moved(const ephd_peer_response_t *res) {
  * already run, its rate already charged), so the client sees one answer. */
 static int rehash(forward_t *f) {
   /* An ack went where its ids' epoch said, which no view changes. */
-  if (f->rehashed || f->verb == EPHD_RELAY_ACK) return 0;
+  if (f->rehashed || f->verb == EPHD_CELL_ACK) return 0;
   const ephd_view_t *v = ephd_members_view();
   const ephd_member_t *owner =
       v->count > 1
@@ -309,7 +310,7 @@ char *ephd_relay_write_marked(char *p, const ephd_request_t *req,
 
 /* The request as it will be sent again (its headers written at each
  * send), and the key placement hashed. */
-static forward_t *forward_new(const ephd_request_t *req, ephd_relay_verb_t verb,
+static forward_t *forward_new(const ephd_request_t *req, ephd_cell_verb_t verb,
                               uint64_t park_ms, uint32_t taken,
                               const char *tenant, size_t tenant_len,
                               ephd_slice_t queue, ephd_slice_t partition) {
@@ -318,7 +319,7 @@ static forward_t *forward_new(const ephd_request_t *req, ephd_relay_verb_t verb,
    * own default may be another, and outlast the deadline. */
   char timeout[32];
   const char *extra = NULL;
-  if (verb == EPHD_RELAY_POP && park_ms &&
+  if (verb == EPHD_CELL_POP && park_ms &&
       !ephd_op_of(req)->pub.pop.timeout_given) {
     snprintf(timeout, sizeof(timeout), "timeout=%" PRIu64, park_ms);
     extra = timeout;
@@ -356,37 +357,29 @@ static void hold(const ephd_request_t *req, forward_t *f) {
   ephd_deferred_account(f->deferred, f->size);
 }
 
-int ephd_relay_route(const ephd_request_t *req, ephd_relay_verb_t verb,
-                     uint64_t park_ms, uint32_t taken, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len, ephd_slice_t queue,
-                     ephd_slice_t partition) {
-  /* Without a token no mark can be trusted: every broker serves what it is
-   * sent, as before the relay (docs/cell.md). */
-  if (token == NULL) return EPHD_OK;
-  const ephd_member_t *owner =
-      ephd_placement_owner(view, tenant, tenant_len, queue.ptr, queue.len,
-                           partition.ptr, partition.len);
-  if (owner == &view->members[view->self]) return EPHD_OK;
-  ephd_conn_t *c = ephd_http_conn(req);
-  if (req->forward.len > 0) {
-    /* Relayed here by a member whose view differs: never relayed again, so
-     * two views cannot send a request around. */
-    forwarded[verb][OUT_MOVED]++;
-    refuse(c, EPHD_CODE_OWNER_MOVED,
-           "this broker does not own the partition; retry soon");
-    return EPHD_RELAYED;
-  }
+int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb) {
+  forwarded[verb][OUT_MOVED]++;
+  refuse(ephd_http_conn(req), EPHD_CODE_OWNER_MOVED,
+         "this broker does not own the partition; retry soon");
+  return EPHD_RELAYED;
+}
+
+int ephd_relay_to(const ephd_request_t *req, ephd_cell_verb_t verb,
+                  const ephd_member_t *owner, uint64_t park_ms, uint32_t taken,
+                  const char *tenant, size_t tenant_len, ephd_slice_t queue,
+                  ephd_slice_t partition) {
   /* A hand-over of the partition still here goes first, so the owner
    * merges it before serving this. */
-  ephd_handover_flush(tenant, tenant_len, queue.ptr, queue.len, partition.ptr,
-                      partition.len);
+  if (verb != EPHD_CELL_ACK)
+    ephd_handover_flush(tenant, tenant_len, queue.ptr, queue.len, partition.ptr,
+                        partition.len);
   forward_t *f = forward_new(req, verb, park_ms, taken, tenant, tenant_len,
                              queue, partition);
   int rc = f ? send_to(f, owner) : EPHD_PEER_E_INVALID;
   if (rc != 0) {
     forwarded[verb][OUT_FAILED]++;
     free(f);
-    fail(c, rc);
+    fail(ephd_http_conn(req), rc);
     return EPHD_RELAYED;
   }
   hold(req, f);
@@ -409,7 +402,7 @@ typedef struct {
   ephd_outcome_t outcome;
 } ack_id_t;
 
-#define HERE UINT32_MAX
+#define HERE EPHD_RELAY_HERE
 
 struct ack_split {
   ephd_deferred_t *deferred;
@@ -420,16 +413,6 @@ struct ack_split {
   ack_id_t *id;
   char *bytes;
 };
-
-/* The member whose epoch id i carries, as an index into view, or HERE. */
-static uint32_t holder(const ephd_view_t *view, const ephd_ack_item_t *acks,
-                       const char *ids, uint32_t i) {
-  ephd_id_t id;
-  if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return HERE;
-  for (uint32_t m = 0; m < view->count; m++)
-    if (view->members[m].epoch == id.epoch) return m == view->self ? HERE : m;
-  return HERE;
-}
 
 /* Every id's outcome in the request's order; a 503 when nothing of the ack
  * was applied anywhere (no id here, no part reached), which the client can
@@ -542,7 +525,7 @@ static void on_part_answer(void *data, int result,
   ack_part_t *part = data;
   ack_split_t *sp = part->split;
   part->relay = NULL;
-  forwarded[EPHD_RELAY_ACK]
+  forwarded[EPHD_CELL_ACK]
            [result == EPHD_PEER_OK ? OUT_ANSWERED : OUT_FAILED]++;
   part_done(sp, (uint32_t)(part - sp->part), result, res);
   if (--sp->pending == 0) {
@@ -557,7 +540,7 @@ static void split_cancel_parts(ack_split_t *sp, int outcome) {
     if (sp->part[k].relay) {
       ephd_peer_cancel(sp->part[k].relay);
       sp->part[k].relay = NULL;
-      forwarded[EPHD_RELAY_ACK][outcome]++;
+      forwarded[EPHD_CELL_ACK][outcome]++;
       if (sp->failure == 0) sp->failure = EPHD_PEER_E_STOPPING;
     }
 }
@@ -609,7 +592,7 @@ static void part_body(ephd_buf_t *b, const ephd_scan_t *scan,
   ephd_buf_appends(b, "]}");
 }
 
-static ack_split_t *split_new(const ephd_view_t *view,
+static ack_split_t *split_new(const ephd_view_t *view, const uint32_t *holder,
                               const ephd_ack_item_t *acks, const char *ids,
                               uint32_t count, uint32_t *member_of_part) {
   size_t bytes = 0;
@@ -631,7 +614,7 @@ static ack_split_t *split_new(const ephd_view_t *view,
   for (uint32_t m = 0; m < view->count; m++) part_of_member[m] = HERE;
   size_t off = 0;
   for (uint32_t i = 0; i < count; i++) {
-    uint32_t m = holder(view, acks, ids, i);
+    uint32_t m = holder[i];
     if (m != HERE && part_of_member[m] == HERE) {
       member_of_part[sp->parts] = m;
       part_of_member[m] = sp->parts++;
@@ -659,12 +642,14 @@ static void mark_headers(ephd_buf_t *b, ephd_slice_t target, const char *tenant,
                b->base);
 }
 
-static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len,
-                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                     const char *ids, ephd_relay_ack_here_fn here, void *data) {
+int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
+                         const uint32_t *holder, const char *tenant,
+                         size_t tenant_len, const ephd_scan_t *scan,
+                         const ephd_ack_item_t *acks, const char *ids,
+                         ephd_relay_ack_here_fn here, void *data) {
   uint32_t member_of_part[view->count];
-  ack_split_t *sp = split_new(view, acks, ids, scan->count, member_of_part);
+  ack_split_t *sp =
+      split_new(view, holder, acks, ids, scan->count, member_of_part);
   ephd_conn_t *c = ephd_http_conn(req);
   if (sp == NULL) {
     fail(c, EPHD_PEER_E_INVALID);
@@ -700,7 +685,7 @@ static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
     if (rc == 0) {
       sp->pending++;
     } else {
-      forwarded[EPHD_RELAY_ACK][OUT_FAILED]++;
+      forwarded[EPHD_CELL_ACK][OUT_FAILED]++;
       part_done(sp, k, rc, NULL);
     }
   }
@@ -716,40 +701,6 @@ static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
   return EPHD_RELAYED;
 }
 
-int ephd_relay_ack(const ephd_request_t *req, const ephd_view_t *view,
-                   const char *tenant, size_t tenant_len,
-                   const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                   const char *ids, ephd_relay_ack_here_fn here, void *data) {
-  if (!ephd_relay_sends_on(req)) return EPHD_OK;
-  /* Whose ids: this broker's only (served as in a cell of one), one other
-   * member's only (relayed whole, as it came), or several holders'. */
-  uint32_t only = HERE;
-  int mixed = 0;
-  for (uint32_t i = 0; i < scan->count && !mixed; i++) {
-    uint32_t m = holder(view, acks, ids, i);
-    if (i == 0)
-      only = m;
-    else if (m != only)
-      mixed = 1;
-  }
-  if (mixed)
-    return split_ack(req, view, tenant, tenant_len, scan, acks, ids, here,
-                     data);
-  if (only == HERE) return EPHD_OK;
-  ephd_slice_t none = {"", 0};
-  forward_t *f =
-      forward_new(req, EPHD_RELAY_ACK, 0, 0, tenant, tenant_len, none, none);
-  int rc = f ? send_to(f, &view->members[only]) : EPHD_PEER_E_INVALID;
-  if (rc != 0) {
-    forwarded[EPHD_RELAY_ACK][OUT_FAILED]++;
-    free(f);
-    fail(ephd_http_conn(req), rc);
-    return EPHD_RELAYED;
-  }
-  hold(req, f);
-  return EPHD_RELAYED;
-}
-
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
   if (token == NULL) return EPHD_E_REFUSED;
   return ephd_mark_verify(req->forward, req->method, req->path, req->query,
@@ -762,7 +713,7 @@ void ephd_relay_metrics(ephd_buf_t *o) {
                    "Requests relayed to their partition's owner, and marked "
                    "ones received for a partition not owned (owner_moved), "
                    "by route and outcome.");
-  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_RELAY_VERBS, "outcome",
+  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_CELL_VERBS, "outcome",
                  OUTCOME_NAMES, N_OUTCOMES, &forwarded[0][0]);
   const ephd_peer_stats_t *s = ephd_peer_stats();
   const char *seconds = "queen_ephemeral_relay_seconds";

@@ -1,18 +1,21 @@
-/* The cell's relay, the daemon's half (peer_client.c is the client it sends
- * with). At the edge, a request whose partition another member owns is
- * held (http.h) and sent once to that owner with the forward mark, and the
- * owner's answer is passed back as it came. At the owner, a marked request
- * is trusted only with the cell token, and refused as owner_moved when this
- * broker's view gives its partition to another member.
+/* The relay at the edge: a request that core/cell/routing.h decided to
+ * serve elsewhere is held (http.h) and sent once to that member with the
+ * forward mark over the peer client (peer_client.h), and the member's
+ * answer is passed back as it came; an ack whose ids several members hold
+ * is split by holder and its parts' answers merged. At the owner, a marked
+ * request is trusted only with the cell token, and one the route finds not
+ * owned here is answered owner_moved. The edge decides nothing but a
+ * retry: an owner_moved answer is sent once more to the owner placement
+ * names now.
  *
- * The mark (core/cell/mark.h) is one header carrying the tenant, signed with
- * the cell token for the request and the time: the edge ran the whole
- * ladder (kill switch, identity, grant, shape, rate), so the owner takes the
- * tenant from it and runs none of identity, grant or rate again; it still
- * checks the queue's bounds and budgets at commit.
+ * The mark (core/cell/mark.h) is one header carrying the tenant, signed
+ * with the cell token for the request and the time: the edge ran the whole
+ * ladder (kill switch, identity, grant, shape, rate), so the owner takes
+ * the tenant from it and runs none of identity, grant or rate again; it
+ * still checks the queue's bounds and budgets at commit.
  *
- * Nothing here runs in a cell of one: callers look at the view's count
- * first, and without a cell token a broker never relays. */
+ * Nothing here runs in a cell of one, and without a cell token a broker
+ * never relays. */
 #ifndef EPHD_RELAY_EDGE_H
 #define EPHD_RELAY_EDGE_H
 
@@ -23,14 +26,6 @@
 #include "ffi.h"
 #include "op.h"
 #include "placement.h"
-
-/* The verbs the relay carries: the metrics' route label. */
-typedef enum {
-  EPHD_RELAY_PUSH,
-  EPHD_RELAY_POP,
-  EPHD_RELAY_ACK,
-  EPHD_RELAY_VERBS
-} ephd_relay_verb_t;
 
 /* Gives a tenant back rate it was charged (the Lua side's). */
 typedef void (*ephd_relay_refund_fn)(const char *tenant, size_t tenant_len,
@@ -55,37 +50,45 @@ int ephd_relay_sends_on(const ephd_request_t *req);
  * lost there); SIZE_MAX for a client's own pop. */
 size_t ephd_relay_batch_bytes(const ephd_request_t *req);
 
-/* For a request that passed the ladder, in a view of more than one member:
- * EPHD_OK when this broker owns (tenant, queue, partition) and serves it;
- * otherwise EPHD_RELAYED, the request answered or held: sent to its owner,
- * or, marked (a relay already), refused as owner_moved. park_ms: how long
- * the owner may hold it (a pop's timeout when it waits), or 0. taken: what
- * the rate was charged for a push, given back if the owner answers
- * anything but a success (a refused push appends nothing), or 0. The
- * request is sent again as it came: its path, query and body. */
-int ephd_relay_route(const ephd_request_t *req, ephd_relay_verb_t verb,
-                     uint64_t park_ms, uint32_t taken, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len, ephd_slice_t queue,
-                     ephd_slice_t partition);
+/* Whether this broker relays, and trusts a mark: it has a cell token. */
+int ephd_relay_enabled(void);
+
+/* Relays req to owner, which placement named for (tenant, queue,
+ * partition): a hand-over of that partition still pending here is sent
+ * first, so the owner merges it before serving this; then the request is
+ * held, sent as it came (its path, query and body) and answered with the
+ * owner's answer, or failed (ephemeral_forward_failed) when the owner is
+ * not reached. park_ms: how long the owner may hold it (a pop's timeout
+ * when it waits), or 0. taken: what the rate was charged for a push,
+ * given back if the owner answers anything but a success (a refused push
+ * appends nothing), or 0. An ack names no queue or partition: its owner is
+ * its ids' holder. Always EPHD_RELAYED: req is answered or held. */
+int ephd_relay_to(const ephd_request_t *req, ephd_cell_verb_t verb,
+                  const ephd_member_t *owner, uint64_t park_ms, uint32_t taken,
+                  const char *tenant, size_t tenant_len, ephd_slice_t queue,
+                  ephd_slice_t partition);
+
+/* A marked request (a member's relay) for a partition this broker's view
+ * gives another member: answered owner_moved, never relayed again, so two
+ * views cannot send a request around. EPHD_RELAYED. */
+int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb);
 
 /* Settles id i of an ack here and says how it went. */
 typedef ephd_outcome_t (*ephd_relay_ack_here_fn)(void *data, uint32_t i);
 
-/* An ack, in a view of more than one member, goes where its ids' epochs
- * say: the incarnation that issued an id holds its message (an exact
- * holder, where hashing would name the partition's owner now, maybe not
- * the one that holds it). EPHD_OK when every id is served here (no token,
- * marked already, or each id carries this broker's epoch, no live
- * member's, or does not parse: those answer stale or unknown here).
- * Otherwise EPHD_RELAYED, the request answered or held: all of its ids
- * held by one other member, it is relayed whole; held by several, it is
- * split by holder, here's ids settled now through here(data, i), each
- * other part relayed once, and the results merged in the request's order
- * (docs/cell.md says what the ids of a part not answered get). */
-int ephd_relay_ack(const ephd_request_t *req, const ephd_view_t *view,
-                   const char *tenant, size_t tenant_len,
-                   const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                   const char *ids, ephd_relay_ack_here_fn here, void *data);
+/* holder[i] for an id this broker settles itself. */
+#define EPHD_RELAY_HERE UINT32_MAX
+
+/* An ack whose ids several members hold, holder[i] naming id i's (an index
+ * into view, or EPHD_RELAY_HERE): split by holder, here's ids settled now
+ * through here(data, i), each other part relayed once, and the results
+ * merged in the request's order (docs/cell.md says what the ids of a part
+ * not answered get). EPHD_RELAYED: req is answered or held. */
+int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
+                         const uint32_t *holder, const char *tenant,
+                         size_t tenant_len, const ephd_scan_t *scan,
+                         const ephd_ack_item_t *acks, const char *ids,
+                         ephd_relay_ack_here_fn here, void *data);
 
 /* The outcomes of an ack's answer, {"results":[{"id":..,"outcome":..},
  * ...]} as a member writes it: 0 with out[0..n) when it holds exactly n

@@ -10,6 +10,9 @@ local ffi_string = ffi.string
 
 local _M = {}
 
+-- Sent marked by a member only (core/cell/handover.h).
+_M.members_send = true
+
 function _M.parse(ctx)
     if not ctx.forwarded then
         return "the hand-over is only for the cell's members", nil,
