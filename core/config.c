@@ -359,7 +359,7 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     return -1;
   }
   /* Closing idle connections is the relay's job, not its peers': a peer
-   * closing one as the relay reuses it is the race relay.h retries. The
+   * closing one as the relay reuses it is the race peer_client.h retries. The
    * default yields to a short server idle timeout; a value given does not. */
   if (s->relay_idle_timeout_ms >= s->idle_timeout_s * 1000 &&
       getenv("QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS") == NULL)

@@ -11,7 +11,6 @@
 #include "config.h"
 #include "engine.h"
 #include "fanout.h"
-#include "forward.h"
 #include "handover.h"
 #include "http.h"
 #include "log.h"
@@ -19,7 +18,8 @@
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
-#include "relay.h"
+#include "peer_client.h"
+#include "relay_edge.h"
 #include "store.h"
 
 #ifndef EPHD_SOURCE_DIR
@@ -55,7 +55,7 @@ static void on_left_cell(void) { ephd_store_stop(); }
  * broker's partitions here, and hear ephemeral_forward_failed (it listens
  * no more): retried, and served by the new owners once the row is gone. */
 static void on_handed_over(void) {
-  ephd_relay_close_all();
+  ephd_peer_close_all();
   ephd_members_leave(1000, on_left_cell);
 }
 
@@ -209,10 +209,10 @@ int main(int argc, char **argv) {
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
                      s.database_url != NULL, s.member_ttl_ms, s.cell_token);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
-   * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
+   * (ephd_relay_batch_bytes) plus its last delivery, itself at most one
    * body, and the answer's own few bytes: twice a body and the header
    * limit hold it. Any other answer is smaller. */
-  ephd_relay_limits_t relay_limits = {
+  ephd_peer_limits_t relay_limits = {
       .max_conns = (uint32_t)s.relay_max_conns,
       .max_parked = (uint32_t)s.relay_max_parked,
       .max_queued = (uint32_t)s.relay_max_queued,
@@ -223,9 +223,9 @@ int main(int argc, char **argv) {
       .max_response_bytes = 2 * s.max_body_bytes + s.max_header_bytes,
       .max_peer_bytes = s.relay_max_peer_bytes,
   };
-  ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
-                    ephd_lua_host_refund);
+  ephd_peer_init(loop, &relay_limits);
+  ephd_relay_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
+                  ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);
   /* With the relay up: the boot asks the members it reads if they are
    * ready. */

@@ -51,7 +51,7 @@ typedef struct {
    * was emptied when the partition moved away, and their ids answer stale
    * (0: never moved). */
   uint64_t fence;
-  /* The cell's marks (core/handover.h). awaiting: this broker took the
+  /* The cell's marks (core/cell/handover.h). awaiting: this broker took the
    * partition over and its old owner's hand-over, with the groups it knew,
    * may still come: nothing is freed until it has, or its time passed.
    * adopted: handed over here, so handed on if it moves away. */

@@ -28,7 +28,7 @@ static PGresult *rows; /* valid only while apply runs */
 static int declarations_count = -1, grants_count = -1;
 
 /* One advisory lock keeps two brokers of a cell from racing the DDL. The
- * members table is core/members.c's, created here with the others so it
+ * members table is core/cell/members.c's, created here with the others so it
  * exists before the first heartbeat, which is queued after this. */
 static const char SCHEMA_SQL[] =
     "DO $$ BEGIN "

@@ -1,4 +1,4 @@
--- The forward mark as a member writes it (core/mark.h), for specs that
+-- The forward mark as a member writes it (core/cell/mark.h), for specs that
 -- forge one: HMAC-SHA256 through libcrypto, keyed by the cell token.
 local ffi = require("ffi")
 

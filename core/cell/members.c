@@ -12,8 +12,8 @@
 #include "ffi.h"
 #include "log.h"
 #include "mark.h"
+#include "peer_client.h"
 #include "pg.h"
-#include "relay.h"
 
 /* A row of the last read: a member, live or not. Placement's view holds
  * this broker and every member live by its row, ready (its listener
@@ -374,8 +374,7 @@ static int answers_as(ephd_slice_t body, uint64_t id, uint32_t epoch) {
   return body.len > (size_t)n && memcmp(body.ptr, want, (size_t)n) == 0;
 }
 
-static void on_probed(void *data, int result,
-                      const ephd_relay_response_t *res) {
+static void on_probed(void *data, int result, const ephd_peer_response_t *res) {
   probe_t *p = data;
   row_t *r = find_row(p->id);
   if (r == NULL || r->m.epoch != p->epoch) {
@@ -383,7 +382,7 @@ static void on_probed(void *data, int result,
     return;
   }
   r->probing = 0;
-  int ok = result == EPHD_RELAY_OK && res->status == 200 &&
+  int ok = result == EPHD_PEER_OK && res->status == 200 &&
            answers_as(res->body, p->id, p->epoch);
   free(p);
   if (!ok || r->ready) return; /* tried again at the next beat */
@@ -401,20 +400,20 @@ static void probe_all(void) {
     row_t *r = &rows[i];
     if (r->m.id == self.id || !r->live || r->ready || r->probing || r->leaving)
       continue;
-    ephd_relay_peer_t *peer = ephd_relay_peer(r->m.address);
+    ephd_peer_t *peer = ephd_peer(r->m.address);
     if (peer == NULL) continue;
     probe_t *p = malloc(sizeof(*p));
     if (p == NULL) abort();
     p->id = r->m.id;
     p->epoch = r->m.epoch;
-    ephd_relay_request_t rq = {
+    ephd_peer_request_t rq = {
         .method = {"GET", 3},
         .target = {READY_TARGET, sizeof(READY_TARGET) - 1},
         .headers = {CLOSE, sizeof(CLOSE) - 1},
         .timeout_ms = ttl_ms,
     };
-    ephd_relay_t *sent;
-    if (ephd_relay_send(peer, &rq, on_probed, p, &sent) != 0) {
+    ephd_peer_call_t *sent;
+    if (ephd_peer_send(peer, &rq, on_probed, p, &sent) != 0) {
       free(p);
       continue;
     }
@@ -808,14 +807,13 @@ typedef struct {
   uint32_t index;
 } notice_t;
 
-static void on_notice(void *data, int result,
-                      const ephd_relay_response_t *res) {
+static void on_notice(void *data, int result, const ephd_peer_response_t *res) {
   notice_t *n = data;
   /* Staying: it answered, and is not stopping too. One that stops, or
    * cannot be reached, is no target for this broker's partitions. */
   static const char STAYING[] = "\"leaving\":false}";
   size_t sl = sizeof(STAYING) - 1;
-  if (phase == TELLING && result == EPHD_RELAY_OK && res->status == 200 &&
+  if (phase == TELLING && result == EPHD_PEER_OK && res->status == 200 &&
       res->body.len >= sl &&
       memcmp(res->body.ptr + res->body.len - sl, STAYING, sl) == 0) {
     staying[n->index] = 1;
@@ -867,19 +865,19 @@ static void tell(void) {
   told_out = 1; /* held while sending, so no answer ends it early */
   for (uint32_t i = 0; i < ntold; i++) {
     if (told[i].id == self.id) continue;
-    ephd_relay_peer_t *peer = ephd_relay_peer(told[i].address);
+    ephd_peer_t *peer = ephd_peer(told[i].address);
     notice_t *n = malloc(sizeof(*n));
     if (n == NULL) abort();
     n->index = i;
-    ephd_relay_request_t rq = {
+    ephd_peer_request_t rq = {
         .method = {"POST", 4},
         .target = {LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
         .headers = {headers.base, headers.len},
         .body = {body, (size_t)len},
         .timeout_ms = tell_ms,
     };
-    ephd_relay_t *sent;
-    if (peer == NULL || ephd_relay_send(peer, &rq, on_notice, n, &sent) != 0) {
+    ephd_peer_call_t *sent;
+    if (peer == NULL || ephd_peer_send(peer, &rq, on_notice, n, &sent) != 0) {
       free(n);
       continue;
     }

@@ -13,8 +13,8 @@
 #include "mark.h"
 #include "members.h"
 #include "op.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
 #include "transfer.h"
 
 /* Hand-overs in flight at once: enough to keep a few peers busy, few
@@ -210,12 +210,11 @@ static void retry(job_t *j) {
   arm_retry();
 }
 
-static void on_answer(void *data, int result,
-                      const ephd_relay_response_t *res) {
+static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   job_t *j = data;
   j->in_flight = 0;
   in_flight--;
-  if (result == EPHD_RELAY_OK && res->status == 200) {
+  if (result == EPHD_PEER_OK && res->status == 200) {
     handed_over += j->messages;
     tally_handed += j->messages;
     job_free(j);
@@ -225,9 +224,9 @@ static void on_answer(void *data, int result,
     char status[16];
     snprintf(status, sizeof(status), "%d", res ? res->status : 0);
     ephd_log("warn", "handover_failed", "peer", j->address, "reason",
-             result == EPHD_RELAY_OK ? "refused" : ephd_relay_kind_name(result),
+             result == EPHD_PEER_OK ? "refused" : ephd_peer_kind_name(result),
              "status", status, NULL);
-    if (result == EPHD_RELAY_E_STOPPING)
+    if (result == EPHD_PEER_E_STOPPING)
       drop(j);
     else
       retry(j);
@@ -283,20 +282,20 @@ static void send_job(job_t *j) {
                                          j->body.len) -
                          headers.base);
   ephd_buf_appends(&headers, "Content-Type: " EPHD_TRANSFER_MEDIA_TYPE "\r\n");
-  ephd_relay_peer_t *peer = ephd_relay_peer(j->address);
-  ephd_relay_request_t rq = {
+  ephd_peer_t *peer = ephd_peer(j->address);
+  ephd_peer_request_t rq = {
       .method = {"POST", 4},
       .target = {target, target_len},
       .headers = {headers.base, headers.len},
       .body = {j->body.base, j->body.len},
       .timeout_ms = j->deadline_ms - now,
   };
-  ephd_relay_t *sent;
-  int rc = peer ? ephd_relay_send(peer, &rq, on_answer, j, &sent)
-                : EPHD_RELAY_E_INVALID;
+  ephd_peer_call_t *sent;
+  int rc = peer ? ephd_peer_send(peer, &rq, on_answer, j, &sent)
+                : EPHD_PEER_E_INVALID;
   ephd_buf_free(&headers);
   j->tries++;
-  if (rc == EPHD_RELAY_E_STOPPING) {
+  if (rc == EPHD_PEER_E_STOPPING) {
     drop(j);
   } else if (rc != 0) {
     retry(j);
