@@ -641,6 +641,14 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len) {
 
 static int on_header_value_complete(llhttp_t *p) {
   ephd_conn_t *c = of(p);
+  if (c->in_body) {
+    /* A chunked body's trailer fields are not the request's headers (RFC
+     * 9110 6.5.1): a proxy that checks or sets the head's identity never
+     * looks past the body, so a tenant or Authorization read here would be
+     * the client's own pick. They are framing, bounded with the body. */
+    c->hstate = H_NONE;
+    return 0;
+  }
   if (c->hstate != H_VALUE) c->value.len = 0; /* an empty value */
   c->value.len = ephd_head_trimmed(c->base + c->value.off, c->value.len);
   c->hstate = H_NONE;

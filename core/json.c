@@ -285,6 +285,7 @@ static int one_of(const char *set, char c) {
 }
 
 static int cut_short(const char *p, const char *end) {
+  if (p >= end) return 1; /* cut where a token would start */
   if (*p == '"') {
     for (p++; p < end; p++) {
       unsigned char c = (unsigned char)*p;

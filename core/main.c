@@ -1,4 +1,6 @@
 /* ephd: flags and knobs, the boot order, signals and a clean stop. */
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -131,7 +133,19 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* A standard descriptor the process was started without (`>&-`) is held
+ * on /dev/null opened the wrong way round: it stays closed to its users (a
+ * write to stdout fails, EBADF, as it would have), but the next open()
+ * cannot take its number. Else the CLI's first socket was its stdout, and
+ * what it printed went to the broker as requests. */
+static void hold_std_fds(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+      (void)open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+}
+
 int main(int argc, char **argv) {
+  hold_std_fds();
   int built = in_build_tree();
   const char *policy_dir = built ? EPHD_SOURCE_DIR "/policies/default"
                                  : EPHD_DATA_DIR "/policies/default";

@@ -127,8 +127,15 @@ TEST_IMPL(json_skip_refuses_broken) {
  * that cuts a character in two leaves a truncated sequence before it, which
  * is refused as not UTF-8. */
 static long broken_at(const char *s) {
-  const char *end = s + strlen(s), *at = ephd_json_broken(s, end);
-  return at == NULL ? -1 : (long)(at - s);
+  /* A copy of its own size, so a read past the end is the sanitizer's. */
+  size_t len = strlen(s);
+  char *copy = malloc(len ? len : 1);
+  if (copy == NULL) abort();
+  memcpy(copy, s, len);
+  const char *at = ephd_json_broken(copy, copy + len);
+  long where = at == NULL ? -1 : (long)(at - copy);
+  free(copy);
+  return where;
 }
 
 /* Where a body stops being JSON, for the 400's "at byte N". */
@@ -154,6 +161,10 @@ TEST_IMPL(json_broken_names_the_byte) {
   ASSERT_EQ(broken_at("{\"m\":1,}"), 7);  /* no name */
   ASSERT_EQ(broken_at("{\"m\":1} x"), 8); /* after it */
   ASSERT_EQ(broken_at(""), 0);
+  /* Cut where a name or a value would start: nothing left to read. */
+  ASSERT_EQ(broken_at("{"), 1);
+  ASSERT_EQ(broken_at("{\"m\":"), 5);
+  ASSERT_EQ(broken_at("[1,"), 3);
   return 0;
 }
 

@@ -97,6 +97,23 @@ describe("ephd status", function()
         assert.is_true(daemon.now() - t0 < 5)
     end)
 
+    it("ends --watch started with no stdout, writing nothing to the "
+       .. "broker", function()
+        -- Started with fd 1 closed (`>&-`), its first socket took fd 1:
+        -- each frame went to the broker as a request, and it never ended.
+        local b = daemon.start({ env = {
+            QUEEN_EPHEMERAL_LOG_REFUSALS = "true" } })
+        finally(function() b:stop() end)
+        local t0 = daemon.now()
+        local out, code = helper.run("timeout 10 bash -c '" .. EPHD
+            .. " status --watch --interval 0.2 --url http://127.0.0.1:"
+            .. b.port .. " >&-'")
+        assert.equals(0, code, out)
+        assert.is_true(daemon.now() - t0 < 5)
+        assert.is_nil(b:read_log():find("event=refused", 1, true),
+                      b:read_log())
+    end)
+
     it("explains itself and refuses what it does not know", function()
         local out, code = helper.run(EPHD .. " status --help")
         assert.equals(0, code)

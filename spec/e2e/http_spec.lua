@@ -95,6 +95,32 @@ describe("http", function()
         assert.equals(1, d:depth("chunky").json.pending)
     end)
 
+    it("reads no identity from a chunked body's trailer fields", function()
+        -- RFC 9110 6.5.1: trailers are not headers. A proxy that checks
+        -- or sets the head's identity does not look past the body, so a
+        -- tenant (or Authorization) read from a trailer is the client's
+        -- own choice of identity.
+        local t = daemon.start({ env = {
+            QUEEN_TENANCY_HEADER = "true",
+            QUEEN_EPHEMERAL_REQUIRE_GRANT = "false",
+        } })
+        finally(function() t:stop() end)
+        local tenant = "00000000-0000-0000-0000-0000000000aa"
+        local body = '{"queue":"trailed","messages":[{"payload":1}]}'
+        local c = t:connect()
+        c:send("POST /api/v1/ephemeral/push HTTP/1.1\r\nHost: t\r\n"
+               .. "Content-Type: application/json\r\n"
+               .. "Transfer-Encoding: chunked\r\n\r\n"
+               .. ("%x\r\n%s\r\n"):format(#body, body)
+               .. "0\r\nX-Queen-Tenant: " .. tenant .. "\r\n\r\n")
+        assert.equals(201, c:receive().status)
+        c:close()
+        local mine = t:request("GET", "/api/v1/ephemeral/queues", nil,
+                               { ["X-Queen-Tenant"] = tenant })
+        assert.equals(0, mine.json.count)
+        assert.equals(1, t:depth("trailed").json.pending)
+    end)
+
     it("answers 413 past the body limit and appends nothing", function()
         local big = ('{"queue":"big","messages":[{"payload":"%s"}]}')
             :format(("x"):rep(5000))

@@ -119,6 +119,19 @@ describe("scripts/run", function()
         assert.truthy(out:find("scripts/run: " .. dir .. "/pg is another "
                                .. "scripts/run's PostgreSQL", 1, true), out)
         assert.truthy(out:find("EPHD_PG_DIR=DIR", 1, true), out)
+        -- However the directory is spelt: a trailing slash (what a shell's
+        -- completion adds), a dot, a symlink. Under `timeout`: a second
+        -- broker that started would serve until stopped.
+        assert(os.execute("ln -sfn " .. dir .. " " .. dir .. "/link"))
+        for _, alias in ipairs({ dir .. "/pg/", dir .. "/./pg",
+                                 dir .. "/link/pg" }) do
+            out, code = helper.run(("cd %s && EPHD_PG_DIR=%s timeout 20 "
+                .. "scripts/run --listen 127.0.0.1:%d"):format(helper.root,
+                    alias, daemon.free_port()))
+            assert.equals(1, code, alias .. ": " .. out)
+            assert.truthy(out:find("is another scripts/run's PostgreSQL", 1,
+                                   true), out)
+        end
         -- The first one's broker and PostgreSQL were left alone.
         assert.is_true(alive(pid) and pg_running())
         local d = setmetatable({ port = port }, daemon)
