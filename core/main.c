@@ -17,6 +17,7 @@
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
+#include "mark.h"
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
@@ -217,6 +218,14 @@ int main(int argc, char **argv) {
       .max_bytes = s.handover_max_bytes,
       .max_body_bytes = s.max_body_bytes,
   };
+  /* Without libcrypto's HMAC nothing can be signed or checked: the broker
+   * then neither relays, trusts a mark, nor signs its row, as without a
+   * token (each module is told the same). */
+  if (s.cell_token && ephd_mark_init(s.cell_token) != 0) {
+    ephd_log("error", "mark_unavailable", "msg",
+             "libcrypto gave no HMAC-SHA256: the cell token is ignored", NULL);
+    s.cell_token = NULL;
+  }
   ephd_handover_init(loop, &engine, s.cell_token, &handover_limits);
   stop_wait_ms = s.handover_timeout_ms + s.member_ttl_ms;
   ephd_members_on_change(ephd_handover_view_changed);

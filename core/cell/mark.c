@@ -62,6 +62,21 @@ static void add(EVP_MAC_CTX *c, const char *p, size_t n) {
   EVP_MAC_update(c, (const unsigned char *)p, n);
 }
 
+/* Ends c, a duplicate of keyed fed its message, and writes the MAC's hex
+ * at out (SIG_HEX bytes): 0, or -1 when libcrypto fails. */
+static int final_hex(EVP_MAC_CTX *c, char *out) {
+  unsigned char mac[32];
+  size_t mac_len = 0;
+  int ok = EVP_MAC_final(c, mac, &mac_len, sizeof(mac)) && mac_len == 32;
+  EVP_MAC_CTX_free(c);
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < 32; i++) {
+    out[2 * i] = hex[mac[i] >> 4];
+    out[2 * i + 1] = hex[mac[i] & 15];
+  }
+  return ok ? 0 : -1;
+}
+
 /* The signature's hex of what mark.h lists, at out (SIG_HEX bytes): 0, or
  * -1 when libcrypto fails (no memory). */
 static int sign(char *out, const char *ms, size_t ms_len, const char *tenant,
@@ -85,16 +100,14 @@ static int sign(char *out, const char *ms, size_t ms_len, const char *tenant,
   }
   add(c, "\n", 1);
   add(c, len, len_n);
-  unsigned char mac[32];
-  size_t mac_len = 0;
-  int ok = EVP_MAC_final(c, mac, &mac_len, sizeof(mac)) && mac_len == 32;
-  EVP_MAC_CTX_free(c);
-  static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < 32; i++) {
-    out[2 * i] = hex[mac[i] >> 4];
-    out[2 * i + 1] = hex[mac[i] & 15];
-  }
-  return ok ? 0 : -1;
+  return final_hex(c, out);
+}
+
+int ephd_mark_hmac_hex(const char *msg, size_t len, char *out) {
+  EVP_MAC_CTX *c = keyed ? EVP_MAC_CTX_dup(keyed) : NULL;
+  if (c == NULL) return -1;
+  add(c, msg, len);
+  return final_hex(c, out);
 }
 
 size_t ephd_mark_size(size_t tenant_len) {

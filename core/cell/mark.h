@@ -40,6 +40,13 @@
  * outlive the broker. 0, or -1 when libcrypto cannot make the HMAC. */
 int ephd_mark_init(const char *cell_token);
 
+/* The cell token's HMAC-SHA256 of msg, as 64 lowercase hex digits at out
+ * (no NUL): 0, or -1 without a token or when libcrypto fails. What else
+ * the cell signs (its membership rows) is signed here, each kind of
+ * message with a prefix of its own, so no signature passes for another
+ * kind's. */
+int ephd_mark_hmac_hex(const char *msg, size_t len, char *out);
+
 /* The bytes of the mark's header line for a tenant, "\r\n" included. */
 size_t ephd_mark_size(size_t tenant_len);
 

@@ -2,8 +2,6 @@
 
 #include <inttypes.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,16 +192,7 @@ static void row_mac(const ephd_member_t *m, uint64_t ttl, char out[65]) {
   int n = snprintf(msg, sizeof(msg),
                    "ephd-member-v1\n%016" PRIx64 "\n%s\n%" PRIu32 "\n%" PRIu64,
                    m->id, m->address, m->epoch, ttl);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), token, (int)strlen(token), (const unsigned char *)msg,
-           (size_t)n, md, &len) == NULL)
-    abort();
-  static const char hex[] = "0123456789abcdef";
-  for (unsigned int i = 0; i < 32; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
+  if (ephd_mark_hmac_hex(msg, (size_t)n, out) != 0) abort();
   out[64] = 0;
 }
 

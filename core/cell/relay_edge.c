@@ -56,13 +56,6 @@ void ephd_relay_init(const char *cell_token, uint64_t timeout_ms,
                      size_t batch_bytes, ephd_relay_refund_fn fn) {
   relayed_batch_bytes = batch_bytes;
   token = cell_token;
-  /* Without libcrypto's HMAC no mark can be made or checked: this broker
-   * then neither relays nor trusts one, as without a token. */
-  if (ephd_mark_init(cell_token) != 0) {
-    ephd_log("error", "mark_unavailable", "msg",
-             "libcrypto gave no HMAC-SHA256: the cell token is ignored", NULL);
-    token = NULL;
-  }
   answer_timeout_ms = timeout_ms;
   refund = fn;
 }
