@@ -1,6 +1,6 @@
 /* An ack's results on the wire, [{"id":"...","outcome":"..."}, ...]: what
  * an ack served here writes (commands.c), and what one split over the cell
- * reads back from each holder and merges (forward.c). */
+ * reads back from each holder and merges (relay_edge.c). */
 #ifndef EPHD_ACK_RESULT_H
 #define EPHD_ACK_RESULT_H
 

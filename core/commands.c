@@ -6,10 +6,8 @@
 
 #include "ack_result.h"
 #include "clock.h"
-#include "forward.h"
 #include "http.h"
 #include "json.h"
-#include "members.h"
 #include "op.h"
 
 ephd_engine_t *ephd_commands_engine;
@@ -19,8 +17,8 @@ void ephd_commands_init(ephd_engine_t *engine) {
 }
 
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
-                         size_t tenant_len, const ephd_tenant_limits_t *limits,
-                         uint32_t taken) {
+                         size_t tenant_len,
+                         const ephd_tenant_limits_t *limits) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_scan_t *s = &op->pub.scan;
@@ -28,12 +26,6 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   const char *body = op->scanned;
   if (body == NULL) return EPHD_E_BAD_REQUEST;
   op->scanned = NULL;
-  /* A cell of one reads the view's count and nothing else. */
-  const ephd_view_t *view = ephd_members_view();
-  if (view->count > 1 &&
-      ephd_forward_route(req, EPHD_FORWARD_PUSH, 0, taken, view, tenant,
-                         tenant_len, s->queue, s->partition) != EPHD_OK)
-    return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;
@@ -83,22 +75,18 @@ static ephd_queue_t *ack_queue(const ephd_scan_t *s, const char *tenant,
   return q;
 }
 
-/* An ack split over the cell settles the ids this broker holds one by one
- * through here: its queue is found at the first. */
-typedef struct {
-  const ephd_scan_t *scan;
-  const char *tenant;
-  size_t tenant_len;
-  const ephd_ack_item_t *acks;
-  const char *ids;
-  int found;
-  ephd_queue_t *q;
-  uint32_t g;
-  uint64_t now;
-} ack_here_t;
+void ephd_ack_here_init(ephd_ack_here_t *a, const ephd_request_t *req,
+                        const char *tenant, size_t tenant_len) {
+  ephd_op_state_t *op = ephd_op_of(req);
+  *a = (ephd_ack_here_t){.scan = &op->pub.scan,
+                         .tenant = tenant,
+                         .tenant_len = tenant_len,
+                         .acks = (const ephd_ack_item_t *)op->items.base,
+                         .ids = op->names.base};
+}
 
-static ephd_outcome_t ack_here(void *data, uint32_t i) {
-  ack_here_t *a = data;
+ephd_outcome_t ephd_ack_here(void *data, uint32_t i) {
+  ephd_ack_here_t *a = data;
   if (!a->found) {
     a->now = ephd_ffi_now_ms();
     a->q = ack_queue(a->scan, a->tenant, a->tenant_len, a->now, &a->g);
@@ -107,20 +95,6 @@ static ephd_outcome_t ack_here(void *data, uint32_t i) {
   const ephd_ack_item_t *it = &a->acks[i];
   return ephd_engine_ack(ephd_commands_engine, a->q, a->g, a->ids + it->off,
                          it->len, it->status, a->now);
-}
-
-/* Out of line: a cell of one's ack keeps a frame without ack_here_t. */
-static __attribute__((noinline)) int ack_forward(
-    const ephd_request_t *req, const ephd_view_t *view, const char *tenant,
-    size_t tenant_len, const ephd_scan_t *s, const ephd_ack_item_t *acks,
-    const char *ids) {
-  ack_here_t a = {.scan = s,
-                  .tenant = tenant,
-                  .tenant_len = tenant_len,
-                  .acks = acks,
-                  .ids = ids};
-  return ephd_forward_ack(req, view, tenant, tenant_len, s, acks, ids, ack_here,
-                          &a);
 }
 
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
@@ -132,11 +106,6 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
   op->scanned = NULL;
   const ephd_ack_item_t *acks = (const ephd_ack_item_t *)op->items.base;
   const char *ids = op->names.base;
-  /* A cell of one reads the view's count and nothing else. */
-  const ephd_view_t *view = ephd_members_view();
-  if (view->count > 1 &&
-      ack_forward(req, view, tenant, tenant_len, s, acks, ids) != EPHD_OK)
-    return EPHD_RELAYED;
   uint64_t now = ephd_ffi_now_ms();
   uint32_t g;
   ephd_queue_t *q = ack_queue(s, tenant, tenant_len, now, &g);

@@ -84,6 +84,10 @@ static const knob_t knobs[] = {
      AT(relay_max_parked), "relayed waiting pops in flight per peer"},
     {"QUEEN_EPHEMERAL_RELAY_MAX_QUEUED", "1024", 0, 1000000, K_U64,
      AT(relay_max_queued), "relayed requests waiting per peer and lane (503)"},
+    {"QUEEN_EPHEMERAL_RELAY_MAX_PEER_BYTES", "134217728", 0, UINT64_MAX >> 1,
+     K_U64, AT(relay_max_peer_bytes),
+     "bytes of relayed requests one peer has not answered (503 past it; 0: "
+     "no bound)"},
     {"QUEEN_EPHEMERAL_RELAY_MAX_IDLE", "64", 0, 65536, K_U64,
      AT(relay_max_idle), "idle connections to a peer kept for reuse"},
     {"QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS", "60000", 100, 86400000, K_U64,
@@ -355,7 +359,7 @@ int ephd_config_load(ephd_settings_t *s, int argc, char **argv,
     return -1;
   }
   /* Closing idle connections is the relay's job, not its peers': a peer
-   * closing one as the relay reuses it is the race relay.h retries. The
+   * closing one as the relay reuses it is the race peer_client.h retries. The
    * default yields to a short server idle timeout; a value given does not. */
   if (s->relay_idle_timeout_ms >= s->idle_timeout_s * 1000 &&
       getenv("QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS") == NULL)

@@ -38,10 +38,11 @@ typedef struct {
   uint64_t metrics_queues; /* /metrics lists this many deepest queues */
   uint64_t handover_timeout_ms;
   uint64_t handover_max_bytes;
-  /* The relay (core/relay.h): its deadline and its limits. */
+  /* The relay (core/cell/peer_client.h): its deadline and its limits. */
   uint64_t relay_timeout_ms;
   uint64_t relay_max_conns, relay_max_parked, relay_max_queued, relay_max_idle;
   uint64_t relay_idle_timeout_ms, relay_resolve_ttl_ms;
+  uint64_t relay_max_peer_bytes;
   /* Where the other brokers of a cell reach this one: http://host:port. */
   char advertise[EPHD_MEMBER_ADDRESS_MAX];
   /* The cell's shared secret for the relay's forward mark; NULL: none. */

@@ -336,11 +336,18 @@ ephd_ring_t *ephd_queue_ring(ephd_queue_t *q, const char *name, size_t len) {
   return NULL;
 }
 
+/* Set while a move may still bring this broker hand-overs: a partition
+ * first seen meanwhile may be one whose old owner is handing it over. */
+static int hold_new_rings;
+
+void ephd_engine_hold_new_rings(int on) { hold_new_rings = on; }
+
 ephd_ring_t *ephd_queue_ring_open(ephd_queue_t *q, const char *name,
                                   size_t len) {
   ephd_ring_t *r = ephd_queue_ring(q, name, len);
   if (r) return r;
   r = ephd_ring_new(name, len);
+  r->awaiting = (uint8_t)hold_new_rings;
   for (uint32_t i = 0; i < q->ngroups; i++) ephd_ring_add_cursor(r);
   charge(q, ephd_cost_ring(len) + q->ngroups * EPHD_COST_CURSOR);
   if (q->nrings == q->rings_cap) {
@@ -641,7 +648,15 @@ void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
     }
     recharge_tables(q, c, tables);
   }
+  /* Its groups are known now: what they are all past can go. */
+  r->awaiting = 0;
+  reclaim(e, q, r);
   wake(q, r);
+}
+
+void ephd_engine_release(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r) {
+  r->awaiting = 0;
+  reclaim(e, q, r);
 }
 
 static void write_delivery(ephd_engine_t *e, const ephd_ring_t *r,

@@ -340,6 +340,11 @@ void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
 struct ephd_transfer;
 void ephd_engine_accept(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,
                         const struct ephd_transfer *t, uint64_t now_ms);
+/* While on, a ring opened is born awaiting a hand-over (ephd_ring_t): this
+ * broker took partitions over, and a new one may be among them. */
+void ephd_engine_hold_new_rings(int on);
+/* r awaits no hand-over any more: it frees what its groups are all past. */
+void ephd_engine_release(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r);
 
 /* Takes up to batch deliveries for a group (ring NULL: any partition), writing
  * each as a JSON object, comma-separated, into out, and stops taking once

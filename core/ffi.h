@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 25 };
+enum { EPHD_FFI_ABI_VERSION = 26 };
 
 enum {
   EPHD_OK = 0,
@@ -71,7 +71,7 @@ typedef struct {
   /* Content-Type is exactly application/json, the usual case, which the
    * browser check takes without reading the header */
   int json;
-  ephd_slice_t forward; /* X-Queen-Forward: the cell's mark (core/forward.h) */
+  ephd_slice_t forward; /* X-Queen-Forward: the mark (core/cell/mark.h) */
   ephd_op_t *op;        /* what its parse hands its commit (below) */
 } ephd_request_t;
 
@@ -244,26 +244,44 @@ int ephd_ffi_json_field(const char *json, size_t len, const char *name,
 int ephd_ffi_json_members(const char *json, size_t len);
 
 /* push: scan the body into req->op (validating every payload without
- * decoding it), let Lua check names and policy, then commit all or nothing:
- * EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED with
- * req->op->refusals and req unanswered; in a cell, EPHD_RELAYED when
- * another member owns the partition (C answers: core/forward.h). taken:
- * what the tenant's rate was charged for it, given back (the dispatch
- * module's refund) when a relayed push is refused by its owner, as Lua
- * gives it back when a rung here refuses one. */
+ * decoding it), let Lua check names and policy, then commit all or nothing
+ * here: EPHD_OK once req is answered 201 {"pushed":N}, or EPHD_E_REFUSED
+ * with req->op->refusals and req unanswered. */
 int ephd_ffi_push_scan(const ephd_request_t *req);
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
-                         size_t tenant_len, const ephd_tenant_limits_t *limits,
-                         uint32_t taken);
+                         size_t tenant_len, const ephd_tenant_limits_t *limits);
+
+/* The cell's routing, decided once per request (core/cell/routing.h): the
+ * verbs whose handler is routed ask, after the ladder and before their
+ * commit, whether this broker serves the request. EPHD_OK: commit here.
+ * EPHD_RELAYED: C has answered or held it (relayed to the member holding
+ * what it names, or, marked already, refused owner_moved), and the commit
+ * does not run. taken: what the rate was charged for a push, given back
+ * (the dispatch module's refund) when its owner refuses it, as Lua gives
+ * it back when a rung here refuses one. Asked only in a cell (see
+ * ephd_ffi_cell_size) or for a marked request. */
+typedef enum {
+  EPHD_CELL_PUSH,
+  EPHD_CELL_POP,
+  EPHD_CELL_ACK,
+  EPHD_CELL_VERBS
+} ephd_cell_verb_t;
+int ephd_ffi_cell_route(const ephd_request_t *req, ephd_cell_verb_t verb,
+                        const char *tenant, size_t tenant_len, uint32_t taken);
+/* Where the count of members in this broker's view lives (1: a cell of
+ * one), read by the ladder before a routed commit without a call, so a
+ * broker alone pays nothing for routing. */
+const uint32_t *ephd_ffi_cell_size(void);
 
 /* A request marked as relayed by a member of the cell (req->forward):
- * EPHD_OK and the tenant the edge established, when the mark carries this
- * broker's cell token and a tenant in the form the edge writes it (a
+ * EPHD_OK and the tenant the edge established, when the mark is signed
+ * with this broker's cell token for this request within its time bound
+ * (core/cell/mark.h) and its tenant is in the form the edge writes it (a
  * lowercase UUID); EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED
- * without the token, and always at a broker without one. */
+ * otherwise, and always at a broker without a token. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
-/* A partition handed over by its old owner (core/transfer.h), sent with a
+/* A partition handed over by its old owner (core/cell/transfer.h), sent with a
  * trusted forward mark: check reads the body (EPHD_E_BAD_REQUEST with
  * req->op->scan.message when it is not a transfer); commit merges it into
  * this broker's ring, charged like a push against the queue's bounds and
@@ -277,14 +295,11 @@ int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for
  * creating a queue past the tenant's allowance or parking past its parked
- * slots. In a cell, a pop naming a partition another member owns is
- * EPHD_RELAYED, answered by C (core/forward.h). */
+ * slots. */
 int ephd_ffi_pop(const ephd_request_t *req);
 
-/* ack: scan into req->op, then settle every id and answer req with the
- * results. In a cell, an ack whose ids another live member holds (by the
- * epoch they carry) is EPHD_RELAYED: relayed whole, or split by holder and
- * merged, answered by C (core/forward.h). */
+/* ack: scan into req->op, then settle every id here and answer req with
+ * the results. */
 int ephd_ffi_ack_scan(const ephd_request_t *req);
 int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
                         size_t tenant_len);
@@ -293,7 +308,7 @@ int ephd_ffi_ack_commit(const ephd_request_t *req, const char *tenant,
 uint64_t ephd_ffi_reset(const char *tenant, size_t tenant_len,
                         const char *queue, size_t queue_len);
 /* After a reset applied here, in a cell: the same request sent with the
- * forward mark to every other live member (core/fanout.h), and req held
+ * forward mark to every other live member (core/cell/fanout.h), and req held
  * and answered 200 with answer (what this broker dropped) once they have
  * answered: EPHD_HELD. EPHD_OK when there is nobody to send it to (a cell
  * of one, no cell token, or req is marked: a fan-out already), and Lua
@@ -428,7 +443,7 @@ int ephd_ffi_depth(const ephd_request_t *req, const char *tenant,
                    const char *group, size_t group_len);
 
 /* The cell as this broker sees it (GET /api/v1/system/cell): its members,
- * sorted by id, as the last heartbeat's read had them (core/members.h). */
+ * sorted by id, as the last heartbeat's read had them (core/cell/members.h). */
 typedef struct {
   uint32_t members; /* rows: the live, and the unseen not yet collected */
   uint32_t live;
@@ -443,13 +458,23 @@ typedef struct {
   char id[17]; /* 16 hex digits */
   ephd_slice_t address;
   uint32_t epoch;
-  int live;             /* at the last read, by its own TTL */
-  uint64_t ttl_ms;      /* the TTL it beats for */
+  int live;        /* in the view: live by its own TTL at the last read, its
+                    * listener answered as it (ready), and not leaving */
+  uint64_t ttl_ms; /* the TTL it beats for */
   uint64_t seen_ms_ago; /* by the database's clock, plus the time since */
 } ephd_cell_member_t;
 void ephd_ffi_cell(ephd_cell_t *cell);
 /* Row i; the address lives until the next read is applied. */
 int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member);
+/* GET /api/v1/ephemeral/ready, a member asking whether this broker's
+ * listener is up (core/members.c): writes {"id","epoch","ready"} into out
+ * (cap >= 96) and returns the status, 200, or 503 once it stops. */
+int ephd_ffi_cell_ready(char *out, size_t cap);
+/* POST /api/v1/ephemeral/leaving, a member saying it stops: EPHD_OK with
+ * this broker's answer in out (cap >= 64); EPHD_E_REFUSED without a
+ * trusted forward mark; EPHD_E_BAD_REQUEST for a body that is not
+ * {"id","epoch"} as a member writes it. */
+int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap);
 
 #pragma GCC visibility pop
 #endif

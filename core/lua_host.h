@@ -26,7 +26,7 @@ void ephd_lua_host_dispatch(ephd_request_t *req);
 void ephd_lua_host_apply_declarations(void);
 void ephd_lua_host_apply_grants(void);
 /* Gives a tenant back rate it was charged (a relayed push its owner
- * refused: core/forward.h). */
+ * refused: core/cell/relay_edge.h). */
 void ephd_lua_host_refund(const char *tenant, size_t tenant_len, uint32_t cost);
 /* SIGHUP: reload, logging the outcome. */
 void ephd_lua_host_reload(void);

@@ -13,15 +13,16 @@
 #include "config.h"
 #include "engine.h"
 #include "fanout.h"
-#include "forward.h"
 #include "handover.h"
 #include "http.h"
 #include "log.h"
 #include "lua_host.h"
+#include "mark.h"
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
-#include "relay.h"
+#include "peer_client.h"
+#include "relay_edge.h"
 #include "store.h"
 
 #ifndef EPHD_SOURCE_DIR
@@ -31,6 +32,9 @@
 static uv_signal_t sigterm, sigint, sighup;
 static uv_timer_t stop_deadline;
 static int stopping;
+/* How long a stop may wait for the hand-over of a member that stopped just
+ * before: its hand-over's time, and a heartbeat to see its row gone. */
+static uint64_t stop_wait_ms;
 
 static void on_deadline(uv_timer_t *t) {
   (void)t;
@@ -54,8 +58,23 @@ static void on_left_cell(void) { ephd_store_stop(); }
  * broker's partitions here, and hear ephemeral_forward_failed (it listens
  * no more): retried, and served by the new owners once the row is gone. */
 static void on_handed_over(void) {
-  ephd_relay_close_all();
+  ephd_peer_close_all();
   ephd_members_leave(1000, on_left_cell);
+}
+
+/* The members that answered the leaving notice route this broker's
+ * partitions to their new owners already. Then the listener stops (the
+ * held requests answered: a relayed one cancels its own relay), and with
+ * nothing more coming in the partitions go to their owners among the
+ * members staying (bounded by the hand-over's timeout), never to one
+ * stopping too. */
+static void on_announced(void) {
+  ephd_http_stop();
+  ephd_handover_leave(ephd_members_staying(), on_handed_over);
+  /* Answers to parked polls get a moment to be written; a peer that will
+   * not read them does not hold the stop past the deadline. */
+  uv_timer_start(&stop_deadline, on_deadline, 500, 0);
+  uv_unref((uv_handle_t *)&stop_deadline);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -65,15 +84,11 @@ static void on_signal(uv_signal_t *s, int signum) {
   char sig[16];
   snprintf(sig, sizeof(sig), "%d", signum);
   ephd_log("info", "stopping", "signal", sig, NULL);
-  ephd_http_stop();
-  /* After the held requests were answered (a relayed one cancels its own
-   * relay), with nothing more coming in: the partitions go to their owners
-   * in the cell without this broker (bounded by the hand-over's timeout). */
-  ephd_handover_leave(ephd_members_view(), on_handed_over);
-  /* Answers to parked polls get a moment to be written; a peer that will not
-   * read them does not hold the stop past the deadline. */
-  uv_timer_start(&stop_deadline, on_deadline, 500, 0);
-  uv_unref((uv_handle_t *)&stop_deadline);
+  /* The members first, while this broker still listens: from their answer
+   * on they route its partitions to the new owners, so no client hears a
+   * refused connection from it in between; what still reaches it here is
+   * served, and handed over with the rest. */
+  ephd_members_announce(stop_wait_ms, 1000, on_announced);
 }
 
 /* glibc keeps freed heap for reuse, and Lua garbage not yet collected pins
@@ -203,16 +218,24 @@ int main(int argc, char **argv) {
       .max_bytes = s.handover_max_bytes,
       .max_body_bytes = s.max_body_bytes,
   };
+  /* Without libcrypto's HMAC nothing can be signed or checked: the broker
+   * then neither relays, trusts a mark, nor signs its row, as without a
+   * token (each module is told the same). */
+  if (s.cell_token && ephd_mark_init(s.cell_token) != 0) {
+    ephd_log("error", "mark_unavailable", "msg",
+             "libcrypto gave no HMAC-SHA256: the cell token is ignored", NULL);
+    s.cell_token = NULL;
+  }
   ephd_handover_init(loop, &engine, s.cell_token, &handover_limits);
+  stop_wait_ms = s.handover_timeout_ms + s.member_ttl_ms;
   ephd_members_on_change(ephd_handover_view_changed);
   ephd_members_start(loop, &engine, engine.epoch, s.advertise,
-                     s.database_url != NULL, s.member_ttl_ms);
-  ephd_members_boot(2000);
+                     s.database_url != NULL, s.member_ttl_ms, s.cell_token);
   /* A peer answers a relayed pop with a batch stopped at one body's bytes
-   * (ephd_forward_batch_bytes) plus its last delivery, itself at most one
+   * (ephd_relay_batch_bytes) plus its last delivery, itself at most one
    * body, and the answer's own few bytes: twice a body and the header
    * limit hold it. Any other answer is smaller. */
-  ephd_relay_limits_t relay_limits = {
+  ephd_peer_limits_t relay_limits = {
       .max_conns = (uint32_t)s.relay_max_conns,
       .max_parked = (uint32_t)s.relay_max_parked,
       .max_queued = (uint32_t)s.relay_max_queued,
@@ -221,11 +244,15 @@ int main(int argc, char **argv) {
       .resolve_ttl_ms = s.relay_resolve_ttl_ms,
       .max_header_bytes = s.max_header_bytes,
       .max_response_bytes = 2 * s.max_body_bytes + s.max_header_bytes,
+      .max_peer_bytes = s.relay_max_peer_bytes,
   };
-  ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
-                    ephd_lua_host_refund);
+  ephd_peer_init(loop, &relay_limits);
+  ephd_relay_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
+                  ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);
+  /* With the relay up: the boot asks the members it reads if they are
+   * ready. */
+  ephd_members_boot(2000);
   ephd_http_limits_t limits = {
       .max_body_bytes = s.max_body_bytes,
       .max_header_bytes = s.max_header_bytes,

@@ -7,11 +7,11 @@
 #include "errors.h"
 #include "fanout.h"
 #include "ffi.h"
-#include "forward.h"
 #include "handover.h"
 #include "http.h"
 #include "members.h"
 #include "prom.h"
+#include "relay_edge.h"
 
 static const ephd_engine_t *engine;
 
@@ -262,7 +262,7 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   write_http(o);
   write_refusals(o);
   write_queue_depths(o);
-  ephd_forward_metrics(o);
+  ephd_relay_metrics(o);
   ephd_fanout_metrics(o);
   ephd_handover_metrics(o);
   ephd_buf_append(o, extra, len);

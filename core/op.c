@@ -36,6 +36,7 @@ void ephd_op_attach(ephd_request_t *req) {
     if (op == NULL) abort();
   }
   op->scanned = NULL;
+  op->batch_bytes = SIZE_MAX;
   req->op = &op->pub;
 }
 

@@ -31,6 +31,10 @@ typedef struct ephd_op_state {
   /* The body a scan accepted, for the commit of the same request; NULL:
    * nothing to commit. */
   const char *scanned;
+  /* The most bytes of deliveries a pop's answer may take before its last:
+   * SIZE_MAX, unless the route found the pop relayed here by a member
+   * (ephd_relay_batch_bytes). */
+  size_t batch_bytes;
   ephd_buf_t names; /* decoded names and ack ids, which the slices point at */
   /* A push's payload spans (ephd_span_t), an ack's items (ephd_ack_item_t),
    * or a pop's deliveries as JSON. */
@@ -43,7 +47,7 @@ typedef struct ephd_op_state {
     ephd_deferred_t *deferred;
     ephd_queue_t *queue;
     uint32_t group, batch;
-    size_t batch_bytes; /* ephd_forward_batch_bytes */
+    size_t batch_bytes; /* the operation's */
     int auto_ack;
     int windowed;         /* woken, and fattening its batch (windowBuffer) */
     uint64_t deadline_ms; /* its timeout */

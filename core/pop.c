@@ -4,10 +4,8 @@
 
 #include "clock.h"
 #include "commands.h"
-#include "forward.h"
 #include "http.h"
 #include "json.h"
-#include "members.h"
 #include "op.h"
 
 /* The answer, its batch taken straight into the connection's output (none
@@ -120,7 +118,7 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   op->parked.queue = q;
   op->parked.group = g;
   op->parked.batch = a->batch;
-  op->parked.batch_bytes = ephd_forward_batch_bytes(req);
+  op->parked.batch_bytes = op->batch_bytes;
   op->parked.auto_ack = a->auto_ack;
   op->parked.windowed = 0;
   op->parked.deadline_ms = now + a->timeout_ms;
@@ -129,46 +127,41 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   ephd_gate_park(ephd_queue_gate(q, g), &op->parked.waiter);
 }
 
+/* Naming EPHD_QUEUE_MODE is naming no group: the shared cursor. */
+static size_t group_len(const ephd_pop_args_t *a) {
+  return a->group ? ephd_group_len(a->group, a->group_len) : 0;
+}
+
+int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
+                        size_t tenant_len) {
+  ephd_engine_t *e = ephd_commands_engine;
+  ephd_queue_t *q =
+      ephd_engine_queue(e, tenant, tenant_len, a->queue, a->queue_len);
+  uint32_t g = 0;
+  int new_group =
+      q == NULL ||
+      !ephd_queue_group_find(q, a->group ? a->group : "", group_len(a), &g);
+  return ephd_engine_would_deliver(e, q, NULL, 0, new_group, g,
+                                   ephd_ffi_now_ms());
+}
+
 int ephd_ffi_pop(const ephd_request_t *req) {
   ephd_engine_t *e = ephd_commands_engine;
   ephd_op_state_t *op = ephd_op_of(req);
   const ephd_pop_args_t *a = &op->pub.pop;
   const ephd_tenant_limits_t *limits = a->limits;
-  /* A pop naming its partition goes to its owner; one that does not is
-   * served here from the partitions this broker holds, else goes to
-   * Default's owner (below; docs/cell.md). A cell of one reads the view's
-   * count and nothing else. */
-  const ephd_view_t *view = ephd_members_view();
-  if (view->count > 1 && a->partition &&
-      ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
-          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
-          (ephd_slice_t){a->partition, a->partition_len}) != EPHD_OK)
-    return EPHD_RELAYED;
   ephd_tenant_t *t = ephd_engine_tenant(e, a->tenant, a->tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, a->queue, a->queue_len) : NULL;
   ephd_ring_t *r = a->partition && q
                        ? ephd_queue_ring(q, a->partition, a->partition_len)
                        : NULL;
-  /* Naming EPHD_QUEUE_MODE is naming no group: the shared cursor. */
   const char *gname = a->group ? a->group : "";
-  size_t glen = a->group ? ephd_group_len(a->group, a->group_len) : 0;
+  size_t glen = group_len(a);
   int named = glen > 0;
   uint32_t g = 0;
   int new_ring = a->partition && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
   uint64_t now = ephd_ffi_now_ms();
-  /* Nothing here for a pop of the whole queue: Default's owner, where a
-   * push naming no partition lands, has the likeliest messages, and a pop
-   * that waits parks there. Checked before anything is made here. */
-  if (view->count > 1 && !a->partition &&
-      !ephd_engine_would_deliver(e, q, NULL, 0, new_group, g, now) &&
-      ephd_forward_route(
-          req, EPHD_FORWARD_POP, a->wait ? a->timeout_ms : 0, 0, view,
-          a->tenant, a->tenant_len, (ephd_slice_t){a->queue, a->queue_len},
-          (ephd_slice_t){EPHD_DEFAULT_PARTITION,
-                         sizeof(EPHD_DEFAULT_PARTITION) - 1}) != EPHD_OK)
-    return EPHD_RELAYED;
   /* Everything a pop would create is planned before any of it exists: a
    * refused pop leaves no tenant, queue, partition or group behind. */
   uint32_t refusals = 0;
@@ -206,7 +199,7 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     park(op, req, q, r, g, now);
     return EPHD_PARKED;
   }
-  answer_pop(ephd_http_conn(req), q, r, g, a->batch,
-             ephd_forward_batch_bytes(req), a->auto_ack, 1);
+  answer_pop(ephd_http_conn(req), q, r, g, a->batch, op->batch_bytes,
+             a->auto_ack, 1);
   return EPHD_OK;
 }

@@ -100,7 +100,7 @@ void ephd_ring_evict_head(ephd_ring_t *r) {
 }
 
 void ephd_ring_reclaim(ephd_ring_t *r) {
-  if (r->ncursors == 0) return;
+  if (r->ncursors == 0 || r->awaiting) return;
   while (r->head < r->tail) {
     if (ephd_ring_at(r, r->head)->holds) return;
     for (uint32_t i = 0; i < r->ncursors; i++)

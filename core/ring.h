@@ -51,6 +51,11 @@ typedef struct {
    * was emptied when the partition moved away, and their ids answer stale
    * (0: never moved). */
   uint64_t fence;
+  /* The cell's marks (core/cell/handover.h). awaiting: this broker took the
+   * partition over and its old owner's hand-over, with the groups it knew,
+   * may still come: nothing is freed until it has, or its time passed.
+   * adopted: handed over here, so handed on if it moves away. */
+  uint8_t awaiting, adopted;
 } ephd_ring_t;
 
 ephd_ring_t *ephd_ring_new(const char *name, size_t len);
@@ -65,7 +70,8 @@ void ephd_ring_append(ephd_ring_t *r, uint64_t now_ms, const char *payload,
  * that pointed at it die lazily (their pos is now below head). Its leases
  * must already be gone. */
 void ephd_ring_evict_head(ephd_ring_t *r);
-/* Frees head messages that every group is past and nothing holds. */
+/* Frees head messages that every group is past and nothing holds; nothing
+ * while the ring is awaiting a hand-over. */
 void ephd_ring_reclaim(ephd_ring_t *r);
 /* Adds a cursor for a new group, starting at head: it sees what is still in
  * memory. */

@@ -28,7 +28,7 @@ static PGresult *rows; /* valid only while apply runs */
 static int declarations_count = -1, grants_count = -1;
 
 /* One advisory lock keeps two brokers of a cell from racing the DDL. The
- * members table is core/members.c's, created here with the others so it
+ * members table is core/cell/members.c's, created here with the others so it
  * exists before the first heartbeat, which is queued after this. */
 static const char SCHEMA_SQL[] =
     "DO $$ BEGIN "
@@ -44,7 +44,11 @@ static const char SCHEMA_SQL[] =
     " updated_at timestamptz NOT NULL DEFAULT now()); "
     "CREATE TABLE IF NOT EXISTS queen.ephemeral_members ("
     " id text PRIMARY KEY, address text NOT NULL, epoch bigint NOT NULL,"
-    " ttl_ms int NOT NULL, last_seen timestamptz NOT NULL DEFAULT now()); "
+    " ttl_ms int NOT NULL, last_seen timestamptz NOT NULL DEFAULT now(),"
+    " mac text); "
+    /* The rows' MAC (core/members.c), on a table an earlier version made:
+     * its brokers still write rows, unsigned, which this one ignores. */
+    "ALTER TABLE queen.ephemeral_members ADD COLUMN IF NOT EXISTS mac text; "
     "END $$";
 
 static const char LOAD_SQL[] =

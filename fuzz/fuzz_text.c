@@ -12,7 +12,7 @@
 #include "ack_result.h"
 #include "buf.h"
 #include "ffi.h"
-#include "forward.h"
+#include "relay_edge.h"
 #include "id.h"
 #include "json.h"
 
@@ -92,14 +92,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The first byte says how many results to expect. */
   uint32_t n = size ? (unsigned char)s[0] % 16 : 0;
   ephd_outcome_t got[16], again[16];
-  if (size && ephd_forward_ack_outcomes(s + 1, size - 1, got, n) == 0) {
+  if (size && ephd_relay_ack_outcomes(s + 1, size - 1, got, n) == 0) {
     ephd_buf_t b;
     ephd_buf_init(&b);
     ephd_buf_appends(&b, "{\"results\":[");
     for (uint32_t i = 0; i < n; i++)
       ephd_ack_write_result(&b, i == 0, "e:1:p:1", 7, got[i]);
     ephd_buf_appends(&b, "]}");
-    if (ephd_forward_ack_outcomes(b.base, b.len, again, n) != 0 ||
+    if (ephd_relay_ack_outcomes(b.base, b.len, again, n) != 0 ||
         memcmp(got, again, n * sizeof(got[0])) != 0)
       abort();
     ephd_buf_free(&b);

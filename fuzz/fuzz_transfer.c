@@ -1,4 +1,4 @@
-/* A partition's hand-over body (core/transfer.h), as the new owner reads
+/* A partition's hand-over body (core/cell/transfer.h), as the new owner reads
  * it from a member of the cell. Whatever parses is merged into a ring that
  * already holds messages and a group that took some of them, as
  * ephd_engine_accept does when pushes arrived while the partition was in

@@ -17,14 +17,14 @@
 #include "config.h"
 #include "engine.h"
 #include "fanout.h"
-#include "forward.h"
+#include "relay_edge.h"
 #include "handover.h"
 #include "http.h"
 #include "lua_host.h"
 #include "members.h"
 #include "metrics.h"
 #include "op.h"
-#include "relay.h"
+#include "peer_client.h"
 #include "store.h"
 
 static uv_loop_t *loop;
@@ -82,10 +82,10 @@ void ephd_fuzz_boot(void) {
       .timeout_ms = 5000, .max_bytes = 1 << 20, .max_body_bytes = 1 << 20};
   ephd_handover_init(loop, &engine, NULL, &handover_limits);
   ephd_members_on_change(ephd_handover_view_changed);
-  ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000);
-  ephd_relay_limits_t relay_limits = EPHD_RELAY_LIMITS_DEFAULT;
-  ephd_relay_init(loop, &relay_limits);
-  ephd_forward_init(NULL, 5000, SIZE_MAX, NULL);
+  ephd_members_start(loop, &engine, 1, "http://127.0.0.1:0", 0, 4000, NULL);
+  ephd_peer_limits_t relay_limits = EPHD_PEER_LIMITS_DEFAULT;
+  ephd_peer_init(loop, &relay_limits);
+  ephd_relay_init(NULL, 5000, SIZE_MAX, NULL);
   ephd_fanout_init(5000);
   /* A small output bound, so that pipelined inputs pause and resume. */
   ephd_http_limits_t limits = {.max_body_bytes = 1 << 20,

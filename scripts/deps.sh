@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   cmake gcc make pkg-config
-  libluajit2-5.1-dev luajit2 libuv1-dev node-llhttp libpq-dev postgresql
+  libluajit2-5.1-dev luajit2 libuv1-dev node-llhttp libpq-dev libssl-dev postgresql
   lua-cjson lua-busted lua-socket
   chromium nodejs
   "$@"

@@ -48,8 +48,12 @@ local PURE = { ephd_ffi_url_decode = true, ephd_ffi_json_field = true,
                ephd_ffi_log_fields = true, ephd_ffi_utf8_valid = true,
                ephd_ffi_uuid_lower = true }
 
+-- A cell of one, as a broker without a database is.
+local CELL_OF_ONE = ffi.new("uint32_t[1]", 1)
+
 -- Brackets around policy code: no watchdog in unit specs.
-local NOOP = { ephd_ffi_policy_enter = function() end,
+local NOOP = { ephd_ffi_cell_size = function() return CELL_OF_ONE end,
+               ephd_ffi_policy_enter = function() end,
                ephd_ffi_policy_leave = function() end,
                ephd_ffi_metrics_route = function() end,
                ephd_ffi_request_route = function() end }

@@ -67,7 +67,7 @@ end
 -- send without a preflight. A POST without a body needs no Content-Type.
 -- A forward mark reaching here was trusted by the ladder's identity rung:
 -- it came from a member of the cell, never from a page, and a hand-over's
--- body is a transfer, not JSON (core/transfer.h).
+-- body is a transfer, not JSON (core/cell/transfer.h).
 function _M.not_json(req)
     if req.json ~= 0 then return end -- exactly application/json, seen by C
     if req.forward.len ~= 0 then return end

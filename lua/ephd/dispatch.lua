@@ -96,7 +96,7 @@ end
 _M.apply_declarations = declarations.apply
 
 -- A push relayed to its owner and refused there gives back what the rate
--- took at this edge (core/forward.c), as a refusal here does.
+-- took at this edge (core/cell/relay_edge.c), as a refusal here does.
 _M.refund = rate.refund
 
 local grant_row = ffi.new("ephd_grant_row_t")

@@ -80,17 +80,11 @@ local function unvouched_level()
     return config.tenancy_header ~= 0 and "read-write" or "admin"
 end
 
--- The routes a member of the cell relays to their partition's owner
--- (core/forward.h), the admin verbs it fans out to every member
--- (core/fanout.h), and the hand-over of a partition to its new owner
--- (core/handover.h); a mark on any other is refused.
-local RELAYED = { push = true, pop = true, ack = true, reset = true,
-                  delete = true, handover = true }
-
 local mark_tenant = ffi.new("ephd_slice_t")
 
 -- A request relayed by a member of the cell carries the forward mark: the
--- cell token and the tenant the edge established, having run the whole
+-- tenant the edge established, signed with the cell token (core/cell/mark.h),
+-- having run the whole
 -- ladder. Trusted, it stands for identity, grant and rate, all charged at
 -- the edge; untrusted, it is a credential this broker does not know, so
 -- unauthorized (401), whatever else the request carries: nobody skips the
@@ -98,14 +92,18 @@ local mark_tenant = ffi.new("ephd_slice_t")
 local function forwarded(ctx)
     local rc = C.ephd_ffi_forward_tenant(ctx.req, mark_tenant)
     if rc == C.EPHD_E_REFUSED then
-        return "the forward mark does not carry this cell's token", nil,
-               "unauthorized"
+        return "the forward mark is not signed with this cell's token for "
+               .. "this request, or has expired", nil, "unauthorized"
     elseif rc ~= C.EPHD_OK then
         return "the forward mark's tenant must be a lowercase UUID", nil,
                "unauthorized"
     end
-    local route = ctx.route
-    if not RELAYED[route.name] then
+    -- What a member sends marked: a routed verb (core/cell/routing.h), an
+    -- admin verb it fans out (core/cell/fanout.h), or a hand-over
+    -- (core/cell/handover.h), as each handler declares; a mark on any other
+    -- is refused.
+    local route, handler = ctx.route, ctx.handler
+    if not (handler.routed or handler.members_send) then
         return route.name .. " is never relayed", nil, "forbidden"
     end
     ctx.tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
@@ -254,10 +252,26 @@ local function refused(ctx, code, message, headers, rung)
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
 
+-- Where the cell's count of members lives (ffi.h): read, not called, so a
+-- broker alone pays nothing for routing.
+local cell_size = C.ephd_ffi_cell_size()
+
 -- After every rung has passed: the handler's commit, whose budget bits
--- answer by the outermost rung holding one.
+-- answer by the outermost rung holding one. A routed verb in a cell, or a
+-- member's relay, asks first where it is served (core/cell/routing.h):
+-- decided once, here, for every verb, and answered by C when it is not
+-- this broker (relayed, or owner_moved), so no commit knows of the cell.
 local function committed(ctx)
-    local refusals = ctx.handler.commit(ctx)
+    local handler = ctx.handler
+    local verb = handler.routed
+    if verb and (cell_size[0] > 1 or ctx.forwarded) then
+        local tenant = ctx.tenant
+        if C.ephd_ffi_cell_route(ctx.req, verb, tenant, #tenant,
+                                 ctx.taken or 0) ~= C.EPHD_OK then
+            return
+        end
+    end
+    local refusals = handler.commit(ctx)
     if refusals and refusals ~= 0 then
         local rung = _M.budget(refusals)
         local message = rung.message

@@ -87,6 +87,15 @@ return {
       class = "open", handler = "probes.health" },
     { name = "ready", method = "GET", path = "/ready",
       class = "open", handler = "probes.ready" },
+    -- Between the cell's members (docs/cell.md, "Membership"): whether a
+    -- broker's listener is up, as which member (harmless: its id and
+    -- epoch); and a member saying it stops, only with a trusted forward
+    -- mark (C checks it).
+    { name = "cell_ready", method = "GET", path = "/api/v1/ephemeral/ready",
+      class = "open", handler = "cell.ready" },
+    { name = "cell_leaving", method = "POST",
+      path = "/api/v1/ephemeral/leaving",
+      class = "open", handler = "cell.leaving" },
     -- The page holds no data: what it shows, it fetches with the viewer's
     -- identity.
     { name = "dashboard", method = "GET", path = "/dashboard",

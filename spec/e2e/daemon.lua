@@ -48,17 +48,68 @@ function _M.sql(statement)
     return (out:gsub("%s+$", ""))
 end
 
+-- The MAC a member signs its row with (core/members.c): HMAC-SHA256 with
+-- the cell token over its id, address, epoch and TTL, in lowercase hex.
+function _M.member_mac(token, id, address, epoch, ttl_ms)
+    local msg = ("ephd-member-v1\n%s\n%s\n%d\n%d"):format(id, address,
+                                                          epoch, ttl_ms)
+    local p = io.popen("printf '%s' " .. shell_quote(msg)
+                       .. " | openssl dgst -sha256 -hmac "
+                       .. shell_quote(token) .. " -r")
+    local out = p:read("*a")
+    p:close()
+    return assert(out:match("^(%x+)"), out)
+end
+
+-- Writes a member's row by hand, signed with token (unsigned without one),
+-- as a broker's beat would, replacing any row of that id.
+function _M.member_row(token, id, address, epoch, ttl_ms, last_seen)
+    local mac = token and ("'" .. _M.member_mac(token, id, address, epoch,
+                                                ttl_ms) .. "'") or "NULL"
+    return _M.sql(("DELETE FROM queen.ephemeral_members WHERE id = '%s'; "
+                   .. "INSERT INTO queen.ephemeral_members (id, address, "
+                   .. "epoch, ttl_ms, mac, last_seen) VALUES ('%s', '%s', %d, "
+                   .. "%d, %s, %s)"):format(id, id, address, epoch, ttl_ms, mac,
+                                           last_seen or "now()"))
+end
+
+-- Plays member id of epoch behind server (a luasocket listener): answers
+-- the members' readiness probes (core/members.c) until done() holds, for
+-- up to `seconds` (10), each on a connection it closes, so the relay
+-- sends nothing else there.
+-- done is given how many probes were answered.
+function _M.answer_ready(server, id, epoch, done, seconds)
+    local body = ('{"id":"%s","epoch":%d,"ready":true}'):format(id, epoch)
+    local answered = 0
+    server:settimeout(0.05)
+    _M.wait_until("the cell to take member " .. id, function()
+        local c = server:accept()
+        if c then
+            answered = answered + 1
+            c:settimeout(5)
+            repeat local line = c:receive("*l") until not line or line == ""
+            c:send("HTTP/1.1 200 OK\r\nConnection: close\r\n"
+                   .. "Content-Type: application/json\r\nContent-Length: "
+                   .. #body .. "\r\n\r\n" .. body)
+            c:close()
+        end
+        return done(answered)
+    end, seconds)
+    server:settimeout(nil)
+end
+
 -- Declarations of earlier specs would leak into this one's listings.
 function _M.forget_declarations()
     _M.sql("TRUNCATE queen.ephemeral_queues")
 end
 
 -- opts.env: extra environment, opts.args: extra flags, opts.db: connect
--- to the private cluster (or to opts.db when it is a URL).
+-- to the private cluster (or to opts.db when it is a URL), opts.port: this
+-- port (a broker started again where one stopped) rather than a free one.
 function _M.start(opts)
     opts = opts or {}
     local self = setmetatable({}, _M)
-    self.port = free_port()
+    self.port = opts.port or free_port()
     if opts.db then
         local url = opts.db == true and _M.database_url or opts.db
         opts.args = opts.args or {}

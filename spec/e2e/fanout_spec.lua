@@ -65,13 +65,14 @@ describe("the cell's admin verbs", function()
         assert.equals(0, pending(b, "rooms"))
         assert.equals(1, fanned(a, "reset", "applied"))
         -- The relay's latency histogram: every send to b (the pushes b
-        -- owns and the reset) answered, each in one bucket.
+        -- owns, the reset, and the readiness probe that let b in the
+        -- view) answered, each in one bucket.
         assert.equals(2, a:metric("\nqueen_ephemeral_members_live (%d+)"))
         local relayed = a:metric('queen_ephemeral_forwarded_total{route='
                                  .. '"push",outcome="answered"} (%d+)')
-        assert.equals(relayed + 1, a:metric(
+        assert.equals(relayed + 2, a:metric(
             'queen_ephemeral_relay_seconds_bucket{le="%+Inf"} (%d+)'))
-        assert.equals(relayed + 1,
+        assert.equals(relayed + 2,
                       a:metric("queen_ephemeral_relay_seconds_count (%d+)"))
         -- b applied the marked request where it landed, and sent it no
         -- further.

@@ -3,15 +3,17 @@
 -- the SQL given, which deletes its row), waits until the brokers have read
 -- that, and answers 503 owner_moved, as an owner whose view changed would.
 -- A hand-over the brokers send it on its joining is refused at once, so
--- it stays in the cell until a relayed request reaches it.
--- usage: luajit moved_owner.lua PORT SQL_COMMAND LIVE URL...
+-- it stays in the cell until a relayed request reaches it. It answers the
+-- members' readiness probe as member ID of EPOCH, so they place on it.
+-- usage: luajit moved_owner.lua PORT ID EPOCH SQL_COMMAND LIVE URL...
 -- (the brokers' URLs, each of which must see LIVE members once it left)
 local socket = require("socket")
 local http = require("socket.http")
 local cjson = require("cjson")
 
-local port, leave, live = tonumber(arg[1]), arg[2], tonumber(arg[3])
-local brokers = { select(4, unpack(arg)) }
+local port, id, epoch = tonumber(arg[1]), arg[2], arg[3]
+local leave, live = arg[4], tonumber(arg[5])
+local brokers = { select(6, unpack(arg)) }
 
 -- Until every broker's view of the cell counts `live` members, for up to
 -- 10 s (the spec then fails on the owner_moved that never comes in time).
@@ -44,6 +46,15 @@ while true do
         if n then length = tonumber(n) end
     end
     if length > 0 then c:receive(length) end
+    if target == "/api/v1/ephemeral/ready" then
+        local ready = '{"id":"' .. id .. '","epoch":' .. epoch
+                      .. ',"ready":true}'
+        c:send("HTTP/1.1 200 OK\r\nConnection: close\r\n"
+               .. "Content-Type: application/json\r\nContent-Length: "
+               .. #ready .. "\r\n\r\n" .. ready)
+        c:close()
+        goto next
+    end
     if target == "/api/v1/ephemeral/handover" then
         local refused = '{"error":"not a broker","code":"ephemeral_unavailable"}'
         c:send("HTTP/1.1 503 Service Unavailable\r\n"

@@ -3,7 +3,9 @@
 -- place, redeliveries, leases as redeliveries); what cannot be handed over
 -- is emptied where it was (the loss contract), its old ids answer stale,
 -- and the drop is counted.
+local socket = require("socket")
 local daemon = require("e2e.daemon")
+local mark = require("e2e.mark")
 
 local TOKEN = "moves-spec-cell-token-0123456789"
 local function env(extra)
@@ -76,6 +78,10 @@ describe("ownership moves", function()
         end
         local two = "ephd-transfer 1\n1 1 2 1\nqp\n0 1\n1\n0 1\n2\n"
                     .. "1 1 0\ng\n"
+        local function signed(body)
+            return mark.sign(TOKEN, tenant, "POST",
+                             "/api/v1/ephemeral/handover", #body)
+        end
         -- Unmarked: refused, as any route refuses a body it does not take
         -- (400), and forbidden even when the body claims to be JSON.
         local res = hand(two, nil)
@@ -86,10 +92,10 @@ describe("ownership moves", function()
         assert.equals("forbidden", res.json.code)
         res = hand(two, "not-the-token-at-all " .. tenant)
         assert.equals(401, res.status, res.body)
-        res = hand("ephd-transfer 1\n", TOKEN .. " " .. tenant)
+        res = hand("ephd-transfer 1\n", signed("ephd-transfer 1\n"))
         assert.equals(400, res.status, res.body)
         assert.equals("ephemeral_bad_request", res.json.code)
-        res = hand(two, TOKEN .. " " .. tenant)
+        res = hand(two, signed(two))
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         -- g had been given the first: it is given the second only.
@@ -101,7 +107,7 @@ describe("ownership moves", function()
         -- At maxLength 2 with reject, a hand-over is still taken whole:
         -- its messages were admitted under their old owner's share of the
         -- queue. The next push meets the bound.
-        res = hand(two, TOKEN .. " " .. tenant)
+        res = hand(two, signed(two))
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         res = a:push("q", { "3" }, "p", { ["x-queen-tenant"] = tenant })
@@ -336,6 +342,136 @@ describe("ownership moves", function()
             assert.equals(0, d:metric(WIPES("unplanned")))
             assert.equals(0, d:metric(WIPES("handover")))
         end
+    end)
+
+    it("lose nothing when a stopped broker starts again on its address "
+       .. "before the others read it gone: the partitions they were just "
+       .. "handed go on to it", function()
+        -- A read a second apart: the old row's delete and the new one's
+        -- insert land between two reads of a survivor.
+        local e = env({ QUEEN_EPHEMERAL_LEASE_S = "1",
+                        QUEEN_EPHEMERAL_MEMBER_TTL_MS = "4000" })
+        local ds = {}
+        for i = 1, 3 do ds[i] = daemon.start({ db = true, env = e }) end
+        finally(function() for _, d in ipairs(ds) do d:stop() end end)
+        await_live(ds, 3, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local books = traffic(ds, 16)
+        run_for(books, { a, b, c }, 1)
+        os.execute("kill -TERM " .. c.pid)
+        while c:alive() do books.step({ a, b }) end
+        wait_gone(c, 1)
+        local c2 = daemon.start({ db = true, env = e, port = c.port })
+        ds[3] = c2
+        local t0 = daemon.now()
+        while (a:cell().live ~= 3 or b:cell().live ~= 3)
+                and daemon.now() - t0 < 10 do
+            books.step({ a, b, c2 })
+        end
+        run_for(books, { a, b, c2 }, 1)
+        books.drain({ a, b, c2 }, 10)
+        local r = books.report()
+        assert.is_true(r.pushed > 100, r.pushed .. " pushed")
+        assert.same({ pushed = r.pushed, lost = 0, twice = 0, phantom = 0 }, r)
+        for _, d in ipairs({ a, b, c2 }) do
+            assert.is_nil(d:read_log():find("event=partitions_wiped", 1, true))
+            assert.equals(0, d:metric(WIPES("unplanned")))
+            assert.equals(0, d:metric(WIPES("handover")))
+        end
+    end)
+
+    it("free nothing at a new owner before it knows the partition's groups: "
+       .. "a group that read nothing reads everything after a join",
+       function()
+        local e = env()
+        local a = daemon.start({ db = true, env = e })
+        local b = daemon.start({ db = true, env = e })
+        local ds = { a, b }
+        finally(function() for _, d in ipairs(ds) do d:stop() end end)
+        await_live(ds, 2, 10)
+        -- g1 and g2 know all 16 partitions, which hold nothing yet.
+        for i = 1, 16 do
+            for _, g in ipairs({ "g1", "g2" }) do
+                local res = a:pop("queue=groups&group=" .. g
+                                  .. "&partition=q-" .. i)
+                assert.equals(200, res.status, res.body)
+            end
+        end
+        local c = daemon.start({ db = true, env = e })
+        ds[3] = c
+        await_live(ds, 3, 10)
+        -- Pushed through a broker that sees c, at once; g2 reads and acks
+        -- all of it through c, and g1 nothing yet.
+        for i = 1, 16 do
+            assert.equals(201, a:push("groups", { tostring(i) }, "q-" .. i)
+                                   .status)
+        end
+        for i = 1, 16 do
+            local res = c:pop("queue=groups&group=g2&batch=10&partition=q-"
+                              .. i)
+            assert.equals(200, res.status, res.body)
+            assert.equals(1, #res.json.messages, "q-" .. i)
+            local acked = c:ack("groups", "g2",
+                                { { res.json.messages[1].id, "completed" } })
+            assert.equals("acked", acked.json.results[1].outcome)
+        end
+        assert.is_true(c:cell().partitions.owned > 0)
+        local got = {}
+        for i = 1, 16 do
+            local res = b:pop("queue=groups&group=g1&batch=10&partition=q-"
+                              .. i)
+            assert.equals(200, res.status, res.body)
+            for _, m in ipairs(res.json.messages) do got[#got + 1] = m.payload end
+        end
+        assert.equals(16, #got)
+    end)
+
+    it("try a failed hand-over again until its timeout: a receiver "
+       .. "listening only after 1.5 s still gets the partition", function()
+        local e = env({ QUEEN_EPHEMERAL_HANDOVER_TIMEOUT_MS = "5000" })
+        local a = daemon.start({ db = true, env = e })
+        local ds = { a }
+        local fake
+        finally(function()
+            if fake then os.execute("kill " .. fake) end
+            for _, d in ipairs(ds) do d:stop() end
+        end)
+        for i = 1, 16 do
+            assert.equals(201, a:push("late", { tostring(i) }, "l-" .. i).status)
+        end
+        -- A member whose row is there before it listens: a hands it its
+        -- partitions, which fail to connect until a broker starts there.
+        local port = daemon.free_port()
+        local id = "f00000000000000e"
+        -- It answers the readiness probe (a places nothing on a member
+        -- that does not), then stops listening.
+        local server = assert(socket.bind("127.0.0.1", port))
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250975,
+                          600000)
+        daemon.answer_ready(server, id, 4022250975, function()
+            return a:cell().live == 2
+        end)
+        server:close()
+        daemon.wait_until("a to fail a hand-over", function()
+            return a:read_log():find("event=handover_failed", 1, true)
+        end)
+        daemon.sleep(1.5) -- the receiver's delay, not a wait for a state
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '" .. id
+                   .. "'")
+        local b = daemon.start({ db = true, env = e, port = port })
+        ds[2] = b
+        -- b is a new member, not the one a sent to: b takes what its own
+        -- view gives it and answers owner_moved for the rest, which a
+        -- keeps once it reads the cell as b sees it.
+        daemon.wait_until("a to be done with its hand-overs", function()
+            return a:read_log():find("event=partitions_handed_over", 1, true)
+        end, 10)
+        local total = 0
+        for _, d in ipairs(ds) do
+            for _, n in pairs(d:held("late")) do total = total + n end
+        end
+        assert.equals(16, total)
+        assert.equals(0, a:metric(WIPES("handover")))
     end)
 
     it("answer ephemeral_forward_failed for a killed broker's partitions "

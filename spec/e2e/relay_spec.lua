@@ -4,6 +4,7 @@
 -- ephemeral_forward_failed until its TTL passes, then another serves.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
+local mark = require("e2e.mark")
 
 local TOKEN = "relay-spec-cell-token-0123456789"
 local TTL = "400"
@@ -93,37 +94,54 @@ describe("the relay", function()
                                 .. 'outcome="answered"} (%d+)'))
     end)
 
-    it("refuses a forward mark without the cell token, with 401", function()
+    it("refuses a forward mark not signed with the cell token for this "
+       .. "request and now, with 401", function()
         local ds = start(2)
         finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
         local a = ds[1]
+        local PATH = "/api/v1/ephemeral/push"
         local body = '{"queue":"forged","messages":[{"payload":1}]}'
-        local function push(mark)
-            return a:request("POST", "/api/v1/ephemeral/push", body,
+        local function push(m)
+            return a:request("POST", PATH, body,
                              { ["Content-Type"] = "application/json",
-                               ["X-Queen-Forward"] = mark })
+                               ["X-Queen-Forward"] = m })
         end
-        for _, mark in ipairs({ "wrong-token-wrong-token " .. TENANT,
-                                TENANT, TOKEN, TOKEN .. "x " .. TENANT }) do
-            local res = push(mark)
-            assert.equals(401, res.status, mark)
+        local now = math.floor(daemon.now() * 1000)
+        for _, m in ipairs({
+            -- The raw token, as marks were written before they were signed.
+            TOKEN .. " " .. TENANT, TENANT, TOKEN,
+            -- Signed with another key.
+            mark.sign("wrong-token-wrong-token-01234567", TENANT, "POST",
+                      PATH, #body),
+            -- Expired, and from too far ahead.
+            mark.sign(TOKEN, TENANT, "POST", PATH, #body, now - 31000),
+            mark.sign(TOKEN, TENANT, "POST", PATH, #body, now + 31000),
+            -- For another target, method, or body length.
+            mark.sign(TOKEN, TENANT, "POST", "/api/v1/ephemeral/ack", #body),
+            mark.sign(TOKEN, TENANT, "POST", PATH .. "?x=1", #body),
+            mark.sign(TOKEN, TENANT, "GET", PATH, #body),
+            mark.sign(TOKEN, TENANT, "POST", PATH, #body + 1),
+        }) do
+            local res = push(m)
+            assert.equals(401, res.status, m)
             assert.equals("unauthorized", res.json.code)
             assert.truthy(res.json.error:find("token", 1, true), res.body)
         end
-        -- The token with a tenant no edge writes: not a UUID, or not in
-        -- the lowercase form an edge keeps tenants in.
+        -- Signed, with a tenant no edge writes: not a UUID, or not in the
+        -- lowercase form an edge keeps tenants in.
         for _, tenant in ipairs({ "tenant-a",
                                   "0000000A-0000-0000-0000-00000000000B",
                                   TENANT .. "0" }) do
-            local res = push(TOKEN .. " " .. tenant)
+            local res = push(mark.sign(TOKEN, tenant, "POST", PATH, #body))
             assert.equals(401, res.status, tenant)
             assert.equals("the forward mark's tenant must be a lowercase UUID",
                           res.json.error)
         end
         assert.equals(404, a:depth("forged").status)
-        -- With the token, the mark stands for identity, grant and rate.
-        local res = push(TOKEN .. " " .. TENANT)
+        -- Signed for this request, the mark stands for identity, grant and
+        -- rate.
+        local res = push(mark.sign(TOKEN, TENANT, "POST", PATH, #body))
         assert.is_true(res.status == 201 or (res.status == 503
                        and res.json.code == "owner_moved"), res.body)
     end)
@@ -131,10 +149,11 @@ describe("the relay", function()
     it("refuses any mark at a broker without a cell token", function()
         local a = daemon.start()
         finally(function() a:stop() end)
-        local res = a:request("POST", "/api/v1/ephemeral/push",
-                              '{"queue":"q","messages":[{"payload":1}]}',
+        local body = '{"queue":"q","messages":[{"payload":1}]}'
+        local res = a:request("POST", "/api/v1/ephemeral/push", body,
                               { ["Content-Type"] = "application/json",
-                                ["X-Queen-Forward"] = TOKEN .. " " .. TENANT })
+                                ["X-Queen-Forward"] = mark.sign(TOKEN, TENANT,
+                                    "POST", "/api/v1/ephemeral/push", #body) })
         assert.equals(401, res.status)
         assert.equals("unauthorized", res.json.code)
     end)
@@ -155,11 +174,12 @@ describe("the relay", function()
             end
         end
         assert.truthy(part)
-        local res = a:request("POST", "/api/v1/ephemeral/push",
-                              '{"queue":"moved","partition":"' .. part
-                              .. '","messages":[{"payload":1}]}',
+        local body = '{"queue":"moved","partition":"' .. part
+                     .. '","messages":[{"payload":1}]}'
+        local res = a:request("POST", "/api/v1/ephemeral/push", body,
                               { ["Content-Type"] = "application/json",
-                                ["X-Queen-Forward"] = TOKEN .. " " .. TENANT })
+                                ["X-Queen-Forward"] = mark.sign(TOKEN, TENANT,
+                                    "POST", "/api/v1/ephemeral/push", #body) })
         assert.equals(503, res.status, res.body)
         assert.equals("owner_moved", res.json.code)
         assert.equals("1", res.headers["retry-after"])
@@ -195,7 +215,11 @@ describe("the relay", function()
         local acked = c:ack("popped", nil, { { id, "completed" } })
         assert.equals(200, acked.status, acked.body)
         assert.same({ { id = id, outcome = "acked" } }, acked.json.results)
-        assert.equals(0, b:held("popped")[part])
+        -- Freed once b knows no hand-over can bring it groups (the cell just
+        -- formed: docs/cell.md, "Moves").
+        daemon.wait_until("b to free the acked message", function()
+            return b:held("popped")[part] == 0
+        end)
         -- The long poll: parked at b through a, woken by a push through c.
         local conn = a:connect()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=popped"
@@ -407,9 +431,12 @@ describe("the relay", function()
             assert.same({ id = acks[i][1], outcome = "acked" }, r)
         end
         for _, d in ipairs(ds) do
-            for p, pending in pairs(d:held("trip")) do
-                assert.equals(0, pending, p)
-            end
+            daemon.wait_until("every acked message freed", function()
+                for _, held in pairs(d:held("trip")) do
+                    if held > 0 then return false end
+                end
+                return true
+            end)
         end
         -- c settled its own ids and sent one part to each of a and b.
         assert.equals(2, c:metric('queen_ephemeral_forwarded_total{route='
@@ -594,14 +621,13 @@ describe("the relay", function()
                      .. id .. "'")
         local p = io.popen("luajit " .. helper.root
                            .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
+                           .. id .. " 4022250974 " .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
                            .. " http://127.0.0.1:" .. b.port
                            .. " >/dev/null 2>&1 & echo $!")
         fake = p:read("*l")
         p:close()
-        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
-                   .. "ttl_ms) VALUES ('" .. id .. "', 'http://127.0.0.1:"
-                   .. port .. "', 4022250974, 600000)")
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250974,
+                          600000)
         local t0 = daemon.now()
         while (a:cell().live < 3 or b:cell().live < 3)
               and daemon.now() - t0 < 5 do
@@ -624,10 +650,58 @@ describe("the relay", function()
         end
         assert.truthy(moved, "the newcomer owned none of b's partitions")
         -- Its first message went with the hand-over b sent the newcomer on
-        -- its joining, which the newcomer refused: dropped and counted.
-        assert.equals(1, b:held("hop")[moved])
-        assert.is_true(b:metric('queen_ephemeral_wipes_total{reason='
-                                .. '"handover"} (%d+)') >= 1)
+        -- its joining, which the newcomer refused: tried again until the
+        -- partition came home to b, and kept there.
+        daemon.wait_until("b to keep its partition's first message",
+                          function() return b:held("hop")[moved] == 2 end)
+        assert.equals(0, b:metric('queen_ephemeral_wipes_total{reason='
+                                  .. '"handover"} (%d+)'))
+        assert.equals(1, a:metric(rehashed))
+    end)
+
+    it("serves at the edge a request whose owner answered owner_moved "
+       .. "when the edge's own view now gives the partition to itself",
+       function()
+        local a = daemon.start({ db = true, env = ENV })
+        local fake
+        finally(function()
+            if fake then os.execute("kill " .. fake) end
+            a:stop()
+        end)
+        -- A second member that answers what it is sent owner_moved once it
+        -- has left the cell: a's re-hash then names a itself.
+        local id, port = "f00000000000001f", daemon.free_port()
+        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
+            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
+                     .. id .. "'")
+        local p = io.popen("luajit " .. helper.root
+                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
+                           .. id .. " 4022250975 " .. quote(leave)
+                           .. " 1 http://127.0.0.1:" .. a.port
+                           .. " >/dev/null 2>&1 & echo $!")
+        fake = p:read("*l")
+        p:close()
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250975,
+                          600000)
+        daemon.wait_until("a to see the second member", function()
+            return a:cell().live == 2
+        end, 5)
+        local rehashed = 'queen_ephemeral_forwarded_total{route="push",'
+                         .. 'outcome="rehashed"} (%d+)'
+        local moved
+        for i = 1, 40 do
+            local part = "p-" .. i
+            local res = a:push("home", { "1" }, part)
+            -- The client never hears the owner_moved: a serves it.
+            assert.equals(201, res.status, res.body)
+            if a:metric(rehashed) > 0 then
+                moved = part
+                break
+            end
+        end
+        assert.truthy(moved, "the second member owned none of 40 partitions")
+        assert.equals(1, a:cell().live)
+        assert.equals(1, a:held("home")[moved])
         assert.equals(1, a:metric(rehashed))
     end)
 

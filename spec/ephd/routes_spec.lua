@@ -26,7 +26,8 @@ describe("ephd.routes", function()
                              "metrics" }) do
             assert.equals("admin", level[r], r)
         end
-        for _, r in ipairs({ "health", "ready", "dashboard" }) do
+        for _, r in ipairs({ "health", "ready", "dashboard", "cell_ready",
+                             "cell_leaving" }) do
             assert.is_nil(level[r], r)
         end
     end)

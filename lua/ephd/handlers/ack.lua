@@ -9,6 +9,9 @@ local ffi_string = ffi.string
 
 local _M = {}
 
+-- Served by the members its ids' epochs name (core/cell/routing.h).
+_M.routed = C.EPHD_CELL_ACK
+
 -- The scan lands in the request's own operation (req.op), where the commit
 -- finds it; its names are read out at once (see push.lua).
 function _M.parse(ctx)

@@ -8,6 +8,9 @@ local C = core.C
 
 local _M = {}
 
+-- Sent marked by a member fanning out its delete (core/cell/fanout.h).
+_M.members_send = true
+
 function _M.parse(ctx)
     local queue, err = validate.segment(ctx.param, "queue")
     ctx.queue = queue

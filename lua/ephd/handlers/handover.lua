@@ -1,5 +1,5 @@
 -- POST /api/v1/ephemeral/handover: a partition handed over by its old
--- owner (core/handover.h), from a member of the cell only. C reads the
+-- owner (core/cell/handover.h), from a member of the cell only. C reads the
 -- transfer and merges it, charged like a push: the queue's bounds and the
 -- budgets are this broker's to check, and refuse it as they would a push.
 local ffi = require("ffi")
@@ -9,6 +9,9 @@ local C = core.C
 local ffi_string = ffi.string
 
 local _M = {}
+
+-- Sent marked by a member only (core/cell/handover.h).
+_M.members_send = true
 
 function _M.parse(ctx)
     if not ctx.forwarded then

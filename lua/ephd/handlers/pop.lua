@@ -16,6 +16,10 @@ local KNOWN = {
 
 local _M = {}
 
+-- Served by its partition's owner; naming none, here when this broker has
+-- something, else by Default's owner (core/cell/routing.h).
+_M.routed = C.EPHD_CELL_POP
+
 function _M.parse(ctx)
     local req = ctx.req
     local q, err = validate.query(ffi_string(req.query.ptr, req.query.len),

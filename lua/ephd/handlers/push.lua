@@ -13,6 +13,9 @@ local ffi_string = ffi.string
 
 local _M = {}
 
+-- Served by its partition's owner (core/cell/routing.h).
+_M.routed = C.EPHD_CELL_PUSH
+
 -- The scan lands in the request's own operation (req.op), where the commit
 -- finds it.
 function _M.parse(ctx)
@@ -61,14 +64,10 @@ function _M.commit(ctx)
         reply.json(ctx.req, 201, '{"pushed":0}')
         return 0
     end
-    -- EPHD_OK and EPHD_RELAYED (to its owner, or owner_moved) were
-    -- answered by C; a relayed push the owner refuses gives back what the
-    -- rate took (dispatch.refund).
+    -- EPHD_OK was answered by C.
     local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                      ctx.limits.c, ctx.taken or 0)
-    if rc ~= C.EPHD_OK and rc ~= C.EPHD_RELAYED then
-        return op.refusals
-    end
+                                      ctx.limits.c)
+    if rc ~= C.EPHD_OK then return op.refusals end
     return 0
 end
 

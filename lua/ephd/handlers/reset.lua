@@ -14,6 +14,9 @@ local FIELDS = { queue = true }
 
 local _M = {}
 
+-- Sent marked by a member fanning out its reset (core/cell/fanout.h).
+_M.members_send = true
+
 function _M.parse(ctx)
     local obj, err = body.object(ctx.req, FIELDS)
     if not obj then return err end

@@ -229,7 +229,7 @@ _M.queues = {
 }
 
 -- GET /api/v1/system/cell: this broker's own view of its cell, as its last
--- heartbeat read it (core/members.c, docs/cell.md).
+-- heartbeat read it (core/cell/members.c, docs/cell.md).
 local cell = ffi.new("ephd_cell_t")
 local member = ffi.new("ephd_cell_member_t")
 

@@ -1,6 +1,7 @@
-/* The cell's relay, the daemon's half: see forward.h. */
+/* The relay at the edge, and the mark's check at the owner: see
+ * relay_edge.h. */
 #define _GNU_SOURCE /* memmem */
-#include "forward.h"
+#include "relay_edge.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,14 +10,15 @@
 
 #include "ack_result.h"
 #include "errors.h"
+#include "handover.h"
 #include "http.h"
-#include "id.h"
 #include "json.h"
+#include "log.h"
+#include "mark.h"
 #include "members.h"
 #include "op.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
-#include "uuid.h"
 
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
@@ -25,8 +27,7 @@
  * heartbeat, and an owner's death is seen within the TTL. */
 #define RETRY_AFTER "Retry-After: 1\r\n"
 
-static const char *const VERB_NAMES[EPHD_FORWARD_VERBS] = {"push", "pop",
-                                                           "ack"};
+static const char *const VERB_NAMES[EPHD_CELL_VERBS] = {"push", "pop", "ack"};
 
 /* What became of a request this broker relayed, or of a mark it was sent. */
 enum {
@@ -40,56 +41,60 @@ enum {
 };
 static const char *const OUTCOME_NAMES[N_OUTCOMES] = {
     "answered", "rehashed", "failed", "cancelled", "stopped", "owner_moved"};
-static uint64_t forwarded[EPHD_FORWARD_VERBS][N_OUTCOMES];
+static uint64_t forwarded[EPHD_CELL_VERBS][N_OUTCOMES];
 
 static const char *token;
-static size_t token_len;
 /* A relayed push or ack is answered by its owner at once: this bounds the
  * wait for a peer that accepted the connection and does not answer (a
  * stopped process, a full loop). Past it the client hears
  * ephemeral_forward_failed, well within any client's own timeout. */
 static uint64_t answer_timeout_ms;
-static ephd_forward_refund_fn refund;
+static ephd_relay_refund_fn refund;
 static size_t relayed_batch_bytes = SIZE_MAX;
 
-void ephd_forward_init(const char *cell_token, uint64_t timeout_ms,
-                       size_t batch_bytes, ephd_forward_refund_fn fn) {
+void ephd_relay_init(const char *cell_token, uint64_t timeout_ms,
+                     size_t batch_bytes, ephd_relay_refund_fn fn) {
   relayed_batch_bytes = batch_bytes;
   token = cell_token;
-  token_len = cell_token ? strlen(cell_token) : 0;
   answer_timeout_ms = timeout_ms;
   refund = fn;
 }
 
-int ephd_forward_sends_on(const ephd_request_t *req) {
+int ephd_relay_enabled(void) { return token != NULL; }
+
+int ephd_relay_sends_on(const ephd_request_t *req) {
   return token != NULL && req->forward.len == 0;
 }
 
-size_t ephd_forward_batch_bytes(const ephd_request_t *req) {
+size_t ephd_relay_batch_bytes(const ephd_request_t *req) {
   return req->forward.len ? relayed_batch_bytes : SIZE_MAX;
 }
 
 /* One relayed request: what a second send needs (the request's own bytes
- * live only during its dispatch), in one allocation. */
+ * live only during its dispatch), in one allocation, which is the only
+ * copy of its body (the relay writes it from here) and is counted as the
+ * client's bytes while held (ephd_deferred_account), its answer too while
+ * the relay reads it: a slow owner holds the client budget, not memory
+ * nobody bounds. */
 typedef struct {
   ephd_deferred_t *deferred;
-  ephd_relay_t *relay; /* NULL while no send is pending */
-  ephd_forward_verb_t verb;
+  ephd_peer_call_t *relay; /* NULL while no send is pending */
+  ephd_cell_verb_t verb;
   int rehashed;
   int parks;           /* a pop that waits: the relay's parking lane */
   uint32_t taken;      /* the rate a push was charged at this edge */
   uint64_t timeout_ms; /* the relay's deadline for each send */
   uint64_t owner;      /* the member it was last sent to */
+  size_t size;         /* of the allocation */
   size_t target_len, headers_len, body_len, tenant_len, queue_len,
       partition_len;
-  char bytes[]; /* target, headers, body, tenant, queue, partition */
+  char bytes[]; /* target, headers (signed at each send), body, tenant,
+                   queue, partition */
 } forward_t;
 
-static const char *f_headers(const forward_t *f) {
-  return f->bytes + f->target_len;
-}
+static char *f_headers(forward_t *f) { return f->bytes + f->target_len; }
 static const char *f_body(const forward_t *f) {
-  return f_headers(f) + f->headers_len;
+  return f->bytes + f->target_len + f->headers_len;
 }
 static const char *f_tenant(const forward_t *f) {
   return f_body(f) + f->body_len;
@@ -101,22 +106,44 @@ static const char *f_partition(const forward_t *f) {
   return f_queue(f) + f->queue_len;
 }
 
-static void on_answer(void *data, int result, const ephd_relay_response_t *res);
+static void on_answer(void *data, int result, const ephd_peer_response_t *res);
 
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+static const char MARKED_CT[] = "Content-Type: application/json\r\n";
+
+/* The owner's answer, as the relay reads it, is the client's too. */
+static void on_answer_bytes(void *data, size_t bytes) {
+  forward_t *f = data;
+  if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
+}
+
+/* Sends f to owner, its mark signed now: a request sent again after a
+ * long park is not refused for its first send's time. */
 static int send_to(forward_t *f, const ephd_member_t *owner) {
-  ephd_relay_peer_t *peer = ephd_relay_peer(owner->address);
-  if (peer == NULL) return EPHD_RELAY_E_INVALID;
-  ephd_relay_request_t rq = {
-      .method = f->verb == EPHD_FORWARD_POP ? (ephd_slice_t){"GET", 3}
-                                            : (ephd_slice_t){"POST", 4},
+  ephd_peer_t *peer = ephd_peer(owner->address);
+  if (peer == NULL) return EPHD_PEER_E_INVALID;
+  ephd_slice_t method = f->verb == EPHD_CELL_POP ? (ephd_slice_t){"GET", 3}
+                                                 : (ephd_slice_t){"POST", 4};
+  char *h = f_headers(f);
+  if (f->body_len) h = put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
+  ephd_mark_write(h, f_tenant(f), f->tenant_len, method,
+                  (ephd_slice_t){f->bytes, f->target_len}, f->body_len);
+  ephd_peer_request_t rq = {
+      .method = method,
       .target = {f->bytes, f->target_len},
       .headers = {f_headers(f), f->headers_len},
       .body = {f_body(f), f->body_len},
       .timeout_ms = f->timeout_ms,
       .parks = f->parks,
+      .borrows = 1,
+      .answer_bytes = on_answer_bytes,
   };
   f->owner = owner->id;
-  return ephd_relay_send(peer, &rq, on_answer, f, &f->relay);
+  return ephd_peer_send(peer, &rq, on_answer, f, &f->relay);
 }
 
 static void refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
@@ -130,7 +157,7 @@ static void fail(ephd_conn_t *c, int kind) {
   char message[160];
   snprintf(message, sizeof(message),
            "the partition's owner could not be reached (%s); retry soon",
-           ephd_relay_kind_name(kind));
+           ephd_peer_kind_name(kind));
   refuse(c, EPHD_CODE_EPHEMERAL_FORWARD_FAILED, message);
 }
 
@@ -138,7 +165,7 @@ static void fail(ephd_conn_t *c, int kind) {
  * list (lua/ephd/codes.lua) and a JSON body. Anything else (a proxy's 502
  * page, a 999, a 204) came from something else on the way, and the client
  * hears the taxonomy's ephemeral_forward_failed, not a stranger's answer. */
-static int is_ephd_answer(const ephd_relay_response_t *res) {
+static int is_ephd_answer(const ephd_peer_response_t *res) {
   static const char json[] = "application/json";
   return ephd_status_index(res->status) < EPHD_STATUS_COUNT &&
          res->content_type.len == sizeof(json) - 1 &&
@@ -147,7 +174,7 @@ static int is_ephd_answer(const ephd_relay_response_t *res) {
 
 /* The owner's answer (one is_ephd_answer accepts): status, Retry-After
  * when it is a number of seconds, and body. */
-static void pass_back(ephd_conn_t *c, const ephd_relay_response_t *res) {
+static void pass_back(ephd_conn_t *c, const ephd_peer_response_t *res) {
   char extra[64];
   size_t n = res->retry_after.len;
   int seconds = n > 0 && n <= 10;
@@ -161,7 +188,7 @@ static void pass_back(ephd_conn_t *c, const ephd_relay_response_t *res) {
   ephd_http_end(c);
 }
 
-static int says_owner_moved(const ephd_relay_response_t *res) {
+static int says_owner_moved(const ephd_peer_response_t *res) {
   static const char code[] = "\"code\":\"owner_moved\"";
   return res->status == 503 &&
          memmem(res->body.ptr, res->body.len, code, sizeof(code) - 1) != NULL;
@@ -169,34 +196,36 @@ static int says_owner_moved(const ephd_relay_response_t *res) {
 
 /* owner_moved: the owner's view and ours differ. Once, and only when our
  * own view now names another member than the one asked, send there;
- * otherwise the client has the 503 and its Retry-After. An owner that is
- * now this broker is not served here: the request's operation was read
- * for a relay, and the client's retry lands on the right broker. */
+ * otherwise (the same owner) the client has the 503 and its Retry-After.
+ * An owner that is now this broker is sent to as any other, through its
+ * own listener: the request's operation here was read for a relay and is
+ * spent, and the marked copy is served as a member's relay is (its ladder
+ * already run, its rate already charged), so the client sees one answer. */
 static int rehash(forward_t *f) {
   /* An ack went where its ids' epoch said, which no view changes. */
-  if (f->rehashed || f->verb == EPHD_FORWARD_ACK) return 0;
+  if (f->rehashed || f->verb == EPHD_CELL_ACK) return 0;
   const ephd_view_t *v = ephd_members_view();
-  if (v->count < 2) return 0;
   const ephd_member_t *owner =
-      ephd_placement_owner(v, f_tenant(f), f->tenant_len, f_queue(f),
-                           f->queue_len, f_partition(f), f->partition_len);
-  if (owner == &v->members[v->self] || owner->id == f->owner) return 0;
+      v->count > 1
+          ? ephd_placement_owner(v, f_tenant(f), f->tenant_len, f_queue(f),
+                                 f->queue_len, f_partition(f), f->partition_len)
+          : &v->members[v->self];
+  if (owner->id == f->owner) return 0;
   f->rehashed = 1;
   return send_to(f, owner) == 0;
 }
 
-static void on_answer(void *data, int result,
-                      const ephd_relay_response_t *res) {
+static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   forward_t *f = data;
   f->relay = NULL;
-  if (result == EPHD_RELAY_OK && !is_ephd_answer(res))
-    result = EPHD_RELAY_E_MALFORMED;
-  if (result == EPHD_RELAY_OK && says_owner_moved(res) && rehash(f)) {
+  if (result == EPHD_PEER_OK && !is_ephd_answer(res))
+    result = EPHD_PEER_E_MALFORMED;
+  if (result == EPHD_PEER_OK && says_owner_moved(res) && rehash(f)) {
     forwarded[f->verb][OUT_REHASHED]++;
     return;
   }
   ephd_conn_t *c = ephd_deferred_conn(f->deferred);
-  if (result == EPHD_RELAY_OK) {
+  if (result == EPHD_PEER_OK) {
     forwarded[f->verb][OUT_ANSWERED]++;
     pass_back(c, res);
     /* The owner refused it and appended nothing: as when a rung here
@@ -212,7 +241,7 @@ static void on_answer(void *data, int result,
 
 static void on_cancel(void *data) {
   forward_t *f = data;
-  if (f->relay) ephd_relay_cancel(f->relay);
+  if (f->relay) ephd_peer_cancel(f->relay);
   forwarded[f->verb][OUT_CANCELLED]++;
   free(f);
 }
@@ -222,7 +251,7 @@ static void on_cancel(void *data) {
  * while its push may or may not have been applied by the owner. */
 static void on_stop(void *data) {
   forward_t *f = data;
-  if (f->relay) ephd_relay_cancel(f->relay);
+  if (f->relay) ephd_peer_cancel(f->relay);
   forwarded[f->verb][OUT_STOPPED]++;
   refuse(ephd_deferred_conn(f->deferred), EPHD_CODE_EPHEMERAL_FORWARD_FAILED,
          "this broker is stopping; retry soon");
@@ -235,28 +264,20 @@ static const ephd_deferred_ops_t FORWARDED = {
     .stop = on_stop,
 };
 
-static char *put(char *p, const char *s, size_t n) {
-  memcpy(p, s, n);
-  return p + n;
-}
-
-static const char MARKED_CT[] = "Content-Type: application/json\r\n";
-static const char MARK[] = "X-Queen-Forward: ";
-
-size_t ephd_forward_marked_size(const ephd_request_t *req, size_t tenant_len,
-                                const char *extra_query, ephd_marked_t *m) {
+size_t ephd_relay_marked_size(const ephd_request_t *req, size_t tenant_len,
+                              const char *extra_query, ephd_marked_t *m) {
   size_t extra = extra_query ? 1 + strlen(extra_query) : 0;
   m->target_len =
       req->path.len + (req->query.len ? 1 + req->query.len : 0) + extra;
-  m->headers_len = (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + sizeof(MARK) -
-                   1 + token_len + 1 + tenant_len + 2;
+  m->headers_len =
+      (req->body.len ? sizeof(MARKED_CT) - 1 : 0) + ephd_mark_size(tenant_len);
   m->body_len = req->body.len;
   return m->target_len + m->headers_len + m->body_len;
 }
 
-char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
-                                const char *extra_query, const char *tenant,
-                                size_t tenant_len) {
+/* The target as sent: path, query, and extra_query after them. */
+static char *write_target(char *p, const ephd_request_t *req,
+                          const char *extra_query) {
   p = put(p, req->path.ptr, req->path.len);
   if (req->query.len) {
     *p++ = '?';
@@ -266,87 +287,95 @@ char *ephd_forward_write_marked(char *p, const ephd_request_t *req,
     *p++ = req->query.len ? '&' : '?';
     p = put(p, extra_query, strlen(extra_query));
   }
+  return p;
+}
+
+char *ephd_relay_write_marked(char *p, const ephd_request_t *req,
+                              const char *extra_query, const char *tenant,
+                              size_t tenant_len) {
+  char *target = p;
+  p = write_target(p, req, extra_query);
+  ephd_slice_t t = {target, (size_t)(p - target)};
   if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
-  p = put(p, MARK, sizeof(MARK) - 1);
-  p = put(p, token, token_len);
-  *p++ = ' ';
-  p = put(p, tenant, tenant_len);
-  p = put(p, "\r\n", 2);
+  p = ephd_mark_write(p, tenant, tenant_len, req->method, t, req->body.len);
   return put(p, req->body.ptr, req->body.len);
 }
 
-/* The request as it will be sent again (ephd_forward_write_marked), and
- * the key placement hashed. */
-static forward_t *forward_new(const ephd_request_t *req,
-                              ephd_forward_verb_t verb, uint64_t park_ms,
-                              uint32_t taken, const char *tenant,
-                              size_t tenant_len, ephd_slice_t queue,
-                              ephd_slice_t partition) {
+/* The request as it will be sent again (its headers written at each
+ * send), and the key placement hashed. */
+static forward_t *forward_new(const ephd_request_t *req, ephd_cell_verb_t verb,
+                              uint64_t park_ms, uint32_t taken,
+                              const char *tenant, size_t tenant_len,
+                              ephd_slice_t queue, ephd_slice_t partition) {
   /* A waiting pop that named no timeout parks at its owner for this
    * broker's default, which its deadline here was set from: the owner's
    * own default may be another, and outlast the deadline. */
   char timeout[32];
   const char *extra = NULL;
-  if (verb == EPHD_FORWARD_POP && park_ms &&
+  if (verb == EPHD_CELL_POP && park_ms &&
       !ephd_op_of(req)->pub.pop.timeout_given) {
     snprintf(timeout, sizeof(timeout), "timeout=%" PRIu64, park_ms);
     extra = timeout;
   }
   ephd_marked_t m;
-  size_t n = ephd_forward_marked_size(req, tenant_len, extra, &m) + tenant_len +
+  size_t n = ephd_relay_marked_size(req, tenant_len, extra, &m) + tenant_len +
              queue.len + partition.len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
+  f->deferred = NULL;
   f->relay = NULL;
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
   f->taken = taken;
   f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
+  f->size = sizeof(*f) + n;
   f->target_len = m.target_len;
   f->headers_len = m.headers_len;
   f->body_len = m.body_len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = ephd_forward_write_marked(f->bytes, req, extra, tenant, tenant_len);
+  char *p = write_target(f->bytes, req, extra) + m.headers_len;
+  p = put(p, req->body.ptr, req->body.len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
   put(p, partition.ptr, partition.len);
   return f;
 }
 
-int ephd_forward_route(const ephd_request_t *req, ephd_forward_verb_t verb,
-                       uint64_t park_ms, uint32_t taken,
-                       const ephd_view_t *view, const char *tenant,
-                       size_t tenant_len, ephd_slice_t queue,
-                       ephd_slice_t partition) {
-  /* Without a token no mark can be trusted: every broker serves what it is
-   * sent, as before the relay (docs/cell.md). */
-  if (token == NULL) return EPHD_OK;
-  const ephd_member_t *owner =
-      ephd_placement_owner(view, tenant, tenant_len, queue.ptr, queue.len,
-                           partition.ptr, partition.len);
-  if (owner == &view->members[view->self]) return EPHD_OK;
-  ephd_conn_t *c = ephd_http_conn(req);
-  if (req->forward.len > 0) {
-    /* Relayed here by a member whose view differs: never relayed again, so
-     * two views cannot send a request around. */
-    forwarded[verb][OUT_MOVED]++;
-    refuse(c, EPHD_CODE_OWNER_MOVED,
-           "this broker does not own the partition; retry soon");
-    return EPHD_RELAYED;
-  }
+/* Holds the request for f, its bytes counted as its client's. */
+static void hold(const ephd_request_t *req, forward_t *f) {
+  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  ephd_deferred_account(f->deferred, f->size);
+}
+
+int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb) {
+  forwarded[verb][OUT_MOVED]++;
+  refuse(ephd_http_conn(req), EPHD_CODE_OWNER_MOVED,
+         "this broker does not own the partition; retry soon");
+  return EPHD_RELAYED;
+}
+
+int ephd_relay_to(const ephd_request_t *req, ephd_cell_verb_t verb,
+                  const ephd_member_t *owner, uint64_t park_ms, uint32_t taken,
+                  const char *tenant, size_t tenant_len, ephd_slice_t queue,
+                  ephd_slice_t partition) {
+  /* A hand-over of the partition still here goes first, so the owner
+   * merges it before serving this. */
+  if (verb != EPHD_CELL_ACK)
+    ephd_handover_flush(tenant, tenant_len, queue.ptr, queue.len, partition.ptr,
+                        partition.len);
   forward_t *f = forward_new(req, verb, park_ms, taken, tenant, tenant_len,
                              queue, partition);
-  int rc = f ? send_to(f, owner) : EPHD_RELAY_E_INVALID;
+  int rc = f ? send_to(f, owner) : EPHD_PEER_E_INVALID;
   if (rc != 0) {
     forwarded[verb][OUT_FAILED]++;
     free(f);
-    fail(c, rc);
+    fail(ephd_http_conn(req), rc);
     return EPHD_RELAYED;
   }
-  f->deferred = ephd_http_defer(req, &FORWARDED, f);
+  hold(req, f);
   return EPHD_RELAYED;
 }
 
@@ -357,7 +386,7 @@ typedef struct ack_split ack_split_t;
 
 typedef struct {
   ack_split_t *split;
-  ephd_relay_t *relay; /* NULL once answered, or never sent */
+  ephd_peer_call_t *relay; /* NULL once answered, or never sent */
 } ack_part_t;
 
 typedef struct {
@@ -366,7 +395,7 @@ typedef struct {
   ephd_outcome_t outcome;
 } ack_id_t;
 
-#define HERE UINT32_MAX
+#define HERE EPHD_RELAY_HERE
 
 struct ack_split {
   ephd_deferred_t *deferred;
@@ -377,16 +406,6 @@ struct ack_split {
   ack_id_t *id;
   char *bytes;
 };
-
-/* The member whose epoch id i carries, as an index into view, or HERE. */
-static uint32_t holder(const ephd_view_t *view, const ephd_ack_item_t *acks,
-                       const char *ids, uint32_t i) {
-  ephd_id_t id;
-  if (ephd_id_parse(ids + acks[i].off, acks[i].len, &id) != 0) return HERE;
-  for (uint32_t m = 0; m < view->count; m++)
-    if (view->members[m].epoch == id.epoch) return m == view->self ? HERE : m;
-  return HERE;
-}
 
 /* Every id's outcome in the request's order; a 503 when nothing of the ack
  * was applied anywhere (no id here, no part reached), which the client can
@@ -423,8 +442,8 @@ static int outcome_of(const char **p, const char *end, ephd_buf_t *scratch,
   return m == 0 && named ? 0 : -1;
 }
 
-int ephd_forward_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
-                              uint32_t n) {
+int ephd_relay_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
+                            uint32_t n) {
   const char *p = body, *end = body + len;
   ephd_buf_t scratch;
   ephd_buf_init(&scratch);
@@ -468,7 +487,7 @@ static int merge(ack_split_t *sp, uint32_t k, const char *body, size_t len) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < sp->count; i++) n += sp->id[i].part == k;
   ephd_outcome_t *got = malloc(n * sizeof(*got));
-  int rc = got ? ephd_forward_ack_outcomes(body, len, got, n) : -1;
+  int rc = got ? ephd_relay_ack_outcomes(body, len, got, n) : -1;
   for (uint32_t i = 0, j = 0; rc == 0 && i < sp->count; i++)
     if (sp->id[i].part == k) sp->id[i].outcome = got[j++];
   free(got);
@@ -480,13 +499,13 @@ static int merge(ack_split_t *sp, uint32_t k, const char *body, size_t len) {
  * not be reached, or refused the part: nothing of it was applied, unless a
  * deadline passed after the owner read it). */
 static void part_done(ack_split_t *sp, uint32_t k, int result,
-                      const ephd_relay_response_t *res) {
-  if (result == EPHD_RELAY_OK && res->status == 200 &&
+                      const ephd_peer_response_t *res) {
+  if (result == EPHD_PEER_OK && res->status == 200 &&
       merge(sp, k, res->body.ptr, res->body.len) == 0) {
     sp->served = 1;
     return;
   }
-  if (result == EPHD_RELAY_OK)
+  if (result == EPHD_PEER_OK)
     sp->served = 1; /* it answered: the client hears its ids' outcome */
   else if (sp->failure == 0)
     sp->failure = result;
@@ -495,12 +514,12 @@ static void part_done(ack_split_t *sp, uint32_t k, int result,
 }
 
 static void on_part_answer(void *data, int result,
-                           const ephd_relay_response_t *res) {
+                           const ephd_peer_response_t *res) {
   ack_part_t *part = data;
   ack_split_t *sp = part->split;
   part->relay = NULL;
-  forwarded[EPHD_FORWARD_ACK]
-           [result == EPHD_RELAY_OK ? OUT_ANSWERED : OUT_FAILED]++;
+  forwarded[EPHD_CELL_ACK]
+           [result == EPHD_PEER_OK ? OUT_ANSWERED : OUT_FAILED]++;
   part_done(sp, (uint32_t)(part - sp->part), result, res);
   if (--sp->pending == 0) {
     split_answer(ephd_deferred_conn(sp->deferred), sp);
@@ -512,10 +531,10 @@ static void on_part_answer(void *data, int result,
 static void split_cancel_parts(ack_split_t *sp, int outcome) {
   for (uint32_t k = 0; k < sp->parts; k++)
     if (sp->part[k].relay) {
-      ephd_relay_cancel(sp->part[k].relay);
+      ephd_peer_cancel(sp->part[k].relay);
       sp->part[k].relay = NULL;
-      forwarded[EPHD_FORWARD_ACK][outcome]++;
-      if (sp->failure == 0) sp->failure = EPHD_RELAY_E_STOPPING;
+      forwarded[EPHD_CELL_ACK][outcome]++;
+      if (sp->failure == 0) sp->failure = EPHD_PEER_E_STOPPING;
     }
 }
 
@@ -566,7 +585,7 @@ static void part_body(ephd_buf_t *b, const ephd_scan_t *scan,
   ephd_buf_appends(b, "]}");
 }
 
-static ack_split_t *split_new(const ephd_view_t *view,
+static ack_split_t *split_new(const ephd_view_t *view, const uint32_t *holder,
                               const ephd_ack_item_t *acks, const char *ids,
                               uint32_t count, uint32_t *member_of_part) {
   size_t bytes = 0;
@@ -588,7 +607,7 @@ static ack_split_t *split_new(const ephd_view_t *view,
   for (uint32_t m = 0; m < view->count; m++) part_of_member[m] = HERE;
   size_t off = 0;
   for (uint32_t i = 0; i < count; i++) {
-    uint32_t m = holder(view, acks, ids, i);
+    uint32_t m = holder[i];
     if (m != HERE && part_of_member[m] == HERE) {
       member_of_part[sp->parts] = m;
       part_of_member[m] = sp->parts++;
@@ -604,25 +623,29 @@ static ack_split_t *split_new(const ephd_view_t *view,
   return sp;
 }
 
-/* The mark's headers, as forward_new writes them, for a JSON body. */
-static void mark_headers(ephd_buf_t *b, const char *tenant, size_t tenant_len) {
-  ephd_buf_appends(b, "Content-Type: application/json\r\nX-Queen-Forward: ");
-  ephd_buf_append(b, token, token_len);
-  ephd_buf_append(b, " ", 1);
-  ephd_buf_append(b, tenant, tenant_len);
-  ephd_buf_append(b, "\r\n", 2);
+/* A part's headers: a JSON body, and the mark signed for it. */
+static void mark_headers(ephd_buf_t *b, ephd_slice_t target, const char *tenant,
+                         size_t tenant_len, size_t body_len) {
+  b->len = 0;
+  ephd_buf_appends(b, MARKED_CT);
+  char *at = ephd_buf_reserve(b, ephd_mark_size(tenant_len));
+  b->len =
+      (size_t)(ephd_mark_write(at, tenant, tenant_len,
+                               (ephd_slice_t){"POST", 4}, target, body_len) -
+               b->base);
 }
 
-static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len,
-                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                     const char *ids, ephd_forward_ack_here_fn here,
-                     void *data) {
+int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
+                         const uint32_t *holder, const char *tenant,
+                         size_t tenant_len, const ephd_scan_t *scan,
+                         const ephd_ack_item_t *acks, const char *ids,
+                         ephd_relay_ack_here_fn here, void *data) {
   uint32_t member_of_part[view->count];
-  ack_split_t *sp = split_new(view, acks, ids, scan->count, member_of_part);
+  ack_split_t *sp =
+      split_new(view, holder, acks, ids, scan->count, member_of_part);
   ephd_conn_t *c = ephd_http_conn(req);
   if (sp == NULL) {
-    fail(c, EPHD_RELAY_E_INVALID);
+    fail(c, EPHD_PEER_E_INVALID);
     return EPHD_RELAYED;
   }
   /* This broker's own ids first: nothing of theirs waits on a peer. */
@@ -634,29 +657,28 @@ static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
   ephd_buf_t headers, body;
   ephd_buf_init(&headers);
   ephd_buf_init(&body);
-  mark_headers(&headers, tenant, tenant_len);
   for (uint32_t k = 0; k < sp->parts; k++) {
     ack_part_t *part = &sp->part[k];
     part->split = sp;
     part->relay = NULL;
     body.len = 0;
     part_body(&body, scan, acks, sp, k);
-    ephd_relay_peer_t *peer =
-        ephd_relay_peer(view->members[member_of_part[k]].address);
-    ephd_relay_request_t rq = {
+    mark_headers(&headers, req->path, tenant, tenant_len, body.len);
+    ephd_peer_t *peer = ephd_peer(view->members[member_of_part[k]].address);
+    ephd_peer_request_t rq = {
         .method = {"POST", 4},
         .target = req->path,
         .headers = {headers.base, headers.len},
         .body = {body.base, body.len},
         .timeout_ms = answer_timeout_ms,
     };
-    int rc =
-        peer ? ephd_relay_send(peer, &rq, on_part_answer, part, &part->relay)
-             : EPHD_RELAY_E_INVALID;
+    int rc = peer
+                 ? ephd_peer_send(peer, &rq, on_part_answer, part, &part->relay)
+                 : EPHD_PEER_E_INVALID;
     if (rc == 0) {
       sp->pending++;
     } else {
-      forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;
+      forwarded[EPHD_CELL_ACK][OUT_FAILED]++;
       part_done(sp, k, rc, NULL);
     }
   }
@@ -672,78 +694,32 @@ static int split_ack(const ephd_request_t *req, const ephd_view_t *view,
   return EPHD_RELAYED;
 }
 
-int ephd_forward_ack(const ephd_request_t *req, const ephd_view_t *view,
-                     const char *tenant, size_t tenant_len,
-                     const ephd_scan_t *scan, const ephd_ack_item_t *acks,
-                     const char *ids, ephd_forward_ack_here_fn here,
-                     void *data) {
-  if (!ephd_forward_sends_on(req)) return EPHD_OK;
-  /* Whose ids: this broker's only (served as in a cell of one), one other
-   * member's only (relayed whole, as it came), or several holders'. */
-  uint32_t only = HERE;
-  int mixed = 0;
-  for (uint32_t i = 0; i < scan->count && !mixed; i++) {
-    uint32_t m = holder(view, acks, ids, i);
-    if (i == 0)
-      only = m;
-    else if (m != only)
-      mixed = 1;
-  }
-  if (mixed)
-    return split_ack(req, view, tenant, tenant_len, scan, acks, ids, here,
-                     data);
-  if (only == HERE) return EPHD_OK;
-  ephd_slice_t none = {"", 0};
-  forward_t *f =
-      forward_new(req, EPHD_FORWARD_ACK, 0, 0, tenant, tenant_len, none, none);
-  int rc = f ? send_to(f, &view->members[only]) : EPHD_RELAY_E_INVALID;
-  if (rc != 0) {
-    forwarded[EPHD_FORWARD_ACK][OUT_FAILED]++;
-    free(f);
-    fail(ephd_http_conn(req), rc);
-    return EPHD_RELAYED;
-  }
-  f->deferred = ephd_http_defer(req, &FORWARDED, f);
-  return EPHD_RELAYED;
-}
-
-/* "<token> <tenant>": the token compared in time that does not depend on
- * where the first difference is. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
-  const char *m = req->forward.ptr;
-  size_t len = req->forward.len;
-  if (token == NULL || len <= token_len || m[token_len] != ' ')
-    return EPHD_E_REFUSED;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < token_len; i++)
-    diff |= (unsigned char)(m[i] ^ token[i]);
-  if (diff != 0) return EPHD_E_REFUSED;
-  tenant->ptr = m + token_len + 1;
-  tenant->len = len - token_len - 1;
-  return ephd_uuid_canonical(tenant->ptr, tenant->len) ? EPHD_OK
-                                                       : EPHD_E_BAD_REQUEST;
+  if (token == NULL) return EPHD_E_REFUSED;
+  return ephd_mark_verify(req->forward, req->method, req->path, req->query,
+                          req->body.len, tenant);
 }
 
-void ephd_forward_metrics(ephd_buf_t *o) {
+void ephd_relay_metrics(ephd_buf_t *o) {
   const char *name = "queen_ephemeral_forwarded_total";
   ephd_prom_family(o, name, "counter",
                    "Requests relayed to their partition's owner, and marked "
                    "ones received for a partition not owned (owner_moved), "
                    "by route and outcome.");
-  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_FORWARD_VERBS, "outcome",
+  ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_CELL_VERBS, "outcome",
                  OUTCOME_NAMES, N_OUTCOMES, &forwarded[0][0]);
-  const ephd_relay_stats_t *s = ephd_relay_stats();
+  const ephd_peer_stats_t *s = ephd_peer_stats();
   const char *seconds = "queen_ephemeral_relay_seconds";
   ephd_prom_family(o, seconds, "histogram",
                    "Seconds from a request's send to a peer broker (relayed, "
                    "or an admin verb fanned out) to its whole answer.");
   char labels[48];
   uint64_t cum = 0;
-  for (int b = 0; b <= EPHD_RELAY_LATENCY_BUCKETS; b++) {
+  for (int b = 0; b <= EPHD_PEER_LATENCY_BUCKETS; b++) {
     cum += s->latency_buckets[b];
-    if (b < EPHD_RELAY_LATENCY_BUCKETS)
+    if (b < EPHD_PEER_LATENCY_BUCKETS)
       snprintf(labels, sizeof(labels), "{le=\"%g\"}",
-               (double)ephd_relay_latency_bounds_ns[b] / 1e9);
+               (double)ephd_peer_latency_bounds_ns[b] / 1e9);
     else
       snprintf(labels, sizeof(labels), "{le=\"+Inf\"}");
     ephd_prom_sample(o, "queen_ephemeral_relay_seconds_bucket", labels, cum);

@@ -20,9 +20,12 @@
 #include "placement.h"
 
 /* Draws this incarnation's id and, with a database, starts heartbeating
- * every min(1 s, ttl / 4). The engine is read for the cell's status. */
+ * every min(1 s, ttl / 4). The engine is read for the cell's status. With
+ * a cell token (which must outlive the broker) the row is signed with it,
+ * and a row not signed with it is no member. */
 void ephd_members_start(uv_loop_t *loop, ephd_engine_t *engine, uint32_t epoch,
-                        const char *advertise, int database, uint64_t ttl_ms);
+                        const char *advertise, int database, uint64_t ttl_ms,
+                        const char *cell_token);
 /* With the database connected, beats now and runs the loop until the read
  * is in (or timeout_ms passed), so the broker starts serving knowing its
  * cell. */
@@ -30,6 +33,19 @@ void ephd_members_boot(uint64_t timeout_ms);
 /* The live members, sorted by id; this broker is always one of them. Valid
  * until the next heartbeat's read is applied (a later turn of the loop). */
 const ephd_view_t *ephd_members_view(void);
+/* The stop's first step: tells every other live member that this broker
+ * leaves (POST /api/v1/ephemeral/leaving, forward-marked), so they stop
+ * placing anything on it at once, and stops answering ready; calls done
+ * once each answered or timeout_ms passed. When this broker told a member
+ * that stops that it stays, it first waits (listening) until that
+ * member's row is gone, at most wait_ms. done may be called before this
+ * returns. */
+void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
+                           void (*done)(void));
+/* After the announce: this broker and the members that answered it as
+ * staying (reached, and not stopping too), sorted by id; the view where
+ * nothing was announced. What a stop hands its partitions over to. */
+const ephd_view_t *ephd_members_staying(void);
 /* Stops heartbeating and deletes this broker's row, so the others stop
  * counting it at their next read rather than after the TTL; calls done once
  * the row is gone, the delete failed, or timeout_ms passed. done may be

@@ -16,11 +16,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "relay.h"
+#include "peer_client.h"
 
 static uv_loop_t *loop;
 static int listen_fd;
-static ephd_relay_peer_t *peer;
+static ephd_peer_t *peer;
 static int calls;
 static volatile unsigned sink;
 
@@ -28,10 +28,10 @@ static void touch(ephd_slice_t s) {
   for (size_t i = 0; i < s.len; i++) sink += (unsigned char)s.ptr[i];
 }
 
-static void on_done(void *data, int kind, const ephd_relay_response_t *res) {
+static void on_done(void *data, int kind, const ephd_peer_response_t *res) {
   (void)data;
   if (++calls > 1) abort();
-  if ((kind == EPHD_RELAY_OK) != (res != NULL)) abort();
+  if ((kind == EPHD_PEER_OK) != (res != NULL)) abort();
   if (res == NULL) return;
   if (res->status < 200 || res->status > 999) abort();
   touch(res->content_type);
@@ -44,11 +44,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   signal(SIGPIPE, SIG_IGN);
   loop = uv_default_loop();
-  ephd_relay_limits_t limits = EPHD_RELAY_LIMITS_DEFAULT;
+  ephd_peer_limits_t limits = EPHD_PEER_LIMITS_DEFAULT;
   /* Small enough for inputs to pass them. */
   limits.max_header_bytes = 2048;
   limits.max_response_bytes = 4096;
-  ephd_relay_init(loop, &limits);
+  ephd_peer_init(loop, &limits);
   listen_fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   socklen_t len = sizeof(a);
@@ -62,7 +62,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   fcntl(listen_fd, F_SETFL, O_NONBLOCK);
   char addr[32];
   snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
-  peer = ephd_relay_peer(addr);
+  peer = ephd_peer(addr);
   if (peer == NULL) abort();
   return 0;
 }
@@ -95,14 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data += 2;
   size -= 2;
   calls = 0;
-  ephd_relay_request_t req = {{flags & 1 ? "HEAD" : "GET", 3 + (flags & 1)},
+  ephd_peer_request_t req = {{flags & 1 ? "HEAD" : "GET", 3 + (flags & 1)},
                               {"/fuzz", 5},
                               {"", 0},
                               {"", 0},
                               2000,
                               (flags & 2) != 0};
-  ephd_relay_t *r;
-  if (ephd_relay_send(peer, &req, on_done, NULL, &r) != 0) abort();
+  ephd_peer_call_t *r;
+  if (ephd_peer_send(peer, &req, on_done, NULL, &r) != 0) abort();
   int fd = -1, cancelled = 0;
   char got[1024];
   size_t ngot = 0;
@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (w <= 0) break; /* the relay closed it, or will not read more */
     off += (size_t)w;
     if ((flags & 4) && off >= size / 2 && !cancelled) {
-      ephd_relay_cancel(r);
+      ephd_peer_cancel(r);
       cancelled = 1;
       break;
     }

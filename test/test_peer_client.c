@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "relay.h"
+#include "peer_client.h"
 #include "test.h"
 
 /* --- the server ------------------------------------------------------
@@ -225,10 +225,10 @@ typedef struct {
 } result_t;
 
 static result_t res[16];
-static ephd_relay_t *handles[16];
+static ephd_peer_call_t *handles[16];
 static int ncalls;
 
-static void on_done(void *data, int kind, const ephd_relay_response_t *r) {
+static void on_done(void *data, int kind, const ephd_peer_response_t *r) {
   result_t *x = data;
   x->calls++;
   x->kind = kind;
@@ -250,14 +250,14 @@ static ephd_slice_t S(const char *s) {
 }
 
 /* Sends GET target as request i; returns send's result. */
-static int go_as(ephd_relay_peer_t *p, int i, const char *target,
-                 uint64_t timeout_ms, int parks) {
-  ephd_relay_request_t req = {S("GET"), S(target),  S(""),
-                              S(""),    timeout_ms, parks};
-  return ephd_relay_send(p, &req, on_done, &res[i], &handles[i]);
+static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
+                 int parks) {
+  ephd_peer_request_t req = {S("GET"),   S(target), S(""), S(""),
+                             timeout_ms, parks,     0,     NULL};
+  return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
-static int go(ephd_relay_peer_t *p, int i, const char *target) {
+static int go(ephd_peer_t *p, int i, const char *target) {
   return go_as(p, i, target, 5000, 0);
 }
 
@@ -277,9 +277,9 @@ static void on_watchdog(uv_timer_t *t) {
     }                                                                       \
   } while (0)
 
-static ephd_relay_limits_t lim;
+static ephd_peer_limits_t lim;
 
-static ephd_relay_peer_t *start_on(const char *ip) {
+static ephd_peer_t *start_on(const char *ip) {
   uv_loop_init(&loop);
   memset(res, 0, sizeof(res));
   memset(handles, 0, sizeof(handles));
@@ -288,25 +288,25 @@ static ephd_relay_peer_t *start_on(const char *ip) {
   uv_timer_init(&loop, &watchdog);
   uv_timer_start(&watchdog, on_watchdog, 5000, 0);
   uv_unref((uv_handle_t *)&watchdog);
-  ephd_relay_init(&loop, &lim);
+  ephd_peer_init(&loop, &lim);
   srv_start(ip);
   if (srv.port < 0) return NULL;
   char addr[64];
   snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip,
            srv.port);
-  return ephd_relay_peer(addr);
+  return ephd_peer(addr);
 }
 
-static ephd_relay_peer_t *start(void) { return start_on("127.0.0.1"); }
+static ephd_peer_t *start(void) { return start_on("127.0.0.1"); }
 
 static void defaults(void) {
-  ephd_relay_limits_t d = EPHD_RELAY_LIMITS_DEFAULT;
+  ephd_peer_limits_t d = EPHD_PEER_LIMITS_DEFAULT;
   lim = d;
 }
 
 /* Stops everything; every handle must close, or uv_loop_close says so. */
 static int stop(void) {
-  ephd_relay_close_all();
+  ephd_peer_close_all();
   uv_close((uv_handle_t *)&srv.listener, NULL);
   for (sconn_t *c = srv.conns; c; c = c->next) sconn_close(c, 0);
   uv_close((uv_handle_t *)&watchdog, NULL);
@@ -314,7 +314,7 @@ static int stop(void) {
   return uv_loop_close(&loop);
 }
 
-static const ephd_relay_stats_t *st(void) { return ephd_relay_stats(); }
+static const ephd_peer_stats_t *st(void) { return ephd_peer_stats(); }
 
 /* A listener whose one-connection backlog is already taken: a further
  * SYN is dropped, so a connect to it hangs until its deadline. */
@@ -336,20 +336,22 @@ static int blackhole(int fds[2]) {
 
 /* --- tests --------------------------------------------------------------- */
 
-TEST_IMPL(relay_request_response) {
+TEST_IMPL(peer_request_response) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_relay_request_t req = {S("POST"),
-                              S("/api/v1/ephemeral/push?x=1"),
-                              S("x-queen-tenant: t1\r\nX-Mark: m\r\n"),
-                              S("{\"a\":1}"),
-                              5000,
-                              0};
-  ASSERT_EQ(ephd_relay_send(p, &req, on_done, &res[0], &handles[0]), 0);
+  ephd_peer_request_t req = {S("POST"),
+                             S("/api/v1/ephemeral/push?x=1"),
+                             S("x-queen-tenant: t1\r\nX-Mark: m\r\n"),
+                             S("{\"a\":1}"),
+                             5000,
+                             0,
+                             0,
+                             NULL};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
   RUN_UNTIL(res[0].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
   ASSERT_EQ(res[0].status, 200);
   ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/api/v1/ephemeral/push?x=1");
   ASSERT_MEM_EQ(res[0].ctype, strlen(res[0].ctype), "text/plain");
@@ -366,13 +368,13 @@ TEST_IMPL(relay_request_response) {
   ASSERT_EQ(st()->latency_count, 1);
   ASSERT(st()->latency_ns_sum > 0);
   uint64_t bucketed = 0; /* the one answer, in the bucket its time says */
-  for (int b = 0; b <= EPHD_RELAY_LATENCY_BUCKETS; b++) {
+  for (int b = 0; b <= EPHD_PEER_LATENCY_BUCKETS; b++) {
     bucketed += st()->latency_buckets[b];
     if (st()->latency_buckets[b] == 1) {
-      ASSERT(b == EPHD_RELAY_LATENCY_BUCKETS ||
-             st()->latency_ns_sum <= ephd_relay_latency_bounds_ns[b]);
+      ASSERT(b == EPHD_PEER_LATENCY_BUCKETS ||
+             st()->latency_ns_sum <= ephd_peer_latency_bounds_ns[b]);
       ASSERT(b == 0 ||
-             st()->latency_ns_sum > ephd_relay_latency_bounds_ns[b - 1]);
+             st()->latency_ns_sum > ephd_peer_latency_bounds_ns[b - 1]);
     }
   }
   ASSERT_EQ(bucketed, 1);
@@ -387,32 +389,34 @@ TEST_IMPL(relay_request_response) {
 /* Sends the next request from inside the callback: the connection is back
  * in the pool before the callback runs, so the chain uses one. */
 static int chain_left;
-static ephd_relay_peer_t *chain_peer;
+static ephd_peer_t *chain_peer;
 
-static void on_chain(void *data, int kind, const ephd_relay_response_t *r) {
+static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
-  if (kind == EPHD_RELAY_OK && --chain_left > 0) {
-    ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
-    ephd_relay_send(chain_peer, &req, on_chain, data, &handles[1]);
+  if (kind == EPHD_PEER_OK && --chain_left > 0) {
+    ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
+                               0,        NULL};
+    ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
 
-TEST_IMPL(relay_keep_alive_reuse) {
+TEST_IMPL(peer_keep_alive_reuse) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   for (int i = 0; i < 10; i++) {
     char target[32];
     snprintf(target, sizeof(target), "/n%d", i);
     ASSERT_EQ(go(p, 0, target), 0);
     RUN_UNTIL(res[0].calls == i + 1);
-    ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+    ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
     ASSERT_MEM_EQ(res[0].body, res[0].body_len, target);
   }
   chain_peer = p;
   chain_left = 10;
-  ephd_relay_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0};
-  ASSERT_EQ(ephd_relay_send(p, &req, on_chain, &res[1], &handles[1]), 0);
+  ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
+                             0,        NULL};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
   ASSERT_EQ(srv.requests, 20);
@@ -422,9 +426,9 @@ TEST_IMPL(relay_keep_alive_reuse) {
   return 0;
 }
 
-TEST_IMPL(relay_chunked_response) {
+TEST_IMPL(peer_chunked_response) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   static const char chunked[] =
       "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n"
@@ -435,7 +439,7 @@ TEST_IMPL(relay_chunked_response) {
   srv.raw_len = sizeof(chunked) - 1;
   ASSERT_EQ(go(p, 0, "/raw"), 0);
   RUN_UNTIL(res[0].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
   ASSERT_EQ(res[0].status, 201);
   ASSERT_MEM_EQ(res[0].body, res[0].body_len, "hello world");
   ASSERT_MEM_EQ(res[0].ctype, strlen(res[0].ctype), "application/json");
@@ -443,7 +447,7 @@ TEST_IMPL(relay_chunked_response) {
   /* The connection is whole after a chunked body: the next one reuses it. */
   ASSERT_EQ(go(p, 1, "/next"), 0);
   RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_EQ(srv.accepted, 1);
   ASSERT_EQ(stop(), 0);
   return 0;
@@ -451,9 +455,9 @@ TEST_IMPL(relay_chunked_response) {
 
 /* A 1xx before the answer is skipped; a body to the end of the connection
  * is whole at EOF; bytes after an answer close the connection. */
-TEST_IMPL(relay_response_framings) {
+TEST_IMPL(peer_response_framings) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   static const char info[] =
       "HTTP/1.1 100 Continue\r\n\r\n"
@@ -463,7 +467,7 @@ TEST_IMPL(relay_response_framings) {
   srv.raw_len = sizeof(info) - 1;
   ASSERT_EQ(go(p, 0, "/raw"), 0);
   RUN_UNTIL(res[0].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
   ASSERT_EQ(res[0].status, 503);
   ASSERT_MEM_EQ(res[0].retry, strlen(res[0].retry), "3");
   ASSERT_MEM_EQ(res[0].body, res[0].body_len, "no");
@@ -474,7 +478,7 @@ TEST_IMPL(relay_response_framings) {
   srv.then = CLOSE;
   ASSERT_EQ(go(p, 1, "/raw"), 0);
   RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_MEM_EQ(res[1].body, res[1].body_len, "until the end");
 
   static const char extra[] =
@@ -484,11 +488,11 @@ TEST_IMPL(relay_response_framings) {
   srv.then = KEEP;
   ASSERT_EQ(go(p, 2, "/raw"), 0);
   RUN_UNTIL(res[2].calls);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
   ASSERT_MEM_EQ(res[2].body, res[2].body_len, "x");
   ASSERT_EQ(go(p, 3, "/close"), 0);
   RUN_UNTIL(res[3].calls);
-  ASSERT_EQ(res[3].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
   ASSERT_EQ(srv.accepted, 3); /* /raw+/raw(eof), then extra, then close */
   ASSERT_EQ(go(p, 4, "/after-close"), 0);
   RUN_UNTIL(res[4].calls);
@@ -498,9 +502,9 @@ TEST_IMPL(relay_response_framings) {
   return 0;
 }
 
-TEST_IMPL(relay_malformed_response) {
+TEST_IMPL(peer_malformed_response) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   static const char *bad[] = {
       "SMTP ready\r\n\r\n",
@@ -514,18 +518,18 @@ TEST_IMPL(relay_malformed_response) {
     srv.raw_len = strlen(bad[i]);
     ASSERT_EQ(go(p, i, "/raw"), 0);
     RUN_UNTIL(res[i].calls);
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_MALFORMED);
+    ASSERT_EQ(res[i].kind, EPHD_PEER_E_MALFORMED);
   }
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_MALFORMED], 5);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_MALFORMED], 5);
   ASSERT_EQ(st()->retries, 0);
   ASSERT_EQ(stop(), 0);
   return 0;
 }
 
-TEST_IMPL(relay_pool_cap_fifo) {
+TEST_IMPL(peer_pool_cap_fifo) {
   defaults();
   lim.max_conns = 2;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   for (int i = 0; i < 5; i++) {
     char target[16];
@@ -543,7 +547,7 @@ TEST_IMPL(relay_pool_cap_fifo) {
     snprintf(next, sizeof(next), "/hold%d", i + 2);
     release(holding(target));
     RUN_UNTIL(res[i].calls && srv_held() == (i + 2 < 5 ? 2 : 4 - i));
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+    ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
     ASSERT_MEM_EQ(res[i].body, res[i].body_len, target);
     if (i + 2 < 5) ASSERT(holding(next));
   }
@@ -558,20 +562,20 @@ TEST_IMPL(relay_pool_cap_fifo) {
   return 0;
 }
 
-TEST_IMPL(relay_queue_bound) {
+TEST_IMPL(peer_queue_bound) {
   defaults();
   lim.max_conns = 1;
   lim.max_queued = 2;
   lim.max_parked = 1;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ASSERT_EQ(go(p, 0, "/hold0"), 0); /* takes the one slot */
   ASSERT_EQ(go(p, 1, "/hold1"), 0);
   ASSERT_EQ(go(p, 2, "/hold2"), 0);
-  ASSERT_EQ(go(p, 3, "/hold3"), EPHD_RELAY_E_QUEUE_FULL);
+  ASSERT_EQ(go(p, 3, "/hold3"), EPHD_PEER_E_QUEUE_FULL);
   /* The other lane has its own slots and queue. */
   ASSERT_EQ(go_as(p, 4, "/hold-parked", 5000, 1), 0);
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_QUEUE_FULL], 1);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_QUEUE_FULL], 1);
   ASSERT_EQ(st()->requests, 4);
   RUN_UNTIL(srv_held() == 2);
   for (int i = 0; i < 4; i++) {
@@ -581,7 +585,7 @@ TEST_IMPL(relay_queue_bound) {
   }
   ASSERT_EQ(res[3].calls, 0);
   for (int i = 0; i < 5; i++)
-    if (i != 3) ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+    if (i != 3) ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
   ASSERT_EQ(stop(), 0);
   ASSERT_EQ(res[3].calls, 0);
   return 0;
@@ -589,11 +593,11 @@ TEST_IMPL(relay_queue_bound) {
 
 /* A relayed long poll holds a slot of the parking lane only: pushes pass
  * it even when that lane is full, and a waiting pop queues in its own. */
-TEST_IMPL(relay_parked_lane_apart) {
+TEST_IMPL(peer_parked_lane_apart) {
   defaults();
   lim.max_conns = 1;
   lim.max_parked = 2;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   for (int i = 0; i < 3; i++) {
     char target[16];
@@ -607,7 +611,7 @@ TEST_IMPL(relay_parked_lane_apart) {
   for (int i = 3; i < 7; i++) {
     ASSERT_EQ(go(p, i, "/push"), 0);
     RUN_UNTIL(res[i].calls);
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_OK);
+    ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
   }
   ASSERT_EQ(res[0].calls + res[1].calls + res[2].calls, 0);
   ASSERT_EQ(srv.accepted, 3);
@@ -617,31 +621,31 @@ TEST_IMPL(relay_parked_lane_apart) {
   release(holding("/hold-pop1"));
   release(holding("/hold-pop2"));
   RUN_UNTIL(res[1].calls && res[2].calls);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
   ASSERT_EQ(srv.accepted, 3); /* the third pop reused a connection */
   ASSERT_EQ(stop(), 0);
   return 0;
 }
 
-TEST_IMPL(relay_connect_deadlines) {
+TEST_IMPL(peer_connect_deadlines) {
   defaults();
   lim.max_conns = 1;
   int fds[2];
   int port = blackhole(fds);
   ASSERT(port > 0);
-  ephd_relay_peer_t *live = start();
+  ephd_peer_t *live = start();
   ASSERT(live != NULL);
   char addr[32];
   snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-  ephd_relay_peer_t *p = ephd_relay_peer(addr);
+  ephd_peer_t *p = ephd_peer(addr);
   ASSERT(p != NULL);
   ASSERT_EQ(go_as(p, 0, "/a", 60, 0), 0);
   ASSERT_EQ(go_as(p, 1, "/b", 30, 0), 0); /* behind /a, in the queue */
   ASSERT_EQ(go(live, 2, "/live"), 0);     /* another peer is not held up */
   RUN_UNTIL(res[0].calls && res[1].calls && res[2].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_E_QUEUE_TIMEOUT);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_CONNECT_TIMEOUT);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_QUEUE_TIMEOUT);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
   ASSERT(res[1].order < res[0].order);
   /* A port nobody listens on: refused at once. */
   int closed_port = srv.port;
@@ -650,11 +654,11 @@ TEST_IMPL(relay_connect_deadlines) {
   RUN_UNTIL(srv.open == 0 && st()->connections_open == 0);
   snprintf(addr, sizeof(addr), "127.0.0.1:%d", closed_port);
   srv.port = 0;
-  ASSERT_EQ(go(ephd_relay_peer(addr), 3, "/refused"), 0);
+  ASSERT_EQ(go(ephd_peer(addr), 3, "/refused"), 0);
   RUN_UNTIL(res[3].calls);
-  ASSERT_EQ(res[3].kind, EPHD_RELAY_E_CONNECT);
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_CONNECT], 1);
-  ephd_relay_close_all();
+  ASSERT_EQ(res[3].kind, EPHD_PEER_E_CONNECT);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_CONNECT], 1);
+  ephd_peer_close_all();
   uv_close((uv_handle_t *)&watchdog, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   close(fds[0]);
@@ -663,19 +667,19 @@ TEST_IMPL(relay_connect_deadlines) {
   return 0;
 }
 
-TEST_IMPL(relay_answer_deadline) {
+TEST_IMPL(peer_answer_deadline) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ASSERT_EQ(go_as(p, 0, "/silent", 40, 0), 0);
   RUN_UNTIL(res[0].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
   /* Its connection is closed: a late answer would be taken for the next. */
   RUN_UNTIL(srv.open == 0);
   ASSERT_EQ(st()->connections_open, 0);
   ASSERT_EQ(go(p, 1, "/after"), 0);
   RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_EQ(srv.accepted, 2);
   ASSERT_EQ(stop(), 0);
   return 0;
@@ -684,24 +688,23 @@ TEST_IMPL(relay_answer_deadline) {
 /* Requests queued behind a silent one, all due at once: each slot the
  * timeouts free goes to nobody whose own deadline has passed, so no
  * connection is opened to be closed in the same turn. */
-TEST_IMPL(relay_expired_queued_open_nothing) {
+TEST_IMPL(peer_expired_queued_open_nothing) {
   defaults();
   lim.max_conns = 1;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   for (int i = 0; i < 4; i++) ASSERT_EQ(go_as(p, i, "/silent", 40, 0), 0);
   RUN_UNTIL(res[3].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_E_ANSWER_TIMEOUT);
-  for (int i = 1; i < 4; i++)
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_QUEUE_TIMEOUT);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  for (int i = 1; i < 4; i++) ASSERT_EQ(res[i].kind, EPHD_PEER_E_QUEUE_TIMEOUT);
   ASSERT_EQ(st()->connections_opened, 1);
   ASSERT_EQ(stop(), 0);
   return 0;
 }
 
-TEST_IMPL(relay_retry_once_on_stale_connection) {
+TEST_IMPL(peer_retry_once_on_stale_connection) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ASSERT_EQ(go(p, 0, "/first"), 0);
   RUN_UNTIL(res[0].calls);
@@ -710,7 +713,7 @@ TEST_IMPL(relay_retry_once_on_stale_connection) {
   srv_drop_all();
   ASSERT_EQ(go(p, 1, "/second"), 0);
   RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_MEM_EQ(res[1].body, res[1].body_len, "/second");
   ASSERT_EQ(st()->retries, 1);
   ASSERT_EQ(srv.accepted, 2);
@@ -721,15 +724,15 @@ TEST_IMPL(relay_retry_once_on_stale_connection) {
   RUN_UNTIL(st()->connections_open == 0);
   ASSERT_EQ(go(p, 2, "/third"), 0);
   RUN_UNTIL(res[2].calls);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
   ASSERT_EQ(st()->retries, 1);
   ASSERT_EQ(stop(), 0);
   return 0;
 }
 
-TEST_IMPL(relay_no_retry_after_answer_began) {
+TEST_IMPL(peer_no_retry_after_answer_began) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ASSERT_EQ(go(p, 0, "/first"), 0);
   RUN_UNTIL(res[0].calls);
@@ -741,37 +744,37 @@ TEST_IMPL(relay_no_retry_after_answer_began) {
   srv.then = CLOSE;
   ASSERT_EQ(go(p, 1, "/raw-closed"), 0);
   RUN_UNTIL(res[1].calls);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_E_CLOSED);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CLOSED);
   /* On a fresh connection: part of an answer, then a reset. */
   srv.then = RESET;
   ASSERT_EQ(go(p, 2, "/raw-reset"), 0);
   RUN_UNTIL(res[2].calls);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_E_CLOSED);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_CLOSED);
   ASSERT_EQ(st()->retries, 0);
   ASSERT_EQ(srv.requests, 3); /* each was sent exactly once */
   ASSERT_EQ(srv.accepted, 2);
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_CLOSED], 2);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_CLOSED], 2);
   ASSERT_EQ(stop(), 0);
   return 0;
 }
 
-TEST_IMPL(relay_cancel) {
+TEST_IMPL(peer_cancel) {
   defaults();
   lim.max_conns = 1;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ASSERT_EQ(go(p, 0, "/hold-a"), 0);
   ASSERT_EQ(go(p, 1, "/hold-b"), 0);
   RUN_UNTIL(srv_held() == 1);
-  ephd_relay_cancel(handles[1]); /* queued: simply dropped */
+  ephd_peer_cancel(handles[1]); /* queued: simply dropped */
   ASSERT_EQ(st()->queued, 0);
-  ephd_relay_cancel(handles[0]); /* in flight: its connection goes */
+  ephd_peer_cancel(handles[0]); /* in flight: its connection goes */
   ASSERT_EQ(st()->in_flight, 0);
   ASSERT_EQ(st()->connections_open, 0);
   RUN_UNTIL(srv.open == 0);
   ASSERT_EQ(go(p, 2, "/c"), 0);
   RUN_UNTIL(res[2].calls);
-  ASSERT_EQ(res[2].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
   ASSERT_EQ(srv.accepted, 2);
   ASSERT_EQ(srv.requests, 2); /* hold-b never reached the peer */
   ASSERT_EQ(st()->cancelled, 2);
@@ -780,11 +783,11 @@ TEST_IMPL(relay_cancel) {
   return 0;
 }
 
-TEST_IMPL(relay_response_too_large) {
+TEST_IMPL(peer_response_too_large) {
   defaults();
   lim.max_response_bytes = 1024;
   lim.max_header_bytes = 1024;
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   static char big[8192];
   const char *kinds[] = {"length", "chunked", "eof", "headers"};
@@ -811,9 +814,9 @@ TEST_IMPL(relay_response_too_large) {
     srv.then = i == 2 ? CLOSE : KEEP;
     ASSERT_EQ(go(p, i, "/raw"), 0);
     RUN_UNTIL(res[i].calls);
-    if (res[i].kind != EPHD_RELAY_E_TOO_LARGE)
-      fprintf(stderr, "%s: %s\n", kinds[i], ephd_relay_kind_name(res[i].kind));
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_TOO_LARGE);
+    if (res[i].kind != EPHD_PEER_E_TOO_LARGE)
+      fprintf(stderr, "%s: %s\n", kinds[i], ephd_peer_kind_name(res[i].kind));
+    ASSERT_EQ(res[i].kind, EPHD_PEER_E_TOO_LARGE);
   }
   /* Exactly at the limit is fine. */
   int n = snprintf(big, sizeof(big),
@@ -822,7 +825,7 @@ TEST_IMPL(relay_response_too_large) {
   srv.then = KEEP;
   ASSERT_EQ(go(p, 4, "/raw"), 0);
   RUN_UNTIL(res[4].calls);
-  ASSERT_EQ(res[4].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[4].kind, EPHD_PEER_OK);
   ASSERT_EQ(res[4].body_len, 1024);
   ASSERT_EQ(stop(), 0);
   return 0;
@@ -832,38 +835,39 @@ TEST_IMPL(relay_response_too_large) {
  * connecting, refuses what follows, and leaves the loop nothing to run. */
 static int sent_while_stopping;
 
-static void on_stop_send(void *data, int kind, const ephd_relay_response_t *r) {
+static void on_stop_send(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   sent_while_stopping = go(chain_peer, 5, "/too-late");
 }
 
-TEST_IMPL(relay_close_all_pending) {
+TEST_IMPL(peer_close_all_pending) {
   defaults();
   lim.max_conns = 1;
   int fds[2];
   int port = blackhole(fds);
   ASSERT(port > 0);
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_relay_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000, 0};
-  ASSERT_EQ(ephd_relay_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
+  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""),
+                             5000,     0,          0,     NULL};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
   char addr[32];
   snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-  ephd_relay_peer_t *hole = ephd_relay_peer(addr);
+  ephd_peer_t *hole = ephd_peer(addr);
   ASSERT_EQ(go(hole, 3, "/connecting"), 0);
   RUN_UNTIL(srv_held() == 2);
-  ephd_relay_close_all();
-  ASSERT_EQ(sent_while_stopping, EPHD_RELAY_E_STOPPING);
+  ephd_peer_close_all();
+  ASSERT_EQ(sent_while_stopping, EPHD_PEER_E_STOPPING);
   ASSERT_EQ(res[5].calls, 0);
   for (int i = 0; i < 4; i++) {
     ASSERT_EQ(res[i].calls, 1);
-    ASSERT_EQ(res[i].kind, EPHD_RELAY_E_STOPPING);
+    ASSERT_EQ(res[i].kind, EPHD_PEER_E_STOPPING);
   }
-  ASSERT_EQ(go(p, 4, "/late"), EPHD_RELAY_E_STOPPING);
-  ASSERT(ephd_relay_peer("127.0.0.1:1") == NULL);
+  ASSERT_EQ(go(p, 4, "/late"), EPHD_PEER_E_STOPPING);
+  ASSERT(ephd_peer("127.0.0.1:1") == NULL);
   ASSERT_EQ(st()->connections_open, 0);
   ASSERT_EQ(st()->in_flight + st()->queued, 0);
   uv_close((uv_handle_t *)&srv.listener, NULL);
@@ -876,36 +880,66 @@ TEST_IMPL(relay_close_all_pending) {
   return 0;
 }
 
-TEST_IMPL(relay_addresses) {
+/* A borrowed body is written from the caller's bytes, and what a peer has
+ * not answered is bounded in bytes: past max_peer_bytes a send is refused
+ * at once, one request always taken. */
+TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
+  defaults();
+  lim.max_peer_bytes = 300;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  char body[200];
+  memset(body, 'b', sizeof(body));
+  ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
+                             5000,      0,          1,     NULL};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
+  ASSERT(st()->bytes > sizeof(body));
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT(memmem(srv.last, strlen(srv.last), body, sizeof(body)) != NULL);
+  ASSERT_EQ(st()->bytes, 0);
+  req.target = S("/hold");
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]),
+            EPHD_PEER_E_PEER_BYTES);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_PEER_BYTES], 1);
+  ephd_peer_cancel(handles[1]);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]), 0);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_STOPPING);
+  return 0;
+}
+
+TEST_IMPL(peer_addresses) {
   defaults();
   uv_loop_init(&loop);
-  ephd_relay_init(&loop, &lim);
+  ephd_peer_init(&loop, &lim);
   const char *good[] = {"127.0.0.1:80", "[::1]:6632", "localhost:6632",
                         "broker-2.cell.internal:6632", "http://10.0.0.1:1/"};
-  for (int i = 0; i < 5; i++) ASSERT(ephd_relay_peer(good[i]) != NULL);
-  ASSERT(ephd_relay_peer("http://127.0.0.1:80/") ==
-         ephd_relay_peer("127.0.0.1:80"));
+  for (int i = 0; i < 5; i++) ASSERT(ephd_peer(good[i]) != NULL);
+  ASSERT(ephd_peer("http://127.0.0.1:80/") == ephd_peer("127.0.0.1:80"));
   const char *bad[] = {
       "",       "127.0.0.1",  "::1:80",      "[::1]80",  "[::1]:",
       "host:0", "host:65536", "host:8x",     "ho st:80", "[1.2.3.4]:8",
       ":80",    "h:-1",       "http://h:1/x"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-    if (ephd_relay_peer(bad[i]) != NULL) {
+    if (ephd_peer(bad[i]) != NULL) {
       fprintf(stderr, "accepted %s\n", bad[i]);
       return 1;
     }
-  ephd_relay_close_all();
+  ephd_peer_close_all();
   uv_run(&loop, UV_RUN_DEFAULT);
   ASSERT_EQ(uv_loop_close(&loop), 0);
   return 0;
 }
 
-TEST_IMPL(relay_refuses_unusable_requests) {
+TEST_IMPL(peer_refuses_unusable_requests) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_relay_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0};
-  ephd_relay_request_t bad[9];
+  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0, 0, NULL};
+  ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
   bad[1].target = S("x");
@@ -917,15 +951,15 @@ TEST_IMPL(relay_refuses_unusable_requests) {
   bad[7].headers = S("X-A: 1\rX-B: 2\r\n");          /* bare CR */
   bad[8].headers = (ephd_slice_t){"X-A: \0\r\n", 8}; /* a NUL */
   for (int i = 0; i < 9; i++)
-    ASSERT_EQ(ephd_relay_send(p, &bad[i], on_done, &res[0], &handles[0]),
-              EPHD_RELAY_E_INVALID);
+    ASSERT_EQ(ephd_peer_send(p, &bad[i], on_done, &res[0], &handles[0]),
+              EPHD_PEER_E_INVALID);
   ASSERT_EQ(st()->requests, 0);
-  ASSERT_EQ(st()->failures[-EPHD_RELAY_E_INVALID], 9);
-  const char *name = ephd_relay_kind_name(EPHD_RELAY_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_INVALID], 9);
+  const char *name = ephd_peer_kind_name(EPHD_PEER_E_ANSWER_TIMEOUT);
   ASSERT_MEM_EQ(name, strlen(name), "answer_timeout");
-  name = ephd_relay_kind_name(EPHD_RELAY_E_INVALID);
+  name = ephd_peer_kind_name(EPHD_PEER_E_INVALID);
   ASSERT_MEM_EQ(name, strlen(name), "invalid");
-  name = ephd_relay_kind_name(-EPHD_RELAY_NKINDS);
+  name = ephd_peer_kind_name(-EPHD_PEER_NKINDS);
   ASSERT_MEM_EQ(name, strlen(name), "unknown");
   ASSERT_EQ(stop(), 0);
   ASSERT_EQ(res[0].calls, 0);
@@ -934,18 +968,18 @@ TEST_IMPL(relay_refuses_unusable_requests) {
 }
 
 /* IPv6 literals and names (resolved off the loop) reach their peer. */
-TEST_IMPL(relay_ipv6_and_names) {
+TEST_IMPL(peer_ipv6_and_names) {
   defaults();
-  ephd_relay_peer_t *p = start();
+  ephd_peer_t *p = start();
   ASSERT(p != NULL);
   char addr[32];
   snprintf(addr, sizeof(addr), "localhost:%d", srv.port);
-  ephd_relay_peer_t *named = ephd_relay_peer(addr);
+  ephd_peer_t *named = ephd_peer(addr);
   ASSERT_EQ(go(named, 0, "/by-name"), 0);
   ASSERT_EQ(go(named, 1, "/by-name-too"), 0);
   RUN_UNTIL(res[0].calls && res[1].calls);
-  ASSERT_EQ(res[0].kind, EPHD_RELAY_OK);
-  ASSERT_EQ(res[1].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_EQ(stop(), 0);
 
   p = start_on("::1");
@@ -955,7 +989,7 @@ TEST_IMPL(relay_ipv6_and_names) {
   }
   ASSERT_EQ(go(p, 3, "/v6"), 0);
   RUN_UNTIL(res[3].calls);
-  ASSERT_EQ(res[3].kind, EPHD_RELAY_OK);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
   ASSERT(strstr(srv.last, "Host: [::1]:") != NULL);
   ASSERT_EQ(stop(), 0);
   return 0;

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
 #include "http.h"
 #include "log.h"
 #include "members.h"
+#include "peer_client.h"
 #include "prom.h"
-#include "relay.h"
+#include "relay_edge.h"
 
 static const char *const VERB_NAMES[EPHD_FANOUT_VERBS] = {"reset", "delete"};
 
@@ -46,10 +46,10 @@ typedef struct {
 ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
                                ephd_fanout_verb_t verb, const char *tenant,
                                size_t tenant_len) {
-  if (!ephd_forward_sends_on(req)) return NULL;
+  if (!ephd_relay_sends_on(req)) return NULL;
   if (ephd_members_view()->count < 2) return NULL;
   ephd_marked_t m;
-  size_t n = ephd_forward_marked_size(req, tenant_len, NULL, &m);
+  size_t n = ephd_relay_marked_size(req, tenant_len, NULL, &m);
   ephd_fanout_t *f = malloc(sizeof(*f) + req->method.len + n);
   if (f == NULL) return NULL;
   f->verb = verb;
@@ -59,8 +59,8 @@ ephd_fanout_t *ephd_fanout_new(const ephd_request_t *req,
   f->headers_len = m.headers_len;
   f->body_len = m.body_len;
   memcpy(f->bytes, req->method.ptr, req->method.len);
-  ephd_forward_write_marked(f->bytes + req->method.len, req, NULL, tenant,
-                            tenant_len);
+  ephd_relay_write_marked(f->bytes + req->method.len, req, NULL, tenant,
+                          tenant_len);
   return f;
 }
 
@@ -72,14 +72,13 @@ static void settle(ephd_fanout_t *f) {
   free(f);
 }
 
-static void on_answer(void *data, int result,
-                      const ephd_relay_response_t *res) {
+static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   send_t *s = data;
   ephd_fanout_t *f = s->f;
   const char *verb = VERB_NAMES[f->verb];
-  if (result == EPHD_RELAY_OK && res->status >= 200 && res->status < 300) {
+  if (result == EPHD_PEER_OK && res->status >= 200 && res->status < 300) {
     fanned[f->verb][OUT_APPLIED]++;
-  } else if (result == EPHD_RELAY_OK) {
+  } else if (result == EPHD_PEER_OK) {
     fanned[f->verb][OUT_REFUSED]++;
     char status[16];
     snprintf(status, sizeof(status), "%d", res->status);
@@ -88,7 +87,7 @@ static void on_answer(void *data, int result,
   } else {
     fanned[f->verb][OUT_FAILED]++;
     ephd_log("warn", "fanout_failed", "verb", verb, "member", s->address,
-             "reason", ephd_relay_kind_name(result), NULL);
+             "reason", ephd_peer_kind_name(result), NULL);
   }
   free(s);
   settle(f);
@@ -98,7 +97,7 @@ static void on_answer(void *data, int result,
  * member is counted failed, and the others are still sent to. */
 static void send_one(ephd_fanout_t *f, const ephd_member_t *m) {
   const char *p = f->bytes;
-  ephd_relay_request_t rq = {
+  ephd_peer_request_t rq = {
       .method = {p, f->method_len},
       .target = {p + f->method_len, f->target_len},
       .headers = {p + f->method_len + f->target_len, f->headers_len},
@@ -106,14 +105,14 @@ static void send_one(ephd_fanout_t *f, const ephd_member_t *m) {
       .timeout_ms = timeout_ms,
   };
   send_t *s = malloc(sizeof(*s));
-  ephd_relay_peer_t *peer = ephd_relay_peer(m->address);
-  ephd_relay_t *handle;
-  int rc = s && peer ? ephd_relay_send(peer, &rq, on_answer, s, &handle)
-                     : EPHD_RELAY_E_INVALID;
+  ephd_peer_t *peer = ephd_peer(m->address);
+  ephd_peer_call_t *handle;
+  int rc = s && peer ? ephd_peer_send(peer, &rq, on_answer, s, &handle)
+                     : EPHD_PEER_E_INVALID;
   if (rc != 0) {
     fanned[f->verb][OUT_FAILED]++;
     ephd_log("warn", "fanout_failed", "verb", VERB_NAMES[f->verb], "member",
-             m->address, "reason", ephd_relay_kind_name(rc), NULL);
+             m->address, "reason", ephd_peer_kind_name(rc), NULL);
     free(s);
     return;
   }

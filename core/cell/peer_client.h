@@ -1,5 +1,5 @@
-/* The cell's relay, client half: HTTP/1.1 requests from this broker to a
- * peer broker over pooled keep-alive connections on the libuv loop. No
+/* The client of a peer: HTTP/1.1 requests from this broker to another
+ * broker of the cell over pooled keep-alive connections on the libuv loop. No
  * thread per request and nothing that blocks: a request is bytes written
  * from its own buffer, a response is parsed by llhttp as it arrives, and
  * a deadline timer ends whatever is left of it.
@@ -20,12 +20,12 @@
  * arrived (the peer closed it as idle while we were sending) is sent once
  * more, on a fresh connection. Never once an answer has begun: the peer
  * has then read the request and may have applied it, and a push must not
- * be applied twice. See relay.c for why the first case is safe.
+ * be applied twice. See peer_client.c for why the first case is safe.
  *
- * The module is one per process (as http.c): ephd_relay_init, then peers
- * and requests, then ephd_relay_close_all at shutdown. */
-#ifndef EPHD_RELAY_H
-#define EPHD_RELAY_H
+ * The module is one per process (as http.c): ephd_peer_init, then peers
+ * and requests, then ephd_peer_close_all at shutdown. */
+#ifndef EPHD_PEER_CLIENT_H
+#define EPHD_PEER_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,22 +33,23 @@
 
 #include "ffi.h"
 
-/* Why a request failed: the callback's result, or ephd_relay_send's. */
+/* Why a request failed: the callback's result, or ephd_peer_send's. */
 enum {
-  EPHD_RELAY_OK = 0,
-  EPHD_RELAY_E_CONNECT = -1,         /* refused or unreachable */
-  EPHD_RELAY_E_RESOLVE = -2,         /* the peer's name did not resolve */
-  EPHD_RELAY_E_QUEUE_TIMEOUT = -3,   /* deadline: still waiting for a slot */
-  EPHD_RELAY_E_CONNECT_TIMEOUT = -4, /* deadline: still connecting */
-  EPHD_RELAY_E_ANSWER_TIMEOUT = -5,  /* deadline: sent, no whole answer */
-  EPHD_RELAY_E_CLOSED = -6,          /* reset or closed before a whole answer */
-  EPHD_RELAY_E_MALFORMED = -7,       /* not an HTTP/1.x response */
-  EPHD_RELAY_E_TOO_LARGE = -8,       /* headers or body past the limits */
-  EPHD_RELAY_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
-  EPHD_RELAY_E_STOPPING = -10,       /* close_all, or send after it */
-  EPHD_RELAY_E_INVALID = -11 /* refused by send: bad arguments, no memory */
+  EPHD_PEER_OK = 0,
+  EPHD_PEER_E_CONNECT = -1,         /* refused or unreachable */
+  EPHD_PEER_E_RESOLVE = -2,         /* the peer's name did not resolve */
+  EPHD_PEER_E_QUEUE_TIMEOUT = -3,   /* deadline: still waiting for a slot */
+  EPHD_PEER_E_CONNECT_TIMEOUT = -4, /* deadline: still connecting */
+  EPHD_PEER_E_ANSWER_TIMEOUT = -5,  /* deadline: sent, no whole answer */
+  EPHD_PEER_E_CLOSED = -6,          /* reset or closed before a whole answer */
+  EPHD_PEER_E_MALFORMED = -7,       /* not an HTTP/1.x response */
+  EPHD_PEER_E_TOO_LARGE = -8,       /* headers or body past the limits */
+  EPHD_PEER_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
+  EPHD_PEER_E_STOPPING = -10,       /* close_all, or send after it */
+  EPHD_PEER_E_INVALID = -11,   /* refused by send: bad arguments, no memory */
+  EPHD_PEER_E_PEER_BYTES = -12 /* refused by send: max_peer_bytes */
 };
-#define EPHD_RELAY_NKINDS 12 /* OK and every -kind above */
+#define EPHD_PEER_NKINDS 13 /* OK and every -kind above */
 
 typedef struct {
   uint32_t max_conns;        /* short requests in flight, per peer */
@@ -59,7 +60,11 @@ typedef struct {
   uint64_t resolve_ttl_ms;   /* a peer's name is resolved again after this */
   size_t max_header_bytes;   /* status line and headers of a response */
   size_t max_response_bytes; /* its body, after chunked decoding */
-} ephd_relay_limits_t;
+  /* The bytes of the requests a peer has not answered yet (waiting, and
+   * in flight), so a slow peer cannot hold more than this of the
+   * broker's memory; one request is always taken. 0: no bound. */
+  size_t max_peer_bytes;
+} ephd_peer_limits_t;
 
 /* The defaults: a short lane wide enough for a loop's worth of relayed
  * pushes, a parking lane sized for many parked pops (each costs a socket
@@ -70,20 +75,24 @@ typedef struct {
  * a peer answers at most what it would accept. The broker takes them from
  * its knobs (QUEEN_EPHEMERAL_RELAY_*, whose defaults these are, and those
  * two); the tests and fuzzers from here. */
-#define EPHD_RELAY_LIMITS_DEFAULT                                            \
+#define EPHD_PEER_LIMITS_DEFAULT                                             \
   {                                                                          \
     .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \
     .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,                       \
-    .max_header_bytes = 65536, .max_response_bytes = 67108864                \
+    .max_header_bytes = 65536, .max_response_bytes = 67108864,               \
+    .max_peer_bytes = 134217728                                              \
   }
 
-typedef struct ephd_relay_peer ephd_relay_peer_t;
-typedef struct ephd_relay ephd_relay_t;
+typedef struct ephd_peer ephd_peer_t;
+typedef struct ephd_peer_call ephd_peer_call_t;
 
 /* One request. method and target are sent as given; headers is a block of
  * whole "Name: value\r\n" lines added after Host and Content-Length (which
  * the relay writes); body may be empty. Everything is copied once, into
- * the request's own buffer, before send returns. */
+ * the request's own buffer, before send returns, except a borrowed body:
+ * that one is written from where it is, and must stay there until the
+ * callback runs or the request is cancelled (a relayed push is held by
+ * its edge anyway: a copy here doubled what a slow owner cost). */
 typedef struct {
   ephd_slice_t method;
   ephd_slice_t target; /* origin form: /path?query */
@@ -91,7 +100,12 @@ typedef struct {
   ephd_slice_t body;
   uint64_t timeout_ms; /* from send to the whole answer; at least 1 */
   int parks;           /* the peer may hold it: the parking lane */
-} ephd_relay_request_t;
+  int borrows;         /* the body is the caller's, not copied */
+  /* Told the bytes the answer's buffer holds each time they change while
+   * it is read, so the asker can count them as its own (the client budget
+   * counts a relayed answer before it is passed back). NULL: nobody is. */
+  void (*answer_bytes)(void *data, size_t bytes);
+} ephd_peer_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
  * only during the callback. A header absent is an empty slice. */
@@ -100,61 +114,62 @@ typedef struct {
   ephd_slice_t content_type;
   ephd_slice_t retry_after;
   ephd_slice_t body;
-} ephd_relay_response_t;
+} ephd_peer_response_t;
 
 /* Called exactly once per request sent and not cancelled: result is
- * EPHD_RELAY_OK with res, or a negative EPHD_RELAY_E_* with res NULL.
- * Never called from inside ephd_relay_send or ephd_relay_cancel. The
+ * EPHD_PEER_OK with res, or a negative EPHD_PEER_E_* with res NULL.
+ * Never called from inside ephd_peer_send or ephd_peer_cancel. The
  * handle is gone once it returns. */
-typedef void (*ephd_relay_cb)(void *data, int result,
-                              const ephd_relay_response_t *res);
+typedef void (*ephd_peer_cb)(void *data, int result,
+                             const ephd_peer_response_t *res);
 
 /* The latency histogram's upper bounds, in nanoseconds, and +Inf after
  * them: fixed, so it stays the same size whatever the traffic. From a
  * loopback push (well under a millisecond) to a relayed long poll. */
-#define EPHD_RELAY_LATENCY_BUCKETS 13
-extern const uint64_t ephd_relay_latency_bounds_ns[EPHD_RELAY_LATENCY_BUCKETS];
+#define EPHD_PEER_LATENCY_BUCKETS 13
+extern const uint64_t ephd_peer_latency_bounds_ns[EPHD_PEER_LATENCY_BUCKETS];
 
 typedef struct {
-  uint64_t requests;                    /* accepted by send */
-  uint64_t responses;                   /* whole answers delivered */
-  uint64_t failures[EPHD_RELAY_NKINDS]; /* callbacks' and send's, by -kind */
-  uint64_t retries;                     /* sent again on a fresh connection */
+  uint64_t requests;                   /* accepted by send */
+  uint64_t responses;                  /* whole answers delivered */
+  uint64_t failures[EPHD_PEER_NKINDS]; /* callbacks' and send's, by -kind */
+  uint64_t retries;                    /* sent again on a fresh connection */
   uint64_t cancelled;
   uint64_t connections_opened;
   uint64_t connections_open; /* now: connecting, busy and idle */
   uint64_t in_flight;        /* now: requests holding a connection */
   uint64_t queued;           /* now: requests waiting for one */
+  uint64_t bytes;            /* now: the bytes of requests not answered */
   uint64_t latency_ns_sum;   /* send to answer, over the responses */
   uint64_t latency_count;
   /* The responses by latency: [i] those within bound i and above bound
    * i - 1 (not cumulative), the last those above every bound. */
-  uint64_t latency_buckets[EPHD_RELAY_LATENCY_BUCKETS + 1];
-} ephd_relay_stats_t;
+  uint64_t latency_buckets[EPHD_PEER_LATENCY_BUCKETS + 1];
+} ephd_peer_stats_t;
 
 /* Starts (or, after close_all and the loop has closed its handles,
  * restarts) the module with a copy of limits. */
-void ephd_relay_init(uv_loop_t *loop, const ephd_relay_limits_t *limits);
+void ephd_peer_init(uv_loop_t *loop, const ephd_peer_limits_t *limits);
 /* The pool of "host:port" ("http://" and a trailing "/" are allowed, an
  * IPv6 literal in brackets), found or made. An IP literal is used as is;
  * a name is resolved off the loop (uv_getaddrinfo) when a connection is
  * first needed, and again after resolve_ttl_ms. NULL when the address
  * does not parse, or while stopping. Peers live until close_all. */
-ephd_relay_peer_t *ephd_relay_peer(const char *address);
+ephd_peer_t *ephd_peer(const char *address);
 /* Queues req to peer; 0 and *out set, or a negative kind (QUEUE_FULL,
- * STOPPING, INVALID) and cb is never called. */
-int ephd_relay_send(ephd_relay_peer_t *peer, const ephd_relay_request_t *req,
-                    ephd_relay_cb cb, void *data, ephd_relay_t **out);
+ * PEER_BYTES, STOPPING, INVALID) and cb is never called. */
+int ephd_peer_send(ephd_peer_t *peer, const ephd_peer_request_t *req,
+                   ephd_peer_cb cb, void *data, ephd_peer_call_t **out);
 /* The asker went away: cb will not be called. A queued request is dropped;
  * one in flight closes its connection (its answer could not be told from
  * the next one's). Only for a handle whose callback has not run. */
-void ephd_relay_cancel(ephd_relay_t *r);
+void ephd_peer_cancel(ephd_peer_call_t *r);
 /* The broker stops: every pending request's callback runs now with
- * EPHD_RELAY_E_STOPPING, every handle is closed, and later sends are
+ * EPHD_PEER_E_STOPPING, every handle is closed, and later sends are
  * refused, so the loop can end. */
-void ephd_relay_close_all(void);
-const ephd_relay_stats_t *ephd_relay_stats(void);
+void ephd_peer_close_all(void);
+const ephd_peer_stats_t *ephd_peer_stats(void);
 /* A kind's name for logs and metrics labels ("connect", "answer_timeout"). */
-const char *ephd_relay_kind_name(int kind);
+const char *ephd_peer_kind_name(int kind);
 
 #endif

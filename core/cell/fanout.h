@@ -30,7 +30,7 @@ typedef enum {
 
 /* How long a member's answer is waited for (QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS,
  * as a relayed push's). Whether anything is fanned out at all is the cell
- * token's (ephd_forward_sends_on). */
+ * token's (ephd_relay_sends_on). */
 void ephd_fanout_init(uint64_t timeout_ms);
 
 /* A copy of the request being dispatched, for the other live members: NULL

@@ -1,4 +1,4 @@
-#include "relay.h"
+#include "peer_client.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +33,12 @@ typedef struct {
 
 typedef struct conn conn_t;
 
-struct ephd_relay {
+struct ephd_peer_call {
   uv_timer_t timer; /* the deadline; at 0 for a failure told later */
-  ephd_relay_peer_t *peer;
+  ephd_peer_t *peer;
   conn_t *conn;
   ephd_node_t link; /* in one list of its peer's, by state */
-  ephd_relay_cb cb;
+  ephd_peer_cb cb;
   void *data;
   uint64_t sent_ns;
   int lane;
@@ -47,8 +47,13 @@ struct ephd_relay {
   int head;    /* a HEAD request: its answer has no body */
   int retried;
   int addrs_tried;
+  void (*answer_bytes)(void *data, size_t bytes);
+  size_t answer_cap; /* what answer_bytes was last told */
+  size_t total;      /* len and the body's: what the peer's bytes count */
+  const char *body;  /* a borrowed body, written after bytes; or NULL */
+  size_t body_len;
   size_t len;
-  char bytes[]; /* the whole request as written */
+  char bytes[]; /* the request as written (its body unless borrowed) */
 };
 
 struct conn {
@@ -56,8 +61,8 @@ struct conn {
   uv_connect_t connect;
   uv_write_t write;
   llhttp_t parser;
-  ephd_relay_peer_t *peer;
-  ephd_relay_t *req;     /* connecting or busy for it */
+  ephd_peer_t *peer;
+  ephd_peer_call_t *req; /* connecting or busy for it */
   ephd_node_t idle_link; /* in the peer's idle list, newest first */
   ephd_buf_t in;         /* the answer: headers as read, the body compacted */
   uint64_t idle_since;
@@ -79,8 +84,8 @@ struct conn {
   int failure; /* the kind a callback of ours stopped the parser for */
 };
 
-struct ephd_relay_peer {
-  ephd_relay_peer_t *next;
+struct ephd_peer {
+  ephd_peer_t *next;
   char *authority; /* as given, without scheme: the key and the Host */
   char *name;      /* to resolve; NULL for an IP literal */
   char port[8];
@@ -94,23 +99,24 @@ struct ephd_relay_peer {
   ephd_list_t active;
   ephd_list_t failing;
   uint32_t busy[NLANES];
+  size_t bytes;     /* of its requests not done: max_peer_bytes */
   ephd_list_t idle; /* newest first */
   uv_timer_t idle_timer;
   int refs; /* its timer and a resolution in progress */
 };
 
 static uv_loop_t *loop;
-static ephd_relay_limits_t limits;
-static ephd_relay_stats_t stats;
-static ephd_relay_peer_t *peers;
+static ephd_peer_limits_t limits;
+static ephd_peer_stats_t stats;
+static ephd_peer_t *peers;
 static int stopping;
 static llhttp_settings_t settings;
 /* Where an idle connection reads: anything it gets (bytes, EOF, an
  * error) ends it, so nothing is kept. */
 static char idle_scratch[256];
 
-static void pump(ephd_relay_peer_t *p);
-static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r);
+static void pump(ephd_peer_t *p);
+static void conn_open(ephd_peer_t *p, ephd_peer_call_t *r);
 static void on_request_timer(uv_timer_t *t);
 
 static uint32_t lane_cap(int lane) {
@@ -129,8 +135,8 @@ static conn_t *conn_of(ephd_node_t *n) {
   return EPHD_ENTRY(n, conn_t, idle_link);
 }
 
-static ephd_relay_t *relay_of(ephd_node_t *n) {
-  return EPHD_ENTRY(n, ephd_relay_t, link);
+static ephd_peer_call_t *relay_of(ephd_node_t *n) {
+  return EPHD_ENTRY(n, ephd_peer_call_t, link);
 }
 
 /* Ends a connection in any state; its request, if any, stays where it is
@@ -147,7 +153,7 @@ static void conn_close(conn_t *c) {
 }
 
 static void on_idle_timer(uv_timer_t *t) {
-  ephd_relay_peer_t *p = t->data;
+  ephd_peer_t *p = t->data;
   uint64_t now = uv_now(loop);
   conn_t *oldest;
   while ((oldest = conn_of(p->idle.tail)) &&
@@ -161,7 +167,7 @@ static void on_idle_timer(uv_timer_t *t) {
 /* Newest first: the connections in use stay warm and the rest age out
  * at the tail, which the peer's one timer watches. */
 static void conn_idle(conn_t *c) {
-  ephd_relay_peer_t *p = c->peer;
+  ephd_peer_t *p = c->peer;
   if (p->idle.count >= limits.max_idle) {
     conn_close(c);
     return;
@@ -179,8 +185,8 @@ static void on_request_closed(uv_handle_t *h) { free(h->data); }
 
 /* Takes r out of every list and slot it holds and closes its connection
  * (an answer half read is of no use to anyone). */
-static void detach(ephd_relay_t *r) {
-  ephd_relay_peer_t *p = r->peer;
+static void detach(ephd_peer_call_t *r) {
+  ephd_peer_t *p = r->peer;
   switch (r->state) {
     case R_QUEUED:
       ephd_list_remove(&p->queue[r->lane], &r->link);
@@ -195,28 +201,29 @@ static void detach(ephd_relay_t *r) {
       ephd_list_remove(&p->failing, &r->link);
       break;
   }
+  p->bytes -= r->total;
+  stats.bytes -= r->total;
   if (r->conn) conn_close(r->conn);
   r->state = R_DONE;
   uv_close((uv_handle_t *)&r->timer, on_request_closed);
 }
 
 #define MS 1000000ull
-const uint64_t ephd_relay_latency_bounds_ns[EPHD_RELAY_LATENCY_BUCKETS] = {
+const uint64_t ephd_peer_latency_bounds_ns[EPHD_PEER_LATENCY_BUCKETS] = {
     MS / 4,  MS / 2,   MS,       5 * MS / 2, 5 * MS,    10 * MS,   25 * MS,
     50 * MS, 100 * MS, 500 * MS, 1000 * MS,  5000 * MS, 30000 * MS};
 
 /* The one way a callback runs: everything is in order first (the slot is
  * free and given to the next request), then the asker hears. */
-static void complete(ephd_relay_t *r, int kind,
-                     const ephd_relay_response_t *res) {
-  ephd_relay_peer_t *p = r->peer;
+static void complete(ephd_peer_call_t *r, int kind,
+                     const ephd_peer_response_t *res) {
+  ephd_peer_t *p = r->peer;
   detach(r);
-  if (kind == EPHD_RELAY_OK) {
+  if (kind == EPHD_PEER_OK) {
     stats.responses++;
     uint64_t ns = uv_hrtime() - r->sent_ns;
     size_t b = 0;
-    while (b < EPHD_RELAY_LATENCY_BUCKETS &&
-           ns > ephd_relay_latency_bounds_ns[b])
+    while (b < EPHD_PEER_LATENCY_BUCKETS && ns > ephd_peer_latency_bounds_ns[b])
       b++;
     stats.latency_buckets[b]++;
     stats.latency_ns_sum += ns;
@@ -230,8 +237,8 @@ static void complete(ephd_relay_t *r, int kind,
 
 /* A failure found inside an API call (send, cancel, and the pump they
  * run) is told on the next loop turn, from the request's own timer. */
-static void fail_soon(ephd_relay_t *r, int kind) {
-  ephd_relay_peer_t *p = r->peer;
+static void fail_soon(ephd_peer_call_t *r, int kind) {
+  ephd_peer_t *p = r->peer;
   if (r->conn) conn_close(r->conn);
   if (r->state == R_QUEUED) {
     ephd_list_remove(&p->queue[r->lane], &r->link);
@@ -248,19 +255,19 @@ static void fail_soon(ephd_relay_t *r, int kind) {
 }
 
 static void on_request_timer(uv_timer_t *t) {
-  ephd_relay_t *r = t->data;
+  ephd_peer_call_t *r = t->data;
   int kind = r->failure;
   if (r->state == R_QUEUED)
-    kind = EPHD_RELAY_E_QUEUE_TIMEOUT;
+    kind = EPHD_PEER_E_QUEUE_TIMEOUT;
   else if (r->state == R_ACTIVE)
-    kind = r->conn && r->conn->state == C_BUSY ? EPHD_RELAY_E_ANSWER_TIMEOUT
-                                               : EPHD_RELAY_E_CONNECT_TIMEOUT;
+    kind = r->conn && r->conn->state == C_BUSY ? EPHD_PEER_E_ANSWER_TIMEOUT
+                                               : EPHD_PEER_E_CONNECT_TIMEOUT;
   complete(r, kind, NULL);
 }
 
 /* --- resolving ------------------------------------------------------ */
 
-static void peer_release(ephd_relay_peer_t *p) {
+static void peer_release(ephd_peer_t *p) {
   if (--p->refs) return;
   free(p->authority);
   free(p->name);
@@ -269,14 +276,14 @@ static void peer_release(ephd_relay_peer_t *p) {
 
 static void on_peer_timer_closed(uv_handle_t *h) { peer_release(h->data); }
 
-static void fail_queued(ephd_relay_peer_t *p, int kind) {
+static void fail_queued(ephd_peer_t *p, int kind) {
   for (int lane = 0; lane < NLANES; lane++)
     while (p->queue[lane].head) fail_soon(relay_of(p->queue[lane].head), kind);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status,
                         struct addrinfo *res) {
-  ephd_relay_peer_t *p = req->data;
+  ephd_peer_t *p = req->data;
   p->resolving = 0;
   if (!stopping && status == 0) {
     p->naddrs = 0;
@@ -293,7 +300,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
       /* Told on the next turn: a callback that sends again to this name
        * starts a new resolution, not a loop inside this one. */
       p->naddrs = 0;
-      fail_queued(p, EPHD_RELAY_E_RESOLVE);
+      fail_queued(p, EPHD_PEER_E_RESOLVE);
     }
     pump(p);
   }
@@ -302,12 +309,12 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
 
 /* Whether a new connection can be opened now: a literal always, a name
  * while its resolution is fresh. */
-static int addresses_ready(ephd_relay_peer_t *p) {
+static int addresses_ready(ephd_peer_t *p) {
   if (p->name == NULL) return 1;
   return p->naddrs > 0 && uv_now(loop) < p->resolved_ms + limits.resolve_ttl_ms;
 }
 
-static void resolve(ephd_relay_peer_t *p) {
+static void resolve(ephd_peer_t *p) {
   if (p->resolving) return;
   struct addrinfo hints;
   memset(&hints, 0, sizeof(hints));
@@ -317,7 +324,7 @@ static void resolve(ephd_relay_peer_t *p) {
   p->gai.data = p;
   if (uv_getaddrinfo(loop, &p->gai, on_resolved, p->name, p->port, &hints) <
       0) {
-    fail_queued(p, EPHD_RELAY_E_RESOLVE);
+    fail_queued(p, EPHD_PEER_E_RESOLVE);
     return;
   }
   p->resolving = 1;
@@ -331,12 +338,12 @@ static void conn_fail(conn_t *c, int kind);
 static void on_write(uv_write_t *w, int status) {
   conn_t *c = w->data;
   c->writing = 0;
-  if (c->state == C_BUSY && status < 0) conn_fail(c, EPHD_RELAY_E_CLOSED);
+  if (c->state == C_BUSY && status < 0) conn_fail(c, EPHD_PEER_E_CLOSED);
 }
 
 static void answer_reset(conn_t *c);
 
-static int conn_send(conn_t *c, ephd_relay_t *r) {
+static int conn_send(conn_t *c, ephd_peer_call_t *r) {
   c->req = r;
   r->conn = c;
   c->state = C_BUSY;
@@ -345,9 +352,11 @@ static int conn_send(conn_t *c, ephd_relay_t *r) {
   c->header_bytes = 0;
   c->got_bytes = 0;
   c->in.len = 0;
-  uv_buf_t b = uv_buf_init(r->bytes, (unsigned)r->len);
+  uv_buf_t b[2] = {uv_buf_init(r->bytes, (unsigned)r->len),
+                   uv_buf_init((char *)r->body, (unsigned)r->body_len)};
   c->write.data = c;
-  int rc = uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+  int rc =
+      uv_write(&c->write, (uv_stream_t *)&c->tcp, b, r->body ? 2 : 1, on_write);
   if (rc == 0) c->writing = 1;
   return rc;
 }
@@ -361,6 +370,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   }
   char *at = ephd_buf_reserve(&c->in, 16384);
   *buf = uv_buf_init(at, (unsigned)(c->in.cap - c->in.len));
+  ephd_peer_call_t *r = c->req;
+  if (r->answer_bytes && r->answer_cap != c->in.cap) {
+    r->answer_cap = c->in.cap;
+    r->answer_bytes(r->data, c->in.cap);
+  }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -368,8 +382,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_connect(uv_connect_t *req, int status) {
   conn_t *c = req->data;
   if (c->state == C_CLOSED) return;
-  ephd_relay_t *r = c->req;
-  ephd_relay_peer_t *p = c->peer;
+  ephd_peer_call_t *r = c->req;
+  ephd_peer_t *p = c->peer;
   if (status < 0) {
     conn_close(c);
     /* Another address of the name may be the one the peer listens on. */
@@ -377,7 +391,7 @@ static void on_connect(uv_connect_t *req, int status) {
       conn_open(p, r);
       return;
     }
-    complete(r, EPHD_RELAY_E_CONNECT, NULL);
+    complete(r, EPHD_PEER_E_CONNECT, NULL);
     return;
   }
   p->preferred = c->addr;
@@ -385,22 +399,22 @@ static void on_connect(uv_connect_t *req, int status) {
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0 ||
       conn_send(c, r) < 0) {
     conn_close(c);
-    complete(r, EPHD_RELAY_E_CLOSED, NULL);
+    complete(r, EPHD_PEER_E_CLOSED, NULL);
   }
 }
 
 /* A fresh connection for r; a failure that libuv reports at once is told
  * on the next turn (this runs inside send and cancel). */
-static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r) {
+static void conn_open(ephd_peer_t *p, ephd_peer_call_t *r) {
   /* A name whose resolution failed since r was given a slot. */
   int naddrs = p->name ? p->naddrs : 1;
   if (naddrs == 0) {
-    fail_soon(r, EPHD_RELAY_E_RESOLVE);
+    fail_soon(r, EPHD_PEER_E_RESOLVE);
     return;
   }
   conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) {
-    fail_soon(r, EPHD_RELAY_E_CONNECT);
+    fail_soon(r, EPHD_PEER_E_CONNECT);
     return;
   }
   uv_tcp_init(loop, &c->tcp);
@@ -418,15 +432,15 @@ static void conn_open(ephd_relay_peer_t *p, ephd_relay_t *r) {
   if (uv_tcp_connect(&c->connect, &c->tcp,
                      (const struct sockaddr *)&p->addrs[c->addr],
                      on_connect) < 0)
-    fail_soon(r, EPHD_RELAY_E_CONNECT);
+    fail_soon(r, EPHD_PEER_E_CONNECT);
 }
 
 /* The first request of a lane whose deadline has not passed: one whose
  * has is told queue_timeout by its timer later in this turn, and a slot
  * given to it would open a connection only to close it (a crowd timing
  * out together opened one per request to an owner already too slow). */
-static ephd_relay_t *next_waiting(ephd_list_t *l) {
-  ephd_relay_t *r = relay_of(l->head);
+static ephd_peer_call_t *next_waiting(ephd_list_t *l) {
+  ephd_peer_call_t *r = relay_of(l->head);
   while (r && uv_timer_get_due_in(&r->timer) == 0) r = relay_of(r->link.next);
   return r;
 }
@@ -434,10 +448,10 @@ static ephd_relay_t *next_waiting(ephd_list_t *l) {
 /* Hands free slots to waiting requests, lane by lane in FIFO order: an
  * idle connection if there is one, else a new one. A parked pop holds a
  * slot of the parking lane only, so pushes never wait behind it. */
-static void pump(ephd_relay_peer_t *p) {
+static void pump(ephd_peer_t *p) {
   if (stopping) return;
   for (int lane = 0; lane < NLANES; lane++) {
-    ephd_relay_t *r;
+    ephd_peer_call_t *r;
     while (p->busy[lane] < lane_cap(lane) &&
            (r = next_waiting(&p->queue[lane]))) {
       conn_t *c = conn_of(p->idle.head);
@@ -479,9 +493,9 @@ static void pump(ephd_relay_peer_t *p) {
  * successor is not a second copy of anything still held.) Never after an
  * answer has begun: the request was read and may have been applied. */
 static void conn_fail(conn_t *c, int kind) {
-  ephd_relay_t *r = c->req;
-  int retry = kind == EPHD_RELAY_E_CLOSED && !c->got_bytes && c->uses > 0 &&
-              !r->retried;
+  ephd_peer_call_t *r = c->req;
+  int retry =
+      kind == EPHD_PEER_E_CLOSED && !c->got_bytes && c->uses > 0 && !r->retried;
   conn_close(c);
   if (retry) {
     r->retried = 1;
@@ -501,9 +515,9 @@ static ephd_slice_t slice_of(const ephd_buf_t *b, span_t s) {
  * before the callback, so a request sent from it can use it at once; the
  * bytes the callback sees move out of the connection for the call. */
 static void deliver(conn_t *c, int reusable) {
-  ephd_relay_t *r = c->req;
+  ephd_peer_call_t *r = c->req;
   ephd_buf_t kept = c->in;
-  ephd_relay_response_t res;
+  ephd_peer_response_t res;
   res.status = c->parser.status_code;
   res.content_type = slice_of(&kept, c->hdr[HDR_CONTENT_TYPE]);
   res.retry_after = slice_of(&kept, c->hdr[HDR_RETRY_AFTER]);
@@ -519,7 +533,7 @@ static void deliver(conn_t *c, int reusable) {
     conn_idle(c);
   else
     conn_close(c);
-  complete(r, EPHD_RELAY_OK, &res);
+  complete(r, EPHD_PEER_OK, &res);
   if (c->state != C_CLOSED && c->in.cap == 0) {
     kept.len = 0;
     c->in = kept;
@@ -548,7 +562,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
         return;
       }
     }
-    conn_fail(c, EPHD_RELAY_E_CLOSED);
+    conn_fail(c, EPHD_PEER_E_CLOSED);
     return;
   }
   c->got_bytes = 1;
@@ -564,7 +578,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     if (c->headers_done) {
       c->in.len = c->body_started ? c->body_off + c->body_len : c->keep_end;
     } else if (c->in.len > limits.max_header_bytes) {
-      conn_fail(c, EPHD_RELAY_E_TOO_LARGE);
+      conn_fail(c, EPHD_PEER_E_TOO_LARGE);
     }
     return;
   }
@@ -573,7 +587,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     deliver(c, pos == c->in.base + c->in.len);
     return;
   }
-  conn_fail(c, c->failure ? c->failure : EPHD_RELAY_E_MALFORMED);
+  conn_fail(c, c->failure ? c->failure : EPHD_PEER_E_MALFORMED);
 }
 
 /* --- parsing ------------------------------------------------------- */
@@ -583,7 +597,7 @@ static conn_t *of(llhttp_t *p) { return p->data; }
 static int count_header(conn_t *c, size_t len) {
   c->header_bytes += len;
   if (c->header_bytes <= limits.max_header_bytes) return 0;
-  c->failure = EPHD_RELAY_E_TOO_LARGE;
+  c->failure = EPHD_PEER_E_TOO_LARGE;
   return HPE_USER;
 }
 
@@ -665,12 +679,12 @@ static int on_headers_complete(llhttp_t *p) {
   /* 1xx answers other than 101 carry no body and precede the real one;
    * a 101 would turn the connection into something else. */
   if (p->status_code == 101) {
-    c->failure = EPHD_RELAY_E_MALFORMED;
+    c->failure = EPHD_PEER_E_MALFORMED;
     return -1;
   }
   if ((p->flags & F_CONTENT_LENGTH) &&
       p->content_length > limits.max_response_bytes) {
-    c->failure = EPHD_RELAY_E_TOO_LARGE;
+    c->failure = EPHD_PEER_E_TOO_LARGE;
     return -1;
   }
   return c->req->head ? 1 : 0;
@@ -682,7 +696,7 @@ static int on_headers_complete(llhttp_t *p) {
 static int on_body(llhttp_t *p, const char *at, size_t len) {
   conn_t *c = of(p);
   if (c->body_len + len > limits.max_response_bytes) {
-    c->failure = EPHD_RELAY_E_TOO_LARGE;
+    c->failure = EPHD_PEER_E_TOO_LARGE;
     return HPE_USER;
   }
   size_t off = (size_t)(at - c->in.base);
@@ -730,7 +744,7 @@ static int name_usable(const char *h) {
 
 /* "[http://]host:port[/]" into p: an IPv4 literal, an IPv6 literal in
  * brackets, or a name to resolve. */
-static int parse_address(ephd_relay_peer_t *p, const char *address) {
+static int parse_address(ephd_peer_t *p, const char *address) {
   if (strncmp(address, "http://", 7) == 0) address += 7;
   size_t n = strlen(address);
   if (n && address[n - 1] == '/') n--;
@@ -774,7 +788,7 @@ static int parse_address(ephd_relay_peer_t *p, const char *address) {
 
 /* --- the API ------------------------------------------------------- */
 
-void ephd_relay_init(uv_loop_t *l, const ephd_relay_limits_t *lim) {
+void ephd_peer_init(uv_loop_t *l, const ephd_peer_limits_t *lim) {
   loop = l;
   limits = *lim;
   memset(&stats, 0, sizeof(stats));
@@ -791,15 +805,15 @@ void ephd_relay_init(uv_loop_t *l, const ephd_relay_limits_t *lim) {
   settings.on_message_complete = on_message_complete;
 }
 
-ephd_relay_peer_t *ephd_relay_peer(const char *address) {
+ephd_peer_t *ephd_peer(const char *address) {
   if (stopping || address == NULL) return NULL;
   const char *key = strncmp(address, "http://", 7) == 0 ? address + 7 : address;
   size_t n = strlen(key);
   if (n && key[n - 1] == '/') n--;
-  for (ephd_relay_peer_t *p = peers; p; p = p->next)
+  for (ephd_peer_t *p = peers; p; p = p->next)
     if (strlen(p->authority) == n && memcmp(p->authority, key, n) == 0)
       return p;
-  ephd_relay_peer_t *p = calloc(1, sizeof(*p));
+  ephd_peer_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
   if (parse_address(p, address) < 0) {
     free(p->authority);
@@ -845,17 +859,17 @@ static char *put(char *at, const char *p, size_t n) {
   return at + n;
 }
 
-int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
-                    ephd_relay_cb cb, void *data, ephd_relay_t **out) {
+int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
+                   ephd_peer_cb cb, void *data, ephd_peer_call_t **out) {
   if (stopping) {
-    stats.failures[-EPHD_RELAY_E_STOPPING]++;
-    return EPHD_RELAY_E_STOPPING;
+    stats.failures[-EPHD_PEER_E_STOPPING]++;
+    return EPHD_PEER_E_STOPPING;
   }
   if (p == NULL || req == NULL || cb == NULL || req->timeout_ms == 0 ||
       !token_usable(req->method) || !token_usable(req->target) ||
       req->target.ptr[0] != '/' || !headers_usable(req->headers)) {
-    stats.failures[-EPHD_RELAY_E_INVALID]++;
-    return EPHD_RELAY_E_INVALID;
+    stats.failures[-EPHD_PEER_E_INVALID]++;
+    return EPHD_PEER_E_INVALID;
   }
   int lane = req->parks ? LANE_PARKS : LANE_SHORT;
   /* Refused when it would wait behind max_queued others: those that the
@@ -863,9 +877,10 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
   uint32_t cap = lane_cap(lane), busy = p->busy[lane];
   uint64_t free_slots = busy < cap ? cap - busy : 0;
   if (p->queue[lane].count >= limits.max_queued + free_slots) {
-    stats.failures[-EPHD_RELAY_E_QUEUE_FULL]++;
-    return EPHD_RELAY_E_QUEUE_FULL;
+    stats.failures[-EPHD_PEER_E_QUEUE_FULL]++;
+    return EPHD_PEER_E_QUEUE_FULL;
   }
+  size_t copied = req->borrows ? 0 : req->body.len;
   char digits[24];
   int nd = 0;
   uint64_t v = req->body.len;
@@ -877,11 +892,20 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
                     length[] = "\r\nContent-Length: ";
   size_t len = req->method.len + 1 + req->target.len + sizeof(version) - 1 +
                strlen(p->authority) + sizeof(length) - 1 + (size_t)nd + 2 +
-               req->headers.len + 2 + req->body.len;
-  ephd_relay_t *r = malloc(sizeof(*r) + len);
+               req->headers.len + 2 + copied;
+  size_t total = len + req->body.len;
+  /* A peer that does not answer holds what was sent it: bounded by its
+   * bytes, not only by its queue's count (24 pushes of 12 MiB fit any
+   * count). One request is always taken, however large. */
+  if (limits.max_peer_bytes && p->bytes &&
+      p->bytes + total > limits.max_peer_bytes) {
+    stats.failures[-EPHD_PEER_E_PEER_BYTES]++;
+    return EPHD_PEER_E_PEER_BYTES;
+  }
+  ephd_peer_call_t *r = malloc(sizeof(*r) + len);
   if (r == NULL) {
-    stats.failures[-EPHD_RELAY_E_INVALID]++;
-    return EPHD_RELAY_E_INVALID;
+    stats.failures[-EPHD_PEER_E_INVALID]++;
+    return EPHD_PEER_E_INVALID;
   }
   memset(r, 0, sizeof(*r));
   char *at = r->bytes;
@@ -895,8 +919,16 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
   at = put(at, "\r\n", 2);
   if (req->headers.len) at = put(at, req->headers.ptr, req->headers.len);
   at = put(at, "\r\n", 2);
-  if (req->body.len) at = put(at, req->body.ptr, req->body.len);
+  if (copied) at = put(at, req->body.ptr, copied);
+  if (req->borrows && req->body.len) {
+    r->body = req->body.ptr;
+    r->body_len = req->body.len;
+  }
   r->len = len;
+  r->total = total;
+  r->answer_bytes = req->answer_bytes;
+  p->bytes += total;
+  stats.bytes += total;
   r->peer = p;
   r->cb = cb;
   r->data = data;
@@ -915,15 +947,15 @@ int ephd_relay_send(ephd_relay_peer_t *p, const ephd_relay_request_t *req,
   return 0;
 }
 
-void ephd_relay_cancel(ephd_relay_t *r) {
+void ephd_peer_cancel(ephd_peer_call_t *r) {
   if (r == NULL || r->state == R_DONE) return;
-  ephd_relay_peer_t *p = r->peer;
+  ephd_peer_t *p = r->peer;
   detach(r);
   stats.cancelled++;
   pump(p);
 }
 
-static ephd_relay_t *any_pending(ephd_relay_peer_t *p) {
+static ephd_peer_call_t *any_pending(ephd_peer_t *p) {
   if (p->failing.head) return relay_of(p->failing.head);
   if (p->active.head) return relay_of(p->active.head);
   for (int lane = 0; lane < NLANES; lane++)
@@ -931,44 +963,45 @@ static ephd_relay_t *any_pending(ephd_relay_peer_t *p) {
   return NULL;
 }
 
-void ephd_relay_close_all(void) {
+void ephd_peer_close_all(void) {
   if (stopping) return;
   stopping = 1;
   /* The callbacks may cancel other requests or send (refused now); one
    * at a time from the lists as they stand. No peer is added meanwhile. */
-  for (ephd_relay_peer_t *p = peers; p; p = p->next) {
-    ephd_relay_t *r;
-    while ((r = any_pending(p))) complete(r, EPHD_RELAY_E_STOPPING, NULL);
+  for (ephd_peer_t *p = peers; p; p = p->next) {
+    ephd_peer_call_t *r;
+    while ((r = any_pending(p))) complete(r, EPHD_PEER_E_STOPPING, NULL);
     while (p->idle.head) conn_close(conn_of(p->idle.head));
   }
-  ephd_relay_peer_t *p = peers;
+  ephd_peer_t *p = peers;
   peers = NULL;
   while (p) {
-    ephd_relay_peer_t *next = p->next;
+    ephd_peer_t *next = p->next;
     if (p->resolving) uv_cancel((uv_req_t *)&p->gai);
     uv_close((uv_handle_t *)&p->idle_timer, on_peer_timer_closed);
     p = next;
   }
 }
 
-const ephd_relay_stats_t *ephd_relay_stats(void) { return &stats; }
+const ephd_peer_stats_t *ephd_peer_stats(void) { return &stats; }
 
 /* By -kind, as the metrics will label them. */
-static const char *const kind_names[EPHD_RELAY_NKINDS] = {
-    [EPHD_RELAY_OK] = "ok",
-    [-EPHD_RELAY_E_CONNECT] = "connect",
-    [-EPHD_RELAY_E_RESOLVE] = "resolve",
-    [-EPHD_RELAY_E_QUEUE_TIMEOUT] = "queue_timeout",
-    [-EPHD_RELAY_E_CONNECT_TIMEOUT] = "connect_timeout",
-    [-EPHD_RELAY_E_ANSWER_TIMEOUT] = "answer_timeout",
-    [-EPHD_RELAY_E_CLOSED] = "closed",
-    [-EPHD_RELAY_E_MALFORMED] = "malformed",
-    [-EPHD_RELAY_E_TOO_LARGE] = "too_large",
-    [-EPHD_RELAY_E_QUEUE_FULL] = "queue_full",
-    [-EPHD_RELAY_E_STOPPING] = "stopping",
-    [-EPHD_RELAY_E_INVALID] = "invalid",
+static const char *const kind_names[EPHD_PEER_NKINDS] = {
+    [EPHD_PEER_OK] = "ok",
+    [-EPHD_PEER_E_CONNECT] = "connect",
+    [-EPHD_PEER_E_RESOLVE] = "resolve",
+    [-EPHD_PEER_E_QUEUE_TIMEOUT] = "queue_timeout",
+    [-EPHD_PEER_E_CONNECT_TIMEOUT] = "connect_timeout",
+    [-EPHD_PEER_E_ANSWER_TIMEOUT] = "answer_timeout",
+    [-EPHD_PEER_E_CLOSED] = "closed",
+    [-EPHD_PEER_E_MALFORMED] = "malformed",
+    [-EPHD_PEER_E_TOO_LARGE] = "too_large",
+    [-EPHD_PEER_E_QUEUE_FULL] = "queue_full",
+    [-EPHD_PEER_E_STOPPING] = "stopping",
+    [-EPHD_PEER_E_INVALID] = "invalid",
+    [-EPHD_PEER_E_PEER_BYTES] = "peer_bytes",
 };
 
-const char *ephd_relay_kind_name(int kind) {
-  return kind <= 0 && kind > -EPHD_RELAY_NKINDS ? kind_names[-kind] : "unknown";
+const char *ephd_peer_kind_name(int kind) {
+  return kind <= 0 && kind > -EPHD_PEER_NKINDS ? kind_names[-kind] : "unknown";
 }

@@ -1,0 +1,92 @@
+-- What a relayed request holds at its edge (docs/cell.md, "The relay"): its
+-- body is kept once, counted in queen_ephemeral_client_bytes while held,
+-- and what one peer has not answered is bounded in bytes
+-- (QUEEN_EPHEMERAL_RELAY_MAX_PEER_BYTES): past it the edge answers 503
+-- ephemeral_forward_failed at once. A slow owner costs the edge the bound,
+-- not every push sent its way.
+local daemon = require("e2e.daemon")
+
+local MiB = 1024 * 1024
+local TOKEN = "relay-budget-spec-token-0123456789"
+
+-- d's resident memory, in bytes.
+local function rss(d)
+    for line in io.lines("/proc/" .. d.pid .. "/status") do
+        local kb = line:match("^VmRSS:%s*(%d+) kB")
+        if kb then return tonumber(kb) * 1024 end
+    end
+end
+
+describe("the relay's bytes", function()
+    it("are counted as the client's and bounded per peer when the owner "
+       .. "is stopped", function()
+        local ds = daemon.start_cell(2, {
+            QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+            -- b stays in the view while stopped, and nothing times out.
+            QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000",
+            QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "60000",
+            QUEEN_EPHEMERAL_MAX_BODY_BYTES = tostring(16 * MiB),
+            QUEEN_EPHEMERAL_MAX_CLIENT_BYTES = tostring(192 * MiB),
+            QUEEN_EPHEMERAL_RELAY_MAX_PEER_BYTES = tostring(40 * MiB),
+        })
+        local a, b = ds[1], ds[2]
+        local frozen, conns = nil, {}
+        finally(function()
+            for _, c in ipairs(conns) do c:close() end
+            if frozen then os.execute("kill -CONT " .. frozen) end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local part
+        for i = 1, 60 do
+            assert.equals(201, a:push("big", { "1" }, "p-" .. i).status)
+            if b:held("big")["p-" .. i] then
+                part = "p-" .. i
+                break
+            end
+        end
+        assert.truthy(part, "b owned none of 60 partitions")
+        os.execute("kill -STOP " .. b.pid)
+        frozen = b.pid
+        local before = rss(a)
+        local push = daemon.format("POST", "/api/v1/ephemeral/push",
+            '{"queue":"big","partition":"' .. part
+            .. '","messages":[{"payload":"' .. ("x"):rep(12 * MiB) .. '"}]}')
+        for i = 1, 24 do
+            conns[i] = a:connect()
+            conns[i]:send(push)
+        end
+        -- Three fit the peer's 40 MiB and are held, counted as their
+        -- clients' bytes; the other 21 were answered at once.
+        local refused = 0
+        for i = 4, 24 do
+            local res = assert(conns[i]:receive(10))
+            assert.equals(503, res.status, res.body)
+            assert.equals("ephemeral_forward_failed", res.json.code)
+            assert.equals("1", res.headers["retry-after"])
+            assert.truthy(res.json.error:find("peer_bytes", 1, true), res.body)
+            refused = refused + 1
+        end
+        assert.equals(21, refused)
+        local held = a:metric("queen_ephemeral_client_bytes (%d+)")
+        assert.is_true(held >= 36 * MiB and held <= 40 * MiB + MiB,
+                       "client bytes " .. held)
+        -- One copy each: the edge grew by what it holds, not twice that
+        -- (nor by the 21 it refused, each read whole).
+        local grown = rss(a) - before
+        assert.is_true(grown < 36 * MiB + 64 * MiB,
+                       ("grew %.1f MiB"):format(grown / MiB))
+        -- The three are still held, then answered by b once it is back
+        -- (appended, or refused by the queue's own bounds).
+        os.execute("kill -CONT " .. b.pid)
+        frozen = nil
+        for i = 1, 3 do
+            local res = assert(conns[i]:receive(10))
+            assert.is_true(res.status == 201 or res.json.code == "queue_full",
+                           res.body)
+        end
+        daemon.wait_until("the held bytes to be given back", function()
+            return a:metric("queen_ephemeral_client_bytes (%d+)") < MiB
+        end, 5)
+    end)
+end)
