@@ -51,6 +51,7 @@ struct whole {
   int waits, auto_ack;
   int heard; /* some member answered the pop (empty or not) */
   uint64_t deadline_ms;
+  size_t size;        /* of the allocation */
   ephd_peer_t **peer; /* [n], NULL where the address does not parse */
   ask_t *ask;         /* [n] */
   size_t tenant_len, queue_len, group_len, base_len;
@@ -106,6 +107,13 @@ static char *write_base(char *p, const ephd_request_t *req) {
 
 static void on_ask(void *data, int result, const ephd_peer_response_t *res);
 
+/* A member's answer, as the relay reads it, is the client's bytes too, as
+ * a relayed pop's (relay_edge.h). */
+static void on_answer_bytes(void *data, size_t bytes) {
+  whole_t *w = ((ask_t *)data)->w;
+  ephd_deferred_account(w->deferred, w->size + bytes);
+}
+
 /* Sends the pop, marked, to member m: a take (not waiting) or a notify
  * (parked for what is left of the timeout). 0, or a peer failure. */
 static int ask(whole_t *w, uint32_t m, int notify) {
@@ -130,6 +138,7 @@ static int ask(whole_t *w, uint32_t m, int notify) {
       .headers = {buf + tlen, hlen},
       .timeout_ms = notify ? left + PARK_MARGIN_MS : ephd_relay_timeout_ms(),
       .parks = notify,
+      .answer_bytes = on_answer_bytes,
   };
   w->ask[m].w = w;
   w->ask[m].member = m;
@@ -377,6 +386,7 @@ int ephd_whole_pop(const ephd_request_t *req, const ephd_view_t *view,
   whole_t *w = calloc(1, size);
   if (w == NULL) abort();
   w->n = n;
+  w->size = size;
   w->peer = (ephd_peer_t **)(w + 1);
   w->ask = (ask_t *)(w->peer + n);
   w->tenant = (char *)(w->ask + n);

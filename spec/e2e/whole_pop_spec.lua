@@ -116,14 +116,15 @@ describe("a pop naming no partition", function()
             for _, d in ipairs(ds) do os.execute("kill -CONT " .. d.pid) end
             daemon.stop_all(ds)
         end)
-        -- A lease that outlives the test would hide a message taken and
-        -- not delivered as well as a lost one: a short one tells them apart.
-        local res = ds[1]:request("POST", "/api/v1/ephemeral/configure",
-                                  '{"queue":"cod","options":{"leaseSeconds":1}}')
-        assert.equals(201, res.status, res.body)
         -- Default's owner, and an edge and a pusher that are not it.
         assert.equals(201, ds[1]:push("cod", { "0" }).status)
         local owner = holder(ds, "cod", "Default")
+        -- A lease that outlives the test would hide a message taken and
+        -- not delivered as well as a lost one: a short one tells them
+        -- apart (configured through the owner, which applies it at once).
+        local res = owner:request("POST", "/api/v1/ephemeral/configure",
+                                  '{"queue":"cod","options":{"leaseSeconds":1}}')
+        assert.equals(201, res.status, res.body)
         local others = {}
         for _, d in ipairs(ds) do
             if d ~= owner then others[#others + 1] = d end
