@@ -8,10 +8,10 @@ local daemon = require("e2e.daemon")
 local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
               QUEEN_EPHEMERAL_CELL_TOKEN = "whole-pop-spec-cell-token-012345" }
 
+-- The cell is awaited after the test's finally is set (which stops it
+-- whatever fails), never inside a helper: busted keeps one finally.
 local function start(n)
-    local ds = daemon.start_cell(n, ENV)
-    daemon.await_cell(ds, 10)
-    return ds
+    return daemon.start_cell(n, ENV)
 end
 
 -- The broker of ds holding partition part of queue.
@@ -41,6 +41,7 @@ describe("a pop naming no partition", function()
        .. "taking from each member in turn", function()
         local ds = start(3)
         finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
         local a = ds[1]
         local pushed, owners = {}, {}
         for i = 1, 24 do
@@ -86,6 +87,7 @@ describe("a pop naming no partition", function()
        .. "another member owns", function()
         local ds = start(3)
         finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
         local a, b, c = ds[1], ds[2], ds[3]
         local part = partition_on(ds, c, b, "wake")
         local conn = a:connect()
@@ -116,6 +118,7 @@ describe("a pop naming no partition", function()
             for _, d in ipairs(ds) do os.execute("kill -CONT " .. d.pid) end
             daemon.stop_all(ds)
         end)
+        daemon.await_cell(ds, 10)
         -- Default's owner, and an edge and a pusher that are not it.
         assert.equals(201, ds[1]:push("cod", { "0" }).status)
         local owner = holder(ds, "cod", "Default")
@@ -155,5 +158,16 @@ describe("a pop naming no partition", function()
             return res.json.messages[1]
         end, 15, 0.2)
         assert.equals(7, got.payload)
+    end)
+
+    it("reads notify only from a member: a client's takes as any pop",
+       function()
+        local d = daemon.start()
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("plain", { "5" }).status)
+        local res = d:pop("queue=plain&notify=true")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.is_nil(res.json.ready)
     end)
 end)
