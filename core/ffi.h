@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 26 };
+enum { EPHD_FFI_ABI_VERSION = 27 };
 
 enum {
   EPHD_OK = 0,
