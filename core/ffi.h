@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 26 };
+enum { EPHD_FFI_ABI_VERSION = 27 };
 
 enum {
   EPHD_OK = 0,
@@ -181,6 +181,10 @@ typedef struct {
   int wait;
   int auto_ack;
   int timeout_given; /* the query named its timeout (else the default's) */
+  /* A member's whole-queue pop asks whether anything is here to take
+   * (core/cell/whole_pop.h): answered "ready" when there is, or once a
+   * push makes it so, taking nothing. Read from a marked request only. */
+  int notify;
   const ephd_tenant_limits_t *limits;
 } ephd_pop_args_t;
 

@@ -49,6 +49,7 @@ typedef struct ephd_op_state {
     uint32_t group, batch;
     size_t batch_bytes; /* the operation's */
     int auto_ack;
+    int notify;           /* answers ready, takes nothing (ephd_pop_args_t) */
     int windowed;         /* woken, and fattening its batch (windowBuffer) */
     uint64_t deadline_ms; /* its timeout */
   } parked;

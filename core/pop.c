@@ -31,6 +31,19 @@ static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
   ephd_http_end(c);
 }
 
+/* A notify pop's answer when its group has something to take here: no
+ * batch, and "ready", for the member that asked to take it (whole_pop.h).
+ * Nothing is taken, so nothing is lost if nobody does. */
+static void answer_ready(ephd_conn_t *c, ephd_queue_t *q) {
+  size_t len;
+  const char *name = ephd_queue_name(q, &len);
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"queue\":");
+  ephd_json_write_string(out, name, len);
+  ephd_buf_appends(out, ",\"messages\":[],\"ready\":true}");
+  ephd_http_end(c);
+}
+
 /* --- the long poll -------------------------------------------------------
  * A pop that finds nothing parks: its operation joins the group's gate and
  * its request is held (http.h) with the pop's timeout as its deadline. It
@@ -61,6 +74,12 @@ static int on_wake(ephd_waiter_t *w) {
   if (!ephd_engine_would_deliver(ephd_commands_engine, q, w->ring, 0, 0, g,
                                  ephd_ffi_now_ms()))
     return 0;
+  /* It takes nothing, so it never holds up the waiters behind it. */
+  if (op->parked.notify) {
+    ephd_gate_unpark(w);
+    answer_ready(ephd_deferred_conn(op->parked.deferred), q);
+    return 1;
+  }
   /* windowBuffer: a woken pop waits up to window_ms (never past its own
    * timeout) for its batch to reach window_count, and holds its place in
    * line meanwhile so later pops do not take the messages it waits on. */
@@ -120,6 +139,7 @@ static void park(ephd_op_state_t *op, const ephd_request_t *req,
   op->parked.batch = a->batch;
   op->parked.batch_bytes = op->batch_bytes;
   op->parked.auto_ack = a->auto_ack;
+  op->parked.notify = a->notify;
   op->parked.windowed = 0;
   op->parked.deadline_ms = now + a->timeout_ms;
   op->parked.deferred = ephd_http_defer(req, &PARKED, op);
@@ -143,6 +163,15 @@ int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
       !ephd_queue_group_find(q, a->group ? a->group : "", group_len(a), &g);
   return ephd_engine_would_deliver(e, q, NULL, 0, new_group, g,
                                    ephd_ffi_now_ms());
+}
+
+void ephd_pop_answer_nothing(const ephd_request_t *req) {
+  const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
+  ephd_buf_t *out = ephd_http_begin(ephd_http_conn(req), 200, NULL);
+  ephd_buf_appends(out, "{\"queue\":");
+  ephd_json_write_string(out, a->queue, a->queue_len);
+  ephd_buf_appends(out, ",\"messages\":[]}");
+  ephd_http_end(ephd_http_conn(req));
 }
 
 int ephd_ffi_pop(const ephd_request_t *req) {
@@ -199,7 +228,13 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     park(op, req, q, r, g, now);
     return EPHD_PARKED;
   }
-  answer_pop(ephd_http_conn(req), q, r, g, a->batch, op->batch_bytes,
-             a->auto_ack, 1);
+  if (a->notify) {
+    if (ephd_engine_would_deliver(e, q, r, 0, 0, g, now))
+      answer_ready(ephd_http_conn(req), q);
+    else
+      answer_pop(ephd_http_conn(req), q, r, g, 0, 0, 0, 0);
+  } else
+    answer_pop(ephd_http_conn(req), q, r, g, a->batch, op->batch_bytes,
+               a->auto_ack, 1);
   return EPHD_OK;
 }

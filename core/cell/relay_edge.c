@@ -62,6 +62,8 @@ void ephd_relay_init(const char *cell_token, uint64_t timeout_ms,
 
 int ephd_relay_enabled(void) { return token != NULL; }
 
+uint64_t ephd_relay_timeout_ms(void) { return answer_timeout_ms; }
+
 int ephd_relay_sends_on(const ephd_request_t *req) {
   return token != NULL && req->forward.len == 0;
 }

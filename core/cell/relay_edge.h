@@ -50,6 +50,9 @@ int ephd_relay_sends_on(const ephd_request_t *req);
  * lost there); SIZE_MAX for a client's own pop. */
 size_t ephd_relay_batch_bytes(const ephd_request_t *req);
 
+/* The deadline of a relayed request that does not park. */
+uint64_t ephd_relay_timeout_ms(void);
+
 /* Whether this broker relays, and trusts a mark: it has a cell token. */
 int ephd_relay_enabled(void);
 

@@ -9,9 +9,7 @@
 #include "op.h"
 #include "placement.h"
 #include "relay_edge.h"
-
-static const ephd_slice_t DEFAULT_PARTITION = {
-    EPHD_DEFAULT_PARTITION, sizeof(EPHD_DEFAULT_PARTITION) - 1};
+#include "whole_pop.h"
 
 /* A push or a pop of one partition: here when this broker owns it. */
 static int to_owner(const ephd_request_t *req, ephd_cell_verb_t verb,
@@ -46,11 +44,14 @@ static int route_pop(const ephd_request_t *req, const ephd_view_t *view,
   if (a->partition)
     return to_owner(req, EPHD_CELL_POP, view, park_ms, 0, tenant, tenant_len,
                     queue, (ephd_slice_t){a->partition, a->partition_len});
-  /* The whole queue: served here from the partitions this broker holds
-   * when they have something, asked before anything is made here. */
-  if (ephd_pop_finds_here(a, tenant, tenant_len)) return EPHD_OK;
-  return to_owner(req, EPHD_CELL_POP, view, park_ms, 0, tenant, tenant_len,
-                  queue, DEFAULT_PARTITION);
+  /* The whole queue, over the cell (whole_pop.h). A member's take or
+   * notify is served from what this broker holds; a take that finds
+   * nothing makes nothing here. */
+  if (req->forward.len == 0)
+    return ephd_whole_pop(req, view, tenant, tenant_len);
+  if (park_ms || ephd_pop_finds_here(a, tenant, tenant_len)) return EPHD_OK;
+  ephd_pop_answer_nothing(req);
+  return EPHD_RELAYED;
 }
 
 /* The member whose epoch id i carries, as an index into view, or

@@ -10,9 +10,9 @@
  * What names the holder, per verb:
  *  - push, and a pop naming its partition: the owner placement gives
  *    (tenant, queue, partition) in this broker's view;
- *  - a pop naming none: this broker when it has something to deliver now,
- *    else Default's owner, where a push naming no partition lands and a
- *    pop that waits parks (docs/cell.md);
+ *  - a pop naming none: the whole cell (whole_pop.h), or, a member's take
+ *    or notify of one, this broker (a take finding nothing is answered
+ *    empty here, making nothing);
  *  - an ack: the incarnations its ids' epochs name (the one that issued an
  *    id holds its message, where hashing would name the owner now, maybe
  *    not the holder); an id of no live member's, or that does not parse,

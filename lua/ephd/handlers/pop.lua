@@ -12,12 +12,13 @@ local KNOWN = {
     queue = true, partition = true, group = true, batch = true, wait = true,
     timeout = true, commitOnDelivery = true,
     autoAck = true, -- commitOnDelivery's name before Queen 2.0.2, still read
+    notify = true, -- a member's whole-queue pop (core/cell/whole_pop.h)
 }
 
 local _M = {}
 
--- Served by its partition's owner; naming none, here when this broker has
--- something, else by Default's owner (core/cell/routing.h).
+-- Served by its partition's owner; naming none, over the whole cell
+-- (core/cell/whole_pop.h).
 _M.routed = C.EPHD_CELL_POP
 
 function _M.parse(ctx)
@@ -55,6 +56,10 @@ function _M.parse(ctx)
         alias, err = validate.boolean(q.autoAck, "autoAck", false)
         auto_ack = auto_ack or alias
     end
+    local notify = false
+    if not err and req.forward.len > 0 then
+        notify, err = validate.boolean(q.notify, "notify", false)
+    end
     if err then return err end
     -- The strings stay referenced from ctx while C reads them.
     ctx.pop = { queue = queue, partition = partition, group = group }
@@ -69,6 +74,7 @@ function _M.parse(ctx)
     args.timeout_given = q.timeout and 1 or 0
     args.wait = wait and 1 or 0
     args.auto_ack = auto_ack and 1 or 0
+    args.notify = notify and 1 or 0
 end
 
 function _M.commit(ctx)

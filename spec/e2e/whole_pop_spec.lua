@@ -1,0 +1,173 @@
+-- A pop naming no partition over the whole cell (docs/cell.md, "A pop
+-- without a partition"): through any broker it drains every partition of
+-- the queue, whoever owns it, a waiting one is woken by a push to any
+-- partition, and a commitOnDelivery pop whose client leaves takes nothing
+-- it does not deliver.
+local daemon = require("e2e.daemon")
+
+local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
+              QUEEN_EPHEMERAL_CELL_TOKEN = "whole-pop-spec-cell-token-012345" }
+
+-- The cell is awaited after the test's finally is set (which stops it
+-- whatever fails), never inside a helper: busted keeps one finally.
+local function start(n)
+    return daemon.start_cell(n, ENV)
+end
+
+-- The broker of ds holding partition part of queue.
+local function holder(ds, queue, part)
+    for _, d in ipairs(ds) do
+        if d:held(queue)[part] then return d end
+    end
+end
+
+-- A partition of queue that owner holds, found by pushing one message at
+-- a time through via (each then taken, so the queue is left empty).
+local function partition_on(ds, via, owner, queue)
+    for i = 1, 60 do
+        local part = "p-" .. i
+        assert.equals(201, via:push(queue, { "0" }, part).status)
+        local d = holder(ds, queue, part)
+        local res = d:pop("queue=" .. queue .. "&partition=" .. part
+                          .. "&commitOnDelivery=true")
+        assert.equals(1, #res.json.messages, res.body)
+        if d == owner then return part end
+    end
+    error("no partition of " .. queue .. " landed on the owner")
+end
+
+describe("a pop naming no partition", function()
+    it("drains, through one broker, every partition spread over the cell, "
+       .. "taking from each member in turn", function()
+        local ds = start(3)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a = ds[1]
+        local pushed, owners = {}, {}
+        for i = 1, 24 do
+            local part = "p-" .. i
+            assert.equals(201, a:push("spread", { i, 100 + i, 200 + i },
+                                      part).status)
+            pushed[i], pushed[100 + i], pushed[200 + i] = true, true, true
+        end
+        for i = 1, 24 do
+            local d = holder(ds, "spread", "p-" .. i)
+            owners[d] = (owners[d] or 0) + 1
+        end
+        local n = 0
+        for _ in pairs(owners) do n = n + 1 end
+        assert.equals(3, n, "the partitions are not on every member")
+        -- One message a pop: three pops in a row each come from another
+        -- member (the turn moves on at every pop), while all have some.
+        local got, from = {}, {}
+        for _ = 1, 3 do
+            local res = a:pop("queue=spread")
+            assert.equals(200, res.status, res.body)
+            assert.equals(1, #res.json.messages, res.body)
+            local m = res.json.messages[1]
+            from[holder(ds, "spread", m.partition)] = true
+            got[m.payload] = true
+        end
+        n = 0
+        for _ in pairs(from) do n = n + 1 end
+        assert.equals(3, n, "three pops did not take from three members")
+        for _ = 1, 100 do
+            local res = a:pop("queue=spread&batch=5")
+            assert.equals(200, res.status, res.body)
+            if #res.json.messages == 0 then break end
+            for _, m in ipairs(res.json.messages) do
+                assert.is_nil(got[m.payload], "delivered twice")
+                got[m.payload] = true
+            end
+        end
+        for p in pairs(pushed) do assert.is_true(got[p], tostring(p)) end
+    end)
+
+    it("waiting through one broker, is woken by a push to a partition "
+       .. "another member owns", function()
+        local ds = start(3)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local part = partition_on(ds, c, b, "wake")
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=wake"
+                                .. "&wait=true&timeout=8000"))
+        -- Wherever it waits (a push finding a member before its wait does
+        -- is seen when the wait arrives).
+        daemon.wait_until("the pop to wait", function()
+            return a:parked() + b:parked() + c:parked() >= 1
+        end)
+        local t0 = daemon.now()
+        assert.equals(201, c:push("wake", { "42" }, part).status)
+        local res = assert(conn:receive(10))
+        conn:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.equals(42, res.json.messages[1].payload)
+        assert.equals(part, res.json.messages[1].partition)
+        assert.is_true(daemon.now() - t0 < 3, "woken late")
+        -- The other members' waits were given up with it.
+        for _, d in ipairs(ds) do d:await_parked(0) end
+    end)
+
+    it("with commitOnDelivery, takes nothing for a client that left while "
+       .. "it waited", function()
+        local ds = start(3)
+        finally(function()
+            for _, d in ipairs(ds) do os.execute("kill -CONT " .. d.pid) end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        -- Default's owner, and an edge and a pusher that are not it.
+        assert.equals(201, ds[1]:push("cod", { "0" }).status)
+        local owner = holder(ds, "cod", "Default")
+        -- A lease that outlives the test would hide a message taken and
+        -- not delivered as well as a lost one: a short one tells them
+        -- apart (configured through the owner, which applies it at once).
+        local res = owner:request("POST", "/api/v1/ephemeral/configure",
+                                  '{"queue":"cod","options":{"leaseSeconds":1}}')
+        assert.equals(201, res.status, res.body)
+        local others = {}
+        for _, d in ipairs(ds) do
+            if d ~= owner then others[#others + 1] = d end
+        end
+        local edge, pusher = others[1], others[2]
+        assert.equals(1, #owner:pop("queue=cod&partition=Default"
+                                    .. "&commitOnDelivery=true").json.messages)
+        local conn = edge:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=cod"
+                                .. "&wait=true&timeout=8000"
+                                .. "&commitOnDelivery=true"))
+        daemon.wait_until("the pop to wait at Default's owner", function()
+            return owner:parked() >= 1
+        end)
+        -- The edge frozen, a push wakes what waits at the owner, and the
+        -- client leaves before the edge can pass anything back.
+        os.execute("kill -STOP " .. edge.pid)
+        assert.equals(201, pusher:push("cod", { "7" }).status)
+        owner:await_parked(0)
+        conn:close()
+        os.execute("kill -CONT " .. edge.pid)
+        -- The message was never taken, or only leased: a pop gets it.
+        local got = daemon.wait_until("the message to be delivered again",
+                                      function()
+            local res = pusher:pop("queue=cod&partition=Default"
+                                   .. "&commitOnDelivery=true")
+            assert.equals(200, res.status, res.body)
+            return res.json.messages[1]
+        end, 15, 0.2)
+        assert.equals(7, got.payload)
+    end)
+
+    it("reads notify only from a member: a client's takes as any pop",
+       function()
+        local d = daemon.start()
+        finally(function() d:stop() end)
+        assert.equals(201, d:push("plain", { "5" }).status)
+        local res = d:pop("queue=plain&notify=true")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.is_nil(res.json.ready)
+    end)
+end)
