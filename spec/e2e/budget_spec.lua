@@ -109,15 +109,19 @@ describe("the policy budget", function()
         local dir = os.tmpname()
         os.remove(dir)
         assert(os.execute("mkdir -p " .. dir) == 0)
-        finally(function() os.execute("rm -rf " .. dir) end)
+        local d
+        -- busted keeps one finally per test: the last one given.
+        finally(function()
+            if d then d:stop() end
+            os.execute("rm -rf " .. dir)
+        end)
         local function use(name)
             assert(os.execute(("cp %s%s/init.lua %s/init.lua")
                               :format(POLICIES, name, dir)) == 0)
         end
         use("operator")
-        local d = daemon.start({ args = { "--policy-dir " .. dir },
+        d = daemon.start({ args = { "--policy-dir " .. dir },
             env = { QUEEN_EPHEMERAL_POLICY_BUDGET_MS = "50" } })
-        finally(function() d:stop() end)
         use("top-level-loop")
         local res = timed(d, "POST", RELOAD)
         assert.refused_with("ephemeral_bad_request", res)

@@ -168,13 +168,14 @@ describe("ephd status", function()
         local url = " --url http://127.0.0.1:" .. d.port
         -- The watch draws a table, then the pause comes.
         local w = watch(url)
-        finally(w.stop)
+        -- busted keeps one finally per test: the last one given.
+        finally(function()
+            w.stop()
+            d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
+        end)
         w.await("a frame listing cli-a", "\ncli%-a%s")
         assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
             '{"enabled":false,"retryAfter":9,"reason":"maintenance"}').status)
-        finally(function()
-            d:request("POST", "/api/v1/system/ephemeral", '{"enabled":true}')
-        end)
         -- The family's listing refuses, as the contract says; the
         -- operator's (GET /api/v1/system/queues) answers.
         assert.refused_with("ephemeral_disabled",
@@ -215,7 +216,12 @@ describe("ephd status without admin, paused", function()
                      .. "/examples/policies/bearer-tokens" },
             env = { QUEEN_TENANCY_HEADER = "true",
                     QUEEN_EPHEMERAL_REQUIRE_GRANT = "false" } })
-        finally(function() d:stop() end)
+        local w
+        -- busted keeps one finally per test: the last one given.
+        finally(function()
+            if w then w.stop() end
+            d:stop()
+        end)
         local ADMIN = { Authorization = "Bearer admin-token" }
         local READER = { Authorization = "Bearer dashboard-token" }
         assert.equals(201, d:push("cli-r", { "1" }, nil,
@@ -227,8 +233,7 @@ describe("ephd status without admin, paused", function()
                       .. " answered unauthorized (401): unknown token\n", out)
         local url = " --token dashboard-token --url http://127.0.0.1:"
                     .. d.port
-        local w = watch(url)
-        finally(w.stop)
+        w = watch(url)
         w.await("a frame listing cli-r", "\ncli%-r%s")
         assert.equals(200, d:request("POST", "/api/v1/system/ephemeral",
             '{"enabled":false,"reason":"maintenance"}', ADMIN).status)

@@ -95,9 +95,12 @@ describe("policy reload", function()
             f:write(filler)
             f:close()
         end
-        finally(function() os.execute("rm -rf " .. big) end)
         local d = daemon.start({ args = { "--policy-dir " .. dir } })
-        finally(function() d:stop() end)
+        -- busted keeps one finally per test: the last one given.
+        finally(function()
+            d:stop()
+            os.execute("rm -rf " .. big)
+        end)
         local c = d:connect()
         c:send(daemon.format("POST", "/api/v1/system/policy/shadow",
                              '{"dir":"' .. big .. '"}'))
