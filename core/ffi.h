@@ -471,7 +471,7 @@ void ephd_ffi_cell(ephd_cell_t *cell);
 /* Row i; the address lives until the next read is applied. */
 int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member);
 /* GET /api/v1/ephemeral/ready, a member asking whether this broker's
- * listener is up (core/members.c): writes {"id","epoch","ready"} into out
+ * listener is up (core/cell/members.c): writes {"id","epoch","ready"} into out
  * (cap >= 96) and returns the status, 200, or 503 once it stops. */
 int ephd_ffi_cell_ready(char *out, size_t cap);
 /* POST /api/v1/ephemeral/leaving, a member saying it stops: EPHD_OK with

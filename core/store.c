@@ -46,7 +46,7 @@ static const char SCHEMA_SQL[] =
     " id text PRIMARY KEY, address text NOT NULL, epoch bigint NOT NULL,"
     " ttl_ms int NOT NULL, last_seen timestamptz NOT NULL DEFAULT now(),"
     " mac text); "
-    /* The rows' MAC (core/members.c), on a table an earlier version made:
+    /* The rows' MAC (core/cell/members.c), on a table an earlier version made:
      * its brokers still write rows, unsigned, which this one ignores. */
     "ALTER TABLE queen.ephemeral_members ADD COLUMN IF NOT EXISTS mac text; "
     "END $$";

@@ -48,7 +48,7 @@ function _M.sql(statement)
     return (out:gsub("%s+$", ""))
 end
 
--- The MAC a member signs its row with (core/members.c): HMAC-SHA256 with
+-- The MAC a member signs its row with (core/cell/members.c): HMAC-SHA256 with
 -- the cell token over its id, address, epoch and TTL, in lowercase hex.
 function _M.member_mac(token, id, address, epoch, ttl_ms)
     local msg = ("ephd-member-v1\n%s\n%s\n%d\n%d"):format(id, address,
@@ -74,7 +74,7 @@ function _M.member_row(token, id, address, epoch, ttl_ms, last_seen)
 end
 
 -- Plays member id of epoch behind server (a luasocket listener): answers
--- the members' readiness probes (core/members.c) until done() holds, for
+-- the members' readiness probes (core/cell/members.c) until done() holds, for
 -- up to `seconds` (10), each on a connection it closes, so the relay
 -- sends nothing else there.
 -- done is given how many probes were answered.

@@ -1,4 +1,4 @@
--- The routes between the cell's members (core/members.c): the readiness a
+-- The routes between the cell's members (core/cell/members.c): the readiness a
 -- member asks before it places partitions on a newcomer, and the notice a
 -- stopping member sends before it hands its partitions over.
 local ffi = require("ffi")
