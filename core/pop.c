@@ -12,15 +12,20 @@
  * when take is 0: a timeout or a stop with nothing gathered). The batch is
  * nearly all of a pop's bytes: gathered in a buffer of its own first, it
  * was regrown and copied once more for every pop. */
+static ephd_buf_t *begin_answer(ephd_conn_t *c, const char *queue, size_t len) {
+  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
+  ephd_buf_appends(out, "{\"queue\":");
+  ephd_json_write_string(out, queue, len);
+  ephd_buf_appends(out, ",\"messages\":[");
+  return out;
+}
+
 static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
                        uint32_t group, uint32_t batch, size_t batch_bytes,
                        int auto_ack, int take) {
   size_t len;
   const char *name = ephd_queue_name(q, &len);
-  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
-  ephd_buf_appends(out, "{\"queue\":");
-  ephd_json_write_string(out, name, len);
-  ephd_buf_appends(out, ",\"messages\":[");
+  ephd_buf_t *out = begin_answer(c, name, len);
   if (take) {
     ephd_engine_t *e = ephd_commands_engine;
     uint64_t now = ephd_ffi_now_ms();
@@ -37,10 +42,7 @@ static void answer_pop(ephd_conn_t *c, ephd_queue_t *q, ephd_ring_t *r,
 static void answer_ready(ephd_conn_t *c, ephd_queue_t *q) {
   size_t len;
   const char *name = ephd_queue_name(q, &len);
-  ephd_buf_t *out = ephd_http_begin(c, 200, NULL);
-  ephd_buf_appends(out, "{\"queue\":");
-  ephd_json_write_string(out, name, len);
-  ephd_buf_appends(out, ",\"messages\":[],\"ready\":true}");
+  ephd_buf_appends(begin_answer(c, name, len), "],\"ready\":true}");
   ephd_http_end(c);
 }
 
@@ -167,11 +169,9 @@ int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
 
 void ephd_pop_answer_nothing(const ephd_request_t *req) {
   const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
-  ephd_buf_t *out = ephd_http_begin(ephd_http_conn(req), 200, NULL);
-  ephd_buf_appends(out, "{\"queue\":");
-  ephd_json_write_string(out, a->queue, a->queue_len);
-  ephd_buf_appends(out, ",\"messages\":[]}");
-  ephd_http_end(ephd_http_conn(req));
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_buf_appends(begin_answer(c, a->queue, a->queue_len), "]}");
+  ephd_http_end(c);
 }
 
 int ephd_ffi_pop(const ephd_request_t *req) {
