@@ -30,16 +30,19 @@ char *ephd_buf_reserve(ephd_buf_t *b, size_t n) {
   return b->base + b->len;
 }
 
-void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v) {
+size_t ephd_u64_format(char *out, uint64_t v) {
   char tmp[20];
-  int n = 0;
+  size_t n = 0;
   do {
     tmp[n++] = (char)('0' + v % 10);
     v /= 10;
   } while (v);
-  char *out = ephd_buf_reserve(b, (size_t)n);
-  for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
-  b->len += (size_t)n;
+  for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  return n;
+}
+
+void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v) {
+  b->len += ephd_u64_format(ephd_buf_reserve(b, EPHD_U64_DIGITS), v);
 }
 
 void ephd_buf_consume(ephd_buf_t *b, size_t n) {

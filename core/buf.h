@@ -30,6 +30,9 @@ static inline void ephd_buf_append(ephd_buf_t *b, const void *p, size_t n) {
 static inline void ephd_buf_appends(ephd_buf_t *b, const char *s) {
   ephd_buf_append(b, s, strlen(s));
 }
+/* v in decimal at out (at most EPHD_U64_DIGITS bytes, no NUL): the count. */
+enum { EPHD_U64_DIGITS = 20 };
+size_t ephd_u64_format(char *out, uint64_t v);
 void ephd_buf_append_u64(ephd_buf_t *b, uint64_t v);
 /* Drops the first n bytes, keeping the rest at the front. */
 void ephd_buf_consume(ephd_buf_t *b, size_t n);

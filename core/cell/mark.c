@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "uuid.h"
 
 #define PREFIX "ephd-forward-1\n"
@@ -46,18 +47,6 @@ static uint64_t wall_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Decimal digits of v at p, returned the count. */
-static size_t digits(char *p, uint64_t v) {
-  char tmp[24];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  for (size_t i = 0; i < n; i++) p[i] = tmp[n - 1 - i];
-  return n;
-}
-
 static void add(EVP_MAC_CTX *c, const char *p, size_t n) {
   EVP_MAC_update(c, (const unsigned char *)p, n);
 }
@@ -85,7 +74,7 @@ static int sign(char *out, const char *ms, size_t ms_len, const char *tenant,
   EVP_MAC_CTX *c = EVP_MAC_CTX_dup(keyed);
   if (c == NULL) return -1;
   char len[24];
-  size_t len_n = digits(len, body_len);
+  size_t len_n = ephd_u64_format(len, body_len);
   add(c, PREFIX, sizeof(PREFIX) - 1);
   add(c, ms, ms_len);
   add(c, "\n", 1);
@@ -124,7 +113,7 @@ char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
   *p++ = ' ';
   /* Zero-padded to a fixed width: the line's length is known before. */
   char ms[24];
-  size_t n = digits(ms, wall_ms());
+  size_t n = ephd_u64_format(ms, wall_ms());
   memset(p, '0', MS_DIGITS - n);
   memcpy(p + MS_DIGITS - n, ms, n);
   char *ms_at = p;
