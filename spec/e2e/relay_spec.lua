@@ -38,6 +38,27 @@ end
 
 -- The bytes d's kernel holds that d has not read, over its established
 -- connections (/proc/net/tcp): what reached a broker that is stopped.
+-- Starts spec/e2e/moved_owner.lua as member id of epoch, a member whose
+-- row is signed and which answers the readiness probe, and which leaves
+-- the cell (its row deleted) at the first request it is sent, until each
+-- of brokers sees `live` members. Returns its pid.
+local function moved_owner(id, epoch, live, brokers)
+    local port = daemon.free_port()
+    local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
+        .. quote("DELETE FROM queen.ephemeral_members WHERE id = '" .. id
+                 .. "'")
+    local urls = {}
+    for i, d in ipairs(brokers) do urls[i] = "http://127.0.0.1:" .. d.port end
+    local p = io.popen(("luajit %s/spec/e2e/moved_owner.lua %d %s %d %s %d "
+                        .. "%s >/dev/null 2>&1 & echo $!")
+                       :format(helper.root, port, id, epoch, quote(leave),
+                               live, table.concat(urls, " ")))
+    local pid = p:read("*l")
+    p:close()
+    daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, epoch, 600000)
+    return pid
+end
+
 local function unread_at(d)
     local port, n = (":%04X"):format(d.port), 0
     for line in io.lines("/proc/net/tcp") do
@@ -602,19 +623,7 @@ describe("the relay", function()
         table.sort(mine)
         -- A third member that takes some of b's partitions, and answers
         -- what it is sent owner_moved once it has left the cell.
-        local id, port = "f00000000000000f", daemon.free_port()
-        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
-            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
-                     .. id .. "'")
-        local p = io.popen("luajit " .. helper.root
-                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. id .. " 4022250974 " .. quote(leave) .. " 2 http://127.0.0.1:" .. a.port
-                           .. " http://127.0.0.1:" .. b.port
-                           .. " >/dev/null 2>&1 & echo $!")
-        fake = p:read("*l")
-        p:close()
-        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250974,
-                          600000)
+        fake = moved_owner("f00000000000000f", 4022250974, 2, { a, b })
         local t0 = daemon.now()
         while (a:cell().live < 3 or b:cell().live < 3)
               and daemon.now() - t0 < 5 do
@@ -657,19 +666,7 @@ describe("the relay", function()
         end)
         -- A second member that answers what it is sent owner_moved once it
         -- has left the cell: a's re-hash then names a itself.
-        local id, port = "f00000000000001f", daemon.free_port()
-        local leave = "psql " .. quote(daemon.database_url) .. " -XAtq -c "
-            .. quote("DELETE FROM queen.ephemeral_members WHERE id = '"
-                     .. id .. "'")
-        local p = io.popen("luajit " .. helper.root
-                           .. "/spec/e2e/moved_owner.lua " .. port .. " "
-                           .. id .. " 4022250975 " .. quote(leave)
-                           .. " 1 http://127.0.0.1:" .. a.port
-                           .. " >/dev/null 2>&1 & echo $!")
-        fake = p:read("*l")
-        p:close()
-        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 4022250975,
-                          600000)
+        fake = moved_owner("f00000000000001f", 4022250975, 1, { a })
         daemon.wait_until("a to see the second member", function()
             return a:cell().live == 2
         end, 5)
