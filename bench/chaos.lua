@@ -530,11 +530,21 @@ local function run_scenario(scenario, k, seed)
         payload_push = {},   -- payload -> push index
         deliveries = {},     -- { payload, id, group, partition, broker, attempts, t0, t1, ack }
         errors = {},         -- "route code" -> count
+        error_texts = {},    -- "route code" -> { "broker: text" -> count }
         fault = { scenario = scenario },
     }
-    local function count_error(route, code)
+    -- An error's count by route and code, and its distinct texts with the
+    -- broker that answered, so a report says why a client saw it.
+    local function count_error(route, code, json, b)
         local key = route .. " " .. code
         books.errors[key] = (books.errors[key] or 0) + 1
+        local text = type(json) == "table" and json.error
+        if text then
+            local texts = books.error_texts[key] or {}
+            books.error_texts[key] = texts
+            local t = b.name .. ": " .. text
+            texts[t] = (texts[t] or 0) + 1
+        end
     end
 
     local t_start = now()
@@ -659,7 +669,7 @@ local function run_scenario(scenario, k, seed)
             if status ~= 201 then
                 rec.code = status and (json and json.code or ("http_" .. status))
                            or ("transport:" .. json)
-                count_error("push", rec.code)
+                count_error("push", rec.code, json, b)
             end
         end
         cl.close()
@@ -691,7 +701,7 @@ local function run_scenario(scenario, k, seed)
         if status ~= 200 or type(json) ~= "table" or not json.results then
             code = status and (json and json.code or ("http_" .. status))
                    or ("transport:" .. json)
-            count_error("ack", code)
+            count_error("ack", code, json, b)
         end
         for i, d in ipairs(recs) do
             d.ack.t0, d.ack.t1, d.ack.broker = t0, t1, b.name
@@ -719,7 +729,7 @@ local function run_scenario(scenario, k, seed)
                 or type(json.messages) ~= "table" then
             local code = status and (json and json.code or ("http_" .. status))
                          or ("transport:" .. json)
-            count_error("pop", code)
+            count_error("pop", code, json, b)
             return 0, code
         end
         local batch = {}
@@ -848,7 +858,7 @@ local function run_scenario(scenario, k, seed)
     local r = books_judge(books, GROUPS, t_start)
     r.scenario, r.run, r.seed, r.queue = scenario, k, seed, queue
     r.load_s, r.fault, r.harness_failures = t_load, books.fault, failures
-    r.events, r.errors = events, books.errors
+    r.events, r.errors, r.error_texts = events, books.errors, books.error_texts
     r.pushes, r.messages = #books.pushes, next_payload - 1
     -- The database going away is not the death of the members: a member
     -- left (judged unseen, or its row collected) while nobody stopped is
