@@ -24,8 +24,9 @@ extern ephd_engine_t *ephd_commands_engine;
 int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
                         size_t tenant_len);
 
-/* Answers req, a pop, with an empty batch, making nothing. */
-void ephd_pop_answer_nothing(const ephd_request_t *req);
+/* Answers a pop of queue on c with an empty batch, making nothing: a take
+ * that finds nothing, a relayed wait cut short by a stop. */
+void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len);
 
 /* An ack's ids settled here one by one, for an ack whose ids several
  * members hold: init with the request's scan, then ephd_ack_here(a, i) for

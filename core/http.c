@@ -232,7 +232,14 @@ static void resume_later(ephd_conn_t *c) {
 /* In the order answers were made: a parked pop woken by a push leaves
  * before the push's own 201. */
 static void flush_later(ephd_conn_t *c) {
-  if (c->closed || on_line(&flush_line, LINE_FLUSH, c)) return;
+  if (c->closed) return;
+  /* Stopped, the idle handle is gone: an answer that ends after the stop
+   * (a relay finishing) is written at once. */
+  if (!listening) {
+    flush(c);
+    return;
+  }
+  if (on_line(&flush_line, LINE_FLUSH, c)) return;
   line_push(&flush_line, LINE_FLUSH, c);
   if (!uv_is_active((uv_handle_t *)&flush_idle))
     uv_idle_start(&flush_idle, on_flush_idle);
@@ -1307,6 +1314,16 @@ void ephd_http_stop(void) {
   on_flush_check(NULL);
 }
 
-void ephd_http_abort(void) {
-  while (conns.head) conn_close(EPHD_ENTRY(conns.head, ephd_conn_t, link));
+size_t ephd_http_abort(void) {
+  size_t held = 0;
+  ephd_conn_t *c = EPHD_ENTRY(conns.head, ephd_conn_t, link);
+  while (c) {
+    ephd_conn_t *next = EPHD_ENTRY(c->link.next, ephd_conn_t, link);
+    if (c->held)
+      held++;
+    else
+      conn_close(c);
+    c = next;
+  }
+  return held;
 }

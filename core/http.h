@@ -47,12 +47,15 @@ int ephd_http_start(uv_loop_t *loop, const char *host, int port,
                     const ephd_http_limits_t *limits,
                     const ephd_http_handlers_t *handlers, char *err,
                     size_t errlen);
-/* Stops accepting, has held requests answered now (a parked poll with an
- * empty batch) or cut off (a database write), and closes every connection
- * once its answers are written. */
+/* Stops accepting, tells each held request's owner (ops->stop: a parked
+ * poll answers an empty batch now, a relay may go on until its owner
+ * answers) or cuts it off (a database write, with no stop), and closes
+ * every connection once its answers are written. */
 void ephd_http_stop(void);
-/* Closes what is still open, written or not: the last step of a shutdown. */
-void ephd_http_abort(void);
+/* Closes every connection not held, written or not: a shutdown's step
+ * for clients that do not read their answers. Returns how many held
+ * requests are left, which close once answered. */
+size_t ephd_http_abort(void);
 
 ephd_conn_t *ephd_http_conn(const ephd_request_t *req);
 /* Starts a response on c and returns the buffer its body is appended to;

@@ -36,9 +36,12 @@ static int stopping;
  * before: its hand-over's time, and a heartbeat to see its row gone. */
 static uint64_t stop_wait_ms;
 
+/* Clients that will not read their answers do not hold the stop: each
+ * half second closes what is written or not, but a relay still waiting
+ * for its owner (within its own deadline), whose client hears the owner's
+ * answer before its connection closes. */
 static void on_deadline(uv_timer_t *t) {
-  (void)t;
-  ephd_http_abort();
+  if (ephd_http_abort() > 0) uv_timer_start(t, on_deadline, 500, 0);
 }
 
 static void on_sighup(uv_signal_t *s, int signum) {
@@ -50,17 +53,20 @@ static void on_sighup(uv_signal_t *s, int signum) {
 /* The database connection would keep the loop alive. */
 static void on_left_cell(void) { ephd_store_stop(); }
 
-/* Once the partitions are handed over (or their time is up): whatever the
- * relay still has pending ends now, and its connections with it, so the
- * loop can end; then the membership row goes, while the database
- * connection is still there, so the others stop counting this broker at
- * their next read, not after the TTL. Until it goes they relay this
- * broker's partitions here, and hear ephemeral_forward_failed (it listens
- * no more): retried, and served by the new owners once the row is gone. */
-static void on_handed_over(void) {
+/* The requests this broker sent its peers have their answers (or their
+ * deadlines passed): the peer client's connections close, so the loop can
+ * end; then the membership row goes, while the database connection is
+ * still there, so the others stop counting this broker at their next
+ * read, not after the TTL. The members that answered the leaving notice
+ * route elsewhere already. */
+static void on_drained(void) {
   ephd_peer_close_all();
   ephd_members_leave(1000, on_left_cell);
 }
+
+/* Once the partitions are handed over (or their time is up), the relays
+ * still out finish with their owners' answers. */
+static void on_handed_over(void) { ephd_peer_drain(on_drained); }
 
 /* The members that answered the leaving notice route this broker's
  * partitions to their new owners already. Then the listener stops (the

@@ -167,10 +167,8 @@ int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
                                    ephd_ffi_now_ms());
 }
 
-void ephd_pop_answer_nothing(const ephd_request_t *req) {
-  const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
-  ephd_conn_t *c = ephd_http_conn(req);
-  ephd_buf_appends(begin_answer(c, a->queue, a->queue_len), "]}");
+void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len) {
+  ephd_buf_appends(begin_answer(c, queue, len), "]}");
   ephd_http_end(c);
 }
 

@@ -103,14 +103,10 @@ size_t ephd_mark_size(size_t tenant_len) {
   return sizeof(HEADER) - 1 + tenant_len + 1 + MS_DIGITS + 1 + SIG_HEX + 2;
 }
 
-char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
-                      ephd_slice_t method, ephd_slice_t target,
-                      size_t body_len) {
-  memcpy(p, HEADER, sizeof(HEADER) - 1);
-  p += sizeof(HEADER) - 1;
-  memcpy(p, tenant, tenant_len);
-  p += tenant_len;
-  *p++ = ' ';
+/* The mark's line from its time on, at p, for a tenant written before it:
+ * the time now, the signature and the line's end, which it returns. */
+static char *stamp(char *p, const char *tenant, size_t tenant_len,
+                   ephd_slice_t method, ephd_slice_t target, size_t body_len) {
   /* Zero-padded to a fixed width: the line's length is known before. */
   char ms[24];
   size_t n = ephd_u64_format(ms, wall_ms());
@@ -129,6 +125,44 @@ char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
   *p++ = '\r';
   *p++ = '\n';
   return p;
+}
+
+char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
+                      ephd_slice_t method, ephd_slice_t target,
+                      size_t body_len) {
+  memcpy(p, HEADER, sizeof(HEADER) - 1);
+  p += sizeof(HEADER) - 1;
+  memcpy(p, tenant, tenant_len);
+  p += tenant_len;
+  *p++ = ' ';
+  return stamp(p, tenant, tenant_len, method, target, body_len);
+}
+
+char *ephd_mark_blank(char *p, const char *tenant, size_t tenant_len) {
+  memcpy(p, HEADER, sizeof(HEADER) - 1);
+  p += sizeof(HEADER) - 1;
+  memcpy(p, tenant, tenant_len);
+  p += tenant_len;
+  *p++ = ' ';
+  memset(p, '0', MS_DIGITS);
+  p += MS_DIGITS;
+  *p++ = ' ';
+  memset(p, '-', SIG_HEX);
+  p += SIG_HEX;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+void ephd_mark_restamp(char *headers, size_t len, ephd_slice_t method,
+                       ephd_slice_t target, size_t body_len) {
+  size_t h = sizeof(HEADER) - 1, tail = 1 + MS_DIGITS + 1 + SIG_HEX + 2;
+  if (len < h + tail || memcmp(headers, HEADER, h) != 0) return;
+  const char *end = memchr(headers, '\n', len);
+  if (end == NULL || (size_t)(end + 1 - headers) < h + tail) return;
+  char *ms = (char *)end + 1 - tail + 1;
+  stamp(ms, headers + h, (size_t)(ms - 1 - headers - h), method, target,
+        body_len);
 }
 
 int ephd_mark_verify(ephd_slice_t mark, ephd_slice_t method, ephd_slice_t path,

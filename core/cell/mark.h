@@ -30,10 +30,11 @@
 #include "ffi.h"
 
 /* How far the sender's clock may be from the receiver's: a cell's hosts
- * agree within milliseconds (NTP), and a mark is written at each send, so
- * only a relay's queue (its deadline, 5 s by default) stands between the
- * two. Fixed, not a knob: it is the replay window, and hosts that disagree
- * by more have a broken clock, which the refusals' 401s make loud. */
+ * agree within milliseconds (NTP), and a mark is written at each send and
+ * stamped again as a relayed request leaves the relay's queue, so only
+ * the way there stands between the two. Fixed, not a knob: it is the replay
+ * window, and hosts that disagree by more have a broken clock, which the
+ * refusals' 401s make loud. */
 #define EPHD_MARK_WINDOW_MS 30000
 
 /* The cell token (NULL: none; no mark is written or trusted), which must
@@ -56,6 +57,19 @@ size_t ephd_mark_size(size_t tenant_len);
 char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
                       ephd_slice_t method, ephd_slice_t target,
                       size_t body_len);
+
+/* The mark's line for tenant at p, as ephd_mark_write's but unsigned (no
+ * member trusts it), for ephd_mark_restamp to sign as it is sent; its end. */
+char *ephd_mark_blank(char *p, const char *tenant, size_t tenant_len);
+
+/* The mark at the start of headers (len bytes), for method, target and
+ * body_len, signed now in place, its tenant kept; headers that do not
+ * start with a mark are left as they are. A relayed request is stamped so
+ * as it is written (peer_client.h's stamp), after however long it waited
+ * in the relay's queue: the wait does not make its mark expired on
+ * arrival, and a request never sent is never signed. */
+void ephd_mark_restamp(char *headers, size_t len, ephd_slice_t method,
+                       ephd_slice_t target, size_t body_len);
 
 /* The mark of a request as received: EPHD_OK and *tenant (pointing into
  * mark) when it is signed with this cell's token for this method, path,

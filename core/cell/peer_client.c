@@ -48,6 +48,10 @@ struct ephd_peer_call {
   int retried;
   int addrs_tried;
   void (*answer_bytes)(void *data, size_t bytes);
+  void (*stamp)(char *headers, size_t len, ephd_slice_t method,
+                ephd_slice_t target, size_t body_len);
+  uint32_t method_len, target_len; /* at the start of bytes */
+  size_t headers_off, headers_len, content_len;
   size_t answer_cap; /* what answer_bytes was last told */
   size_t total;      /* len and the body's: what the peer's bytes count */
   const char *body;  /* a borrowed body, written after bytes; or NULL */
@@ -110,6 +114,11 @@ static ephd_peer_limits_t limits;
 static ephd_peer_stats_t stats;
 static ephd_peer_t *peers;
 static int stopping;
+/* Requests sent and not yet ended, and who waits for there to be none
+ * (ephd_peer_drain), told from its own timer. */
+static uint64_t live;
+static void (*drain_done)(void);
+static uv_timer_t drain_timer;
 static llhttp_settings_t settings;
 /* Where an idle connection reads: anything it gets (bytes, EOF, an
  * error) ends it, so nothing is kept. */
@@ -183,6 +192,19 @@ static void conn_idle(conn_t *c) {
 
 static void on_request_closed(uv_handle_t *h) { free(h->data); }
 
+static void on_drained(uv_timer_t *t) {
+  (void)t;
+  if (live > 0 || drain_done == NULL) return;
+  void (*done)(void) = drain_done;
+  drain_done = NULL;
+  done();
+}
+
+void ephd_peer_drain(void (*done)(void)) {
+  drain_done = done;
+  if (live == 0) uv_timer_start(&drain_timer, on_drained, 0, 0);
+}
+
 /* Takes r out of every list and slot it holds and closes its connection
  * (an answer half read is of no use to anyone). */
 static void detach(ephd_peer_call_t *r) {
@@ -206,6 +228,8 @@ static void detach(ephd_peer_call_t *r) {
   if (r->conn) conn_close(r->conn);
   r->state = R_DONE;
   uv_close((uv_handle_t *)&r->timer, on_request_closed);
+  /* On a later turn: r's callback has yet to run, and may send again. */
+  if (--live == 0 && drain_done) uv_timer_start(&drain_timer, on_drained, 0, 0);
 }
 
 #define MS 1000000ull
@@ -352,6 +376,11 @@ static int conn_send(conn_t *c, ephd_peer_call_t *r) {
   c->header_bytes = 0;
   c->got_bytes = 0;
   c->in.len = 0;
+  if (r->stamp)
+    r->stamp(r->bytes + r->headers_off, r->headers_len,
+             (ephd_slice_t){r->bytes, r->method_len},
+             (ephd_slice_t){r->bytes + r->method_len + 1, r->target_len},
+             r->content_len);
   uv_buf_t b[2] = {uv_buf_init(r->bytes, (unsigned)r->len),
                    uv_buf_init((char *)r->body, (unsigned)r->body_len)};
   c->write.data = c;
@@ -794,6 +823,9 @@ void ephd_peer_init(uv_loop_t *l, const ephd_peer_limits_t *lim) {
   memset(&stats, 0, sizeof(stats));
   peers = NULL;
   stopping = 0;
+  live = 0;
+  drain_done = NULL;
+  uv_timer_init(loop, &drain_timer);
   llhttp_settings_init(&settings);
   settings.on_message_begin = on_message_begin;
   settings.on_status = on_status;
@@ -917,6 +949,7 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   at = put(at, length, sizeof(length) - 1);
   at = put(at, digits + sizeof(digits) - nd, (size_t)nd);
   at = put(at, "\r\n", 2);
+  r->headers_off = (size_t)(at - r->bytes);
   if (req->headers.len) at = put(at, req->headers.ptr, req->headers.len);
   at = put(at, "\r\n", 2);
   if (copied) at = put(at, req->body.ptr, copied);
@@ -927,6 +960,11 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   r->len = len;
   r->total = total;
   r->answer_bytes = req->answer_bytes;
+  r->stamp = req->stamp;
+  r->method_len = (uint32_t)req->method.len;
+  r->target_len = (uint32_t)req->target.len;
+  r->headers_len = req->headers.len;
+  r->content_len = req->body.len;
   p->bytes += total;
   stats.bytes += total;
   r->peer = p;
@@ -942,6 +980,7 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   ephd_list_append(&p->queue[lane], &r->link);
   stats.queued++;
   stats.requests++;
+  live++;
   *out = r;
   pump(p);
   return 0;
@@ -973,6 +1012,8 @@ void ephd_peer_close_all(void) {
     while ((r = any_pending(p))) complete(r, EPHD_PEER_E_STOPPING, NULL);
     while (p->idle.head) conn_close(conn_of(p->idle.head));
   }
+  drain_done = NULL;
+  uv_close((uv_handle_t *)&drain_timer, NULL);
   ephd_peer_t *p = peers;
   peers = NULL;
   while (p) {

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "ack_result.h"
+#include "commands.h"
+#include "delivery.h"
 #include "errors.h"
 #include "handover.h"
 #include "http.h"
@@ -81,17 +83,19 @@ size_t ephd_relay_batch_bytes(const ephd_request_t *req) {
 typedef struct {
   ephd_deferred_t *deferred;
   ephd_peer_call_t *relay; /* NULL while no send is pending */
+  ephd_peer_t *peer;       /* the member it was last sent to */
   ephd_cell_verb_t verb;
   int rehashed;
   int parks;           /* a pop that waits: the relay's parking lane */
+  int commits;         /* a pop that commits on delivery (delivery.h) */
   uint32_t taken;      /* the rate a push was charged at this edge */
   uint64_t timeout_ms; /* the relay's deadline for each send */
-  uint64_t owner;      /* the member it was last sent to */
+  uint64_t owner;      /* the member it was last sent to, by id */
   size_t size;         /* of the allocation */
   size_t target_len, headers_len, body_len, tenant_len, queue_len,
-      partition_len;
+      partition_len, group_len;
   char bytes[]; /* target, headers (signed at each send), body, tenant,
-                   queue, partition */
+                   queue, partition, group */
 } forward_t;
 
 static char *f_headers(forward_t *f) { return f->bytes + f->target_len; }
@@ -106,6 +110,9 @@ static const char *f_queue(const forward_t *f) {
 }
 static const char *f_partition(const forward_t *f) {
   return f_queue(f) + f->queue_len;
+}
+static const char *f_group(const forward_t *f) {
+  return f_partition(f) + f->partition_len;
 }
 
 static void on_answer(void *data, int result, const ephd_peer_response_t *res);
@@ -123,17 +130,16 @@ static void on_answer_bytes(void *data, size_t bytes) {
   if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
 }
 
-/* Sends f to owner, its mark signed now: a request sent again after a
- * long park is not refused for its first send's time. */
+/* Sends f to owner, its mark signed as it is written: neither a wait in
+ * the relay's queue nor a first send's long park makes it expired. */
 static int send_to(forward_t *f, const ephd_member_t *owner) {
   ephd_peer_t *peer = ephd_peer(owner->address);
   if (peer == NULL) return EPHD_PEER_E_INVALID;
   ephd_slice_t method = f->verb == EPHD_CELL_POP ? (ephd_slice_t){"GET", 3}
                                                  : (ephd_slice_t){"POST", 4};
-  char *h = f_headers(f);
-  if (f->body_len) h = put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
-  ephd_mark_write(h, f_tenant(f), f->tenant_len, method,
-                  (ephd_slice_t){f->bytes, f->target_len}, f->body_len);
+  /* The mark first, signed as it is written (ephd_mark_restamp). */
+  char *h = ephd_mark_blank(f_headers(f), f_tenant(f), f->tenant_len);
+  if (f->body_len) put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
   ephd_peer_request_t rq = {
       .method = method,
       .target = {f->bytes, f->target_len},
@@ -143,8 +149,10 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
       .parks = f->parks,
       .borrows = 1,
       .answer_bytes = on_answer_bytes,
+      .stamp = ephd_mark_restamp,
   };
   f->owner = owner->id;
+  f->peer = peer;
   return ephd_peer_send(peer, &rq, on_answer, f, &f->relay);
 }
 
@@ -217,6 +225,20 @@ static int rehash(forward_t *f) {
   return send_to(f, owner) == 0;
 }
 
+/* A pop that commits on delivery, answered: its batch was leased at the
+ * owner and is acked there now that the client's answer is written. */
+static void commit(forward_t *f, const ephd_peer_response_t *res) {
+  ephd_buf_t ids;
+  ephd_buf_init(&ids);
+  uint32_t count;
+  int ready;
+  if (ephd_delivery_read(res, &ids, &count, &ready) == 0 && count > 0)
+    ephd_delivery_ack(f->peer, f_tenant(f), f->tenant_len, f_queue(f),
+                      f->queue_len, f->group_len ? f_group(f) : NULL,
+                      f->group_len, &ids, answer_timeout_ms);
+  ephd_buf_free(&ids);
+}
+
 static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   forward_t *f = data;
   f->relay = NULL;
@@ -234,6 +256,7 @@ static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
      * refuses a push, the rate it took is given back. */
     if (f->taken && (res->status < 200 || res->status > 299) && refund)
       refund(f_tenant(f), f->tenant_len, f->taken);
+    if (f->commits && res->status == 200) commit(f, res);
   } else {
     forwarded[f->verb][OUT_FAILED]++;
     fail(c, result);
@@ -248,15 +271,19 @@ static void on_cancel(void *data) {
   free(f);
 }
 
-/* The broker stops: the relay is cancelled and the client told to retry
- * (elsewhere, or here once restarted), rather than cut off with no answer
- * while its push may or may not have been applied by the owner. */
+/* The broker stops. A relay that does not park is let finish: its owner
+ * answers within the relay's deadline, and the client hears that answer
+ * rather than a failure for a push its owner may have applied (the stop
+ * waits for it: ephd_peer_drain). A waiting pop is cut short as a local
+ * one is, with an empty batch, and its relay cancelled: whatever the owner
+ * took for it meanwhile was leased (delivery.h), and is redelivered. */
 static void on_stop(void *data) {
   forward_t *f = data;
+  if (!f->parks) return;
   if (f->relay) ephd_peer_cancel(f->relay);
   forwarded[f->verb][OUT_STOPPED]++;
-  refuse(ephd_deferred_conn(f->deferred), EPHD_CODE_EPHEMERAL_FORWARD_FAILED,
-         "this broker is stopping; retry soon");
+  ephd_pop_answer_empty(ephd_deferred_conn(f->deferred), f_queue(f),
+                        f->queue_len);
   free(f);
 }
 
@@ -277,16 +304,17 @@ size_t ephd_relay_marked_size(const ephd_request_t *req, size_t tenant_len,
   return m->target_len + m->headers_len + m->body_len;
 }
 
-/* The target as sent: path, query, and extra_query after them. */
+/* The target as sent: path, query without the parameters drop names
+ * (NULL: none), and extra_query after them. */
 static char *write_target(char *p, const ephd_request_t *req,
+                          int (*drop)(const char *k, size_t n),
                           const char *extra_query) {
   p = put(p, req->path.ptr, req->path.len);
-  if (req->query.len) {
-    *p++ = '?';
-    p = put(p, req->query.ptr, req->query.len);
-  }
+  char *query = p;
+  p = ephd_delivery_query(p, req->query, 1, drop);
   if (extra_query) {
-    *p++ = req->query.len ? '&' : '?';
+    char sep = p > query ? '&' : '?';
+    *p++ = sep;
     p = put(p, extra_query, strlen(extra_query));
   }
   return p;
@@ -296,7 +324,7 @@ char *ephd_relay_write_marked(char *p, const ephd_request_t *req,
                               const char *extra_query, const char *tenant,
                               size_t tenant_len) {
   char *target = p;
-  p = write_target(p, req, extra_query);
+  p = write_target(p, req, NULL, extra_query);
   ephd_slice_t t = {target, (size_t)(p - target)};
   if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
   p = ephd_mark_write(p, tenant, tenant_len, req->method, t, req->body.len);
@@ -314,35 +342,44 @@ static forward_t *forward_new(const ephd_request_t *req, ephd_cell_verb_t verb,
    * own default may be another, and outlast the deadline. */
   char timeout[32];
   const char *extra = NULL;
-  if (verb == EPHD_CELL_POP && park_ms &&
-      !ephd_op_of(req)->pub.pop.timeout_given) {
+  const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
+  if (verb == EPHD_CELL_POP && park_ms && !a->timeout_given) {
     snprintf(timeout, sizeof(timeout), "timeout=%" PRIu64, park_ms);
     extra = timeout;
   }
+  int commits = verb == EPHD_CELL_POP && a->auto_ack;
+  size_t group_len = commits && a->group ? a->group_len : 0;
   ephd_marked_t m;
   size_t n = ephd_relay_marked_size(req, tenant_len, extra, &m) + tenant_len +
-             queue.len + partition.len;
+             queue.len + partition.len + group_len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
   f->deferred = NULL;
   f->relay = NULL;
+  f->peer = NULL;
   f->verb = verb;
   f->rehashed = 0;
   f->parks = park_ms > 0;
+  f->commits = commits;
   f->taken = taken;
   f->timeout_ms = park_ms ? park_ms + PARK_MARGIN_MS : answer_timeout_ms;
   f->size = sizeof(*f) + n;
-  f->target_len = m.target_len;
+  /* A pop that commits on delivery is sent without it: leased there,
+   * acked once answered here (delivery.h). */
+  char *p = write_target(f->bytes, req, commits ? ephd_delivery_commits : NULL,
+                         extra);
+  f->target_len = (size_t)(p - f->bytes);
   f->headers_len = m.headers_len;
   f->body_len = m.body_len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
-  char *p = write_target(f->bytes, req, extra) + m.headers_len;
-  p = put(p, req->body.ptr, req->body.len);
+  f->group_len = group_len;
+  p = put(p + m.headers_len, req->body.ptr, req->body.len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
-  put(p, partition.ptr, partition.len);
+  p = put(p, partition.ptr, partition.len);
+  put(p, a->group, group_len);
   return f;
 }
 
@@ -529,29 +566,19 @@ static void on_part_answer(void *data, int result,
   }
 }
 
-/* The parts still out are dropped, their ids left stale. */
-static void split_cancel_parts(ack_split_t *sp, int outcome) {
+/* The client left: the parts still out are dropped. */
+static void on_split_cancel(void *data) {
+  ack_split_t *sp = data;
   for (uint32_t k = 0; k < sp->parts; k++)
     if (sp->part[k].relay) {
       ephd_peer_cancel(sp->part[k].relay);
-      sp->part[k].relay = NULL;
-      forwarded[EPHD_CELL_ACK][outcome]++;
-      if (sp->failure == 0) sp->failure = EPHD_PEER_E_STOPPING;
+      forwarded[EPHD_CELL_ACK][OUT_CANCELLED]++;
     }
-}
-
-static void on_split_cancel(void *data) {
-  ack_split_t *sp = data;
-  split_cancel_parts(sp, OUT_CANCELLED);
   free(sp);
 }
 
-/* The broker stops: what is in is answered, the parts still out stale. */
 static void on_split_stop(void *data) {
-  ack_split_t *sp = data;
-  split_cancel_parts(sp, OUT_STOPPED);
-  split_answer(ephd_deferred_conn(sp->deferred), sp);
-  free(sp);
+  (void)data; /* the broker stops: its parts finish, as a relay does */
 }
 
 static const ephd_deferred_ops_t SPLIT = {

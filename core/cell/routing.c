@@ -50,7 +50,7 @@ static int route_pop(const ephd_request_t *req, const ephd_view_t *view,
   if (req->forward.len == 0)
     return ephd_whole_pop(req, view, tenant, tenant_len);
   if (park_ms || ephd_pop_finds_here(a, tenant, tenant_len)) return EPHD_OK;
-  ephd_pop_answer_nothing(req);
+  ephd_pop_answer_empty(ephd_http_conn(req), a->queue, a->queue_len);
   return EPHD_RELAYED;
 }
 

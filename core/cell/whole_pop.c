@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "commands.h"
+#include "delivery.h"
 #include "errors.h"
 #include "http.h"
 #include "json.h"
@@ -27,8 +28,6 @@
 static uint32_t turns[TURNS];
 
 static const char POP_PATH[] = "/api/v1/ephemeral/pop";
-static const char ACK_PATH[] = "/api/v1/ephemeral/ack";
-static const char JSON_CT[] = "Content-Type: application/json\r\n";
 
 typedef struct whole whole_t;
 
@@ -73,36 +72,20 @@ static uint32_t turn_of(const char *tenant, size_t tenant_len,
 }
 
 /* Whether a query's parameter is one the edge sets itself at each send
- * (a client's own would be a repeated parameter there). A key spelled
- * with escapes is not recognised and comes back as that 400. */
+ * (a client's own would be a repeated parameter there), or commits on
+ * delivery (delivery.h). */
 static int edge_sets(const char *k, size_t n) {
-  static const char *const names[] = {"wait", "timeout", "notify",
-                                      "commitOnDelivery", "autoAck"};
+  static const char *const names[] = {"wait", "timeout", "notify"};
   for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
     if (strlen(names[i]) == n && memcmp(names[i], k, n) == 0) return 1;
-  return 0;
+  return ephd_delivery_commits(k, n);
 }
 
 /* path?query without the parameters the edge sets, at p: its end. */
 static char *write_base(char *p, const ephd_request_t *req) {
   memcpy(p, POP_PATH, sizeof(POP_PATH) - 1);
-  p += sizeof(POP_PATH) - 1;
-  char sep = '?';
-  const char *q = req->query.ptr, *end = q + req->query.len;
-  while (q < end) {
-    const char *amp = memchr(q, '&', (size_t)(end - q));
-    if (amp == NULL) amp = end;
-    const char *eq = memchr(q, '=', (size_t)(amp - q));
-    size_t klen = (size_t)((eq ? eq : amp) - q);
-    if (amp > q && !edge_sets(q, klen)) {
-      *p++ = sep;
-      sep = '&';
-      memcpy(p, q, (size_t)(amp - q));
-      p += amp - q;
-    }
-    q = amp + 1;
-  }
-  return p;
+  return ephd_delivery_query(p + sizeof(POP_PATH) - 1, req->query, 1,
+                             edge_sets);
 }
 
 static void on_ask(void *data, int result, const ephd_peer_response_t *res);
@@ -131,7 +114,7 @@ static int ask(whole_t *w, uint32_t m, int notify) {
   memcpy(buf, w->base, w->base_len);
   memcpy(buf + w->base_len, extra, elen);
   ephd_slice_t method = {"GET", 3}, target = {buf, tlen};
-  ephd_mark_write(buf + tlen, w->tenant, w->tenant_len, method, target, 0);
+  ephd_mark_blank(buf + tlen, w->tenant, w->tenant_len);
   ephd_peer_request_t rq = {
       .method = method,
       .target = target,
@@ -139,6 +122,7 @@ static int ask(whole_t *w, uint32_t m, int notify) {
       .timeout_ms = notify ? left + PARK_MARGIN_MS : ephd_relay_timeout_ms(),
       .parks = notify,
       .answer_bytes = on_answer_bytes,
+      .stamp = ephd_mark_restamp,
   };
   w->ask[m].w = w;
   w->ask[m].member = m;
@@ -171,121 +155,11 @@ static void answer_empty(whole_t *w) {
                          "Retry-After: 1\r\n"),
                      EPHD_CODE_EPHEMERAL_FORWARD_FAILED,
                      "no member of the cell could be reached; retry soon");
+    ephd_http_end(c);
   } else {
-    ephd_buf_t *o = ephd_http_begin(c, 200, NULL);
-    ephd_buf_appends(o, "{\"queue\":");
-    ephd_json_write_string(o, w->queue, w->queue_len);
-    ephd_buf_appends(o, ",\"messages\":[]}");
+    ephd_pop_answer_empty(c, w->queue, w->queue_len);
   }
-  ephd_http_end(c);
   finish(w);
-}
-
-/* What a member's answer to a take or a notify says: -1 when it is not a
- * pop's answer; else *ready, and the messages' ids as JSON strings joined
- * by commas in ids (when ids is not NULL) with their count. */
-static int read_answer(const ephd_peer_response_t *res, ephd_buf_t *ids,
-                       uint32_t *count, int *ready) {
-  const char *p = res->body.ptr, *end = p + res->body.len;
-  ephd_buf_t scratch, id;
-  ephd_buf_init(&scratch);
-  ephd_buf_init(&id);
-  ephd_slice_t key;
-  int first = 1, m, rc = -1;
-  *count = 0;
-  *ready = 0;
-  p = ephd_json_ws(p, end);
-  if (p >= end || *p++ != '{') goto out;
-  while ((m = ephd_json_member(&p, end, &scratch, &key, &first)) == 1) {
-    if (key.len == 5 && memcmp(key.ptr, "ready", 5) == 0 && end - p >= 4 &&
-        memcmp(p, "true", 4) == 0)
-      *ready = 1;
-    if (key.len != 8 || memcmp(key.ptr, "messages", 8) != 0) {
-      if ((p = ephd_json_skip(p, end)) == NULL) goto out;
-      continue;
-    }
-    if (p >= end || *p++ != '[') goto out;
-    p = ephd_json_ws(p, end);
-    if (p < end && *p == ']') {
-      p++;
-      continue;
-    }
-    for (;;) {
-      /* {"id":..,"partition":..,...}: the id is its string member. */
-      if (p >= end || *p++ != '{') goto out;
-      int f = 1, k;
-      ephd_slice_t mk;
-      while ((k = ephd_json_member(&p, end, &scratch, &mk, &f)) == 1) {
-        if (ids && mk.len == 2 && memcmp(mk.ptr, "id", 2) == 0 && p < end &&
-            *p == '"') {
-          id.len = 0;
-          if ((p = ephd_json_string(p, end, &id)) == NULL) goto out;
-          if (*count) ephd_buf_appends(ids, ",");
-          ephd_buf_appends(ids, "{\"id\":");
-          ephd_json_write_string(ids, id.base, id.len);
-          ephd_buf_appends(ids, "}");
-        } else if ((p = ephd_json_skip(p, end)) == NULL) {
-          goto out;
-        }
-      }
-      if (k != 0) goto out;
-      (*count)++;
-      p = ephd_json_ws(p, end);
-      if (p >= end) goto out;
-      if (*p == ']') break;
-      if (*p++ != ',') goto out;
-      p = ephd_json_ws(p, end);
-    }
-    p++;
-  }
-  if (m == 0) rc = 0;
-out:
-  ephd_buf_free(&scratch);
-  ephd_buf_free(&id);
-  return rc;
-}
-
-static void on_acked(void *data, int result, const ephd_peer_response_t *res) {
-  (void)data;
-  (void)result;
-  (void)res;
-}
-
-/* commitOnDelivery: the take's ids acked at member m, the client's answer
- * written. Not acked (the member unreached), they are redelivered after
- * their lease: a duplicate to an at-least-once consumer, never a loss. */
-static void ack_taken(whole_t *w, uint32_t m, const ephd_buf_t *ids) {
-  ephd_buf_t body;
-  ephd_buf_init(&body);
-  ephd_buf_appends(&body, "{\"queue\":");
-  ephd_json_write_string(&body, w->queue, w->queue_len);
-  if (w->group) {
-    ephd_buf_appends(&body, ",\"group\":");
-    ephd_json_write_string(&body, w->group, w->group_len);
-  }
-  ephd_buf_appends(&body, ",\"acks\":[");
-  ephd_buf_append(&body, ids->base, ids->len);
-  ephd_buf_appends(&body, "]}");
-  size_t clen = sizeof(JSON_CT) - 1,
-         hlen = clen + ephd_mark_size(w->tenant_len);
-  char *h = malloc(hlen);
-  ephd_slice_t method = {"POST", 4}, target = {ACK_PATH, sizeof(ACK_PATH) - 1};
-  if (h && w->peer[m]) {
-    memcpy(h, JSON_CT, clen);
-    ephd_mark_write(h + clen, w->tenant, w->tenant_len, method, target,
-                    body.len);
-    ephd_peer_request_t rq = {
-        .method = method,
-        .target = target,
-        .headers = {h, hlen},
-        .body = {body.base, body.len},
-        .timeout_ms = ephd_relay_timeout_ms(),
-    };
-    ephd_peer_call_t *call;
-    ephd_peer_send(w->peer[m], &rq, on_acked, NULL, &call);
-  }
-  free(h);
-  ephd_buf_free(&body);
 }
 
 /* The member's answer with messages: the client's, as it came. */
@@ -295,7 +169,10 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
   ephd_buf_t *o = ephd_http_begin(c, 200, NULL);
   ephd_buf_append(o, res->body.ptr, res->body.len);
   ephd_http_end(c);
-  if (w->auto_ack) ack_taken(w, m, ids);
+  if (w->auto_ack)
+    ephd_delivery_ack(w->peer[m], w->tenant, w->tenant_len, w->queue,
+                      w->queue_len, w->group, w->group_len, ids,
+                      ephd_relay_timeout_ms());
   finish(w);
 }
 
@@ -338,7 +215,7 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
   uint32_t count = 0;
   int ready = 0;
   int ok = result == EPHD_PEER_OK && is_pop_answer(res) &&
-           read_answer(res, &ids, &count, &ready) == 0;
+           ephd_delivery_read(res, &ids, &count, &ready) == 0;
   if (ok) w->heard = 1;
   if (w->phase == NOTIFY) {
     if (ok && ready) {
@@ -365,12 +242,19 @@ static void on_deadline(void *data) { answer_empty(data); }
 
 static void on_cancel(void *data) { finish(data); }
 
+/* The broker stops: an empty batch, as a local parked pop gets, even
+ * before any member answered (the pop is cut short, not failed); a take
+ * in flight leased what it took, which is redelivered. */
+static void on_stop(void *data) {
+  whole_t *w = data;
+  w->heard = 1;
+  answer_empty(w);
+}
+
 static const ephd_deferred_ops_t WHOLE = {
     .deadline = on_deadline,
     .cancel = on_cancel,
-    /* The broker stops: an empty batch, as a local parked pop gets; a take
-     * in flight leased what it took, which is redelivered. */
-    .stop = on_deadline,
+    .stop = on_stop,
 };
 
 int ephd_whole_pop(const ephd_request_t *req, const ephd_view_t *view,

@@ -2,6 +2,9 @@
 -- error page, a status outside the list, a 204. The client of the edge
 -- hears the closed taxonomy (ephemeral_forward_failed), never a stranger's
 -- answer passed through; an owner's own answer is passed back as it came.
+-- And what the edge does with a relay its owner holds: a pop that commits
+-- on delivery, and a stop while relays are out.
+local cjson = require("cjson")
 local socket = require("socket")
 local daemon = require("e2e.daemon")
 
@@ -124,5 +127,127 @@ describe("the relay, facing an owner that is not ephd", function()
         assert.equals(503, res.status)
         assert.equals("ephemeral_unavailable", res.json.code)
         assert.is_nil(res.headers["retry-after"])
+    end)
+end)
+
+-- An answer from the fake, on a connection it then closes.
+local function answer(peer, status, body)
+    peer:send(("HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+               .. "Content-Length: %d\r\nConnection: close\r\n\r\n%s")
+              :format(status, #body, body))
+    peer:close()
+end
+
+-- A broker with a fake member beside it, which owns some partitions: the
+-- fake's socket, a partition of queue q it owns (found by relayed pops that
+-- make nothing at the broker), and a cleanup.
+local function beside_a_fake()
+    local fake = assert(socket.bind("127.0.0.1", 0))
+    local _, port = fake:getsockname()
+    local a = daemon.start({ db = true, env = ENV })
+    local function cleanup()
+        a:stop()
+        fake:close()
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. FAKE_ID .. "'")
+    end
+    local ok, part = pcall(function()
+        daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                   .. FAKE_ID .. "'")
+        daemon.member_row(TOKEN, FAKE_ID, "http://127.0.0.1:" .. port, 61681,
+                          600000)
+        daemon.answer_ready(fake, FAKE_ID, 61681,
+                            function() return a:cell().live == 2 end)
+        fake:settimeout(5)
+        for i = 1, 64 do
+            local c = a:connect()
+            c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q"
+                                        .. "&partition=p" .. i))
+            local ready = socket.select({ fake, c.sock }, nil, 5)
+            if ready[fake] then
+                local peer = assert(fake:accept())
+                read_request(peer)
+                answer(peer, 200, '{"queue":"q","messages":[]}')
+            end
+            assert.equals(200, assert(c:receive()).status)
+            c:close()
+            if ready[fake] then return "p" .. i end
+        end
+        error("no partition of the fake owner's in 64")
+    end)
+    if not ok then
+        cleanup()
+        error(part, 0)
+    end
+    return a, fake, part, cleanup
+end
+
+describe("the relay, to an owner it waits on", function()
+    it("leases a pop that commits on delivery at its owner, and acks it "
+       .. "there once the client has the batch", function()
+        local a, fake, part, cleanup = beside_a_fake()
+        finally(cleanup)
+        local c = a:connect()
+        c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q&partition="
+                                    .. part .. "&group=g&commitOnDelivery=true"
+                                    .. "&batch=5"))
+        local peer = assert(fake:accept())
+        local request = read_request(peer)
+        -- Sent on without it: committed at the owner before the client has
+        -- it, a batch whose answer never arrives would be lost.
+        assert.matches("^GET /api/v1/ephemeral/pop%?", request)
+        assert.is_nil(request:find("commitOnDelivery", 1, true), request)
+        assert.truthy(request:find("group=g", 1, true), request)
+        local id = "0000000a-0000-0000-0000-000000000001"
+        answer(peer, 200, '{"queue":"q","messages":[{"id":"' .. id
+                          .. '","partition":"' .. part
+                          .. '","attempts":1,"payload":7}]}')
+        local res = assert(c:receive())
+        assert.equals(200, res.status, res.body)
+        assert.equals(id, res.json.messages[1].id)
+        c:close()
+        -- Then acked where it was taken, for the pop's group.
+        peer = assert(fake:accept())
+        local ack, mark = read_request(peer)
+        answer(peer, 200, '{"results":[{"id":"' .. id
+                          .. '","outcome":"completed"}]}')
+        assert.matches("^POST /api/v1/ephemeral/ack ", ack)
+        assert.truthy(mark, ack)
+        local body = cjson.decode(ack:match("\r\n\r\n(.*)$"))
+        assert.same({ queue = "q", group = "g", acks = { { id = id } } }, body)
+    end)
+
+    it("lets a relayed push finish with its owner's answer when it stops, "
+       .. "and cuts a relayed wait short with an empty batch", function()
+        local a, fake, part, cleanup = beside_a_fake()
+        finally(cleanup)
+        local waiting = a:connect()
+        waiting:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q"
+                                          .. "&partition=" .. part
+                                          .. "&wait=true&timeout=30000"))
+        local parked = assert(fake:accept())
+        read_request(parked)
+        local pushing = a:connect()
+        pushing:send(daemon.format("POST", "/api/v1/ephemeral/push",
+                                   '{"queue":"q","partition":"' .. part
+                                   .. '","messages":[{"payload":1}]}'))
+        local push = assert(fake:accept())
+        read_request(push)
+        os.execute("kill -TERM " .. a.pid)
+        -- The leaving notice, answered as a member staying.
+        local notice = assert(fake:accept())
+        assert.matches("^POST /api/v1/ephemeral/leaving ",
+                       read_request(notice))
+        answer(notice, 200, '{"id":"' .. FAKE_ID .. '","leaving":false}')
+        local res = assert(waiting:receive())
+        assert.equals(200, res.status, res.body)
+        assert.same({}, res.json.messages)
+        -- The owner answers the push after the stop began: the client
+        -- hears that answer, not a failure for a push that was applied.
+        answer(push, 201, '{"pushed":1}')
+        res = assert(pushing:receive())
+        assert.equals(201, res.status, res.body)
+        parked:close()
+        a:await_exit(10)
     end)
 end)
