@@ -88,7 +88,7 @@ local ENV = {
     defaults = limits.defaults,
     tenancy_header = config.tenancy_header ~= 0,
     call = hooks.run,
-    paused = killswitch.paused_reason,
+    paused = killswitch.paused,
     counters = footprint,
 }
 
