@@ -69,13 +69,17 @@ local function wall_ms()
 end
 
 -- The tenant's footprint, in a table made once: the verdict reads it at
--- once and keeps nothing.
+-- once and keeps nothing. The shadow judges a request after the live
+-- answer, so a push the live ladder passed is in the footprint already:
+-- its payload (`served`) is taken off, or the candidate would count it
+-- twice and refuse, at its allowance, a push that fits.
 local held = { bytes = 0 }
+local served = 0
 
 local function footprint(tenant)
     local bytes = metering.bytes(tenant)
     if not bytes then return nil end
-    held.bytes = bytes
+    held.bytes = bytes - served
     return held
 end
 
@@ -230,6 +234,7 @@ function _M.observe(ctx, s)
             -- name at all).
             r.messages, r.bytes = nil, nil
         end
+        served = live == "pass" and r.bytes or 0
         local ok, code, decided = pcall(s.judge.decide, s.judge, r,
                                         tonumber(C.ephd_ffi_now_ms()))
         if not ok then return disable(s, code) end
