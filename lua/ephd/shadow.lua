@@ -234,7 +234,11 @@ function _M.observe(ctx, s)
             -- name at all).
             r.messages, r.bytes = nil, nil
         end
-        served = live == "pass" and r.bytes or 0
+        if live == "pass" and r.bytes then
+            served, r.fits = r.bytes, ctx.limits and ctx.limits.max_bytes
+        else
+            served = 0
+        end
         local ok, code, decided = pcall(s.judge.decide, s.judge, r,
                                         tonumber(C.ephd_ffi_now_ms()))
         if not ok then return disable(s, code) end

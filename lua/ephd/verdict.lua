@@ -62,12 +62,17 @@ local QUOTA = rungs.RUNG.ephemeral_quota_exceeded
 -- now (its footprint, env.counters) plus the push's payload: an estimate,
 -- since the engine charges a push more than its payload and other
 -- requests land in between. Queue and parked-pop allowances need the
--- engine's view at commit and are not estimated.
+-- engine's view at commit and are not estimated. A push the engine took
+-- under an allowance (request.fits, the shadow's) fits any as large: the
+-- engine's rule is monotone in it, and its footprint may end a little
+-- over (a slot array's growth is charged after the check, core/engine.c).
 local function within_budget(env, ctx)
     local counters, l = env.counters, ctx.limits
     if not counters or not ctx.bytes or not l or l.max_bytes == 0 then
         return
     end
+    local fits = ctx.req.fits
+    if fits and fits ~= 0 and l.max_bytes >= fits then return end
     local held = counters(ctx.tenant)
     if held and held.bytes + ctx.bytes > l.max_bytes then
         return QUOTA.prefix .. QUOTA.which.TENANT_BYTES(l, ", estimated")
@@ -140,7 +145,8 @@ end
 -- request: route (its name), method, path, authorization, tenant (the
 -- tenant read: nil when the header is unusable), identity (optional: the
 -- identity authenticate established live), and for a push queue,
--- partition, messages and bytes. nil when the policy would pass every
+-- partition, messages and bytes, and fits: the tenant's byte allowance
+-- the engine took it under, if it did (0: none). nil when the policy would pass every
 -- rung; else code, rung, message. Raises (a Failure) when one of the
 -- policy's hooks raised, overran or returned what the contract refuses.
 function Judge:decide(request, now_ms)

@@ -27,7 +27,7 @@ return {
         limits = function(_, grant, defaults)
             local rate = grant and grant.max_msgs_per_sec or defaults.rate
             return { rate = rate, burst = rate,
-                     max_bytes = grant and grant.max_bytes or 4096,
+                     max_bytes = grant and grant.max_bytes,
                      max_queues = grant and grant.max_queues or 20 }
         end,
 
