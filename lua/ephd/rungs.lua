@@ -76,6 +76,11 @@ _M.ORDER = {
     { code = "unauthorized", rung = "authenticate" },
     { code = "feature_gated", rung = "grant" },
     { code = "ephemeral_bad_request", rung = "shape" },
+    -- A rung that needs the request's names and counts (a push's queue,
+    -- messages, bytes) comes here: past the shape, which parses them, and
+    -- before the rate, so a push it refuses takes no tokens. One entry
+    -- and one check in checks(); the live ladder, the shadow and replay
+    -- run it from then on.
     { code = "rate_limited", rung = "rate",
       bits = { "PARKED" }, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
