@@ -56,7 +56,10 @@ local NOOP = { ephd_ffi_cell_size = function() return CELL_OF_ONE end,
                ephd_ffi_policy_enter = function() end,
                ephd_ffi_policy_leave = function() end,
                ephd_ffi_metrics_route = function() end,
-               ephd_ffi_request_route = function() end }
+               ephd_ffi_request_route = function() end,
+               -- The ladder takes the clock when it loads (a spec whose
+               -- requests reach the rate rung sets its own).
+               ephd_ffi_now_ms = function() return 0ULL end }
 
 -- Installs a fresh ephd.core whose C resolves enum constants and the pure
 -- helpers for real and other functions from `fns`; a function the spec did

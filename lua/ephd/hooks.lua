@@ -53,12 +53,6 @@ function _M.call(name, ...)
     return true, a, b, c
 end
 
--- Whether the policy in force has the hook: one nobody defines is never
--- called, and the broker makes nothing for it (the request table).
-function _M.defines(name)
-    return _M.active.hooks[name] ~= nil
-end
-
 -- For results that are the wrong shape: counted like a raise.
 function _M.reject(name, why)
     failed(name, why)

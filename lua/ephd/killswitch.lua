@@ -10,10 +10,12 @@ function _M.state()
     return state
 end
 
--- What a paused surface answers with, or nil while it is not paused.
-function _M.paused_reason()
-    if state.paused then
-        return state.reason or "the ephemeral surface is paused"
+-- The rungs' reading (ephd.rungs): the reason and the Retry-After the
+-- operator set (nil: the broker's), or nil while the surface is on.
+function _M.paused()
+    local s = state
+    if s.paused then
+        return s.reason or "the ephemeral surface is paused", s.retry_after
     end
 end
 

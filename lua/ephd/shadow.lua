@@ -69,13 +69,17 @@ local function wall_ms()
 end
 
 -- The tenant's footprint, in a table made once: the verdict reads it at
--- once and keeps nothing.
+-- once and keeps nothing. The shadow judges a request after the live
+-- answer, so a push the live ladder passed is in the footprint already:
+-- its payload (`served`) is taken off, or the candidate would count it
+-- twice and refuse, at its allowance, a push that fits.
 local held = { bytes = 0 }
+local served = 0
 
 local function footprint(tenant)
     local bytes = metering.bytes(tenant)
     if not bytes then return nil end
-    held.bytes = bytes
+    held.bytes = bytes - served
     return held
 end
 
@@ -88,7 +92,7 @@ local ENV = {
     defaults = limits.defaults,
     tenancy_header = config.tenancy_header ~= 0,
     call = hooks.run,
-    paused = killswitch.paused_reason,
+    paused = killswitch.paused,
     counters = footprint,
 }
 
@@ -229,6 +233,11 @@ function _M.observe(ctx, s)
             -- malformed push, as no live one was (its queue may be no
             -- name at all).
             r.messages, r.bytes = nil, nil
+        end
+        if live == "pass" and r.bytes then
+            served, r.fits = r.bytes, ctx.limits and ctx.limits.max_bytes
+        else
+            served = 0
         end
         local ok, code, decided = pcall(s.judge.decide, s.judge, r,
                                         tonumber(C.ephd_ffi_now_ms()))

@@ -5,6 +5,7 @@
 local ffi = require("ffi")
 local contract = require("ephd.contract")
 local core = require("ephd.core")
+local rungs = require("ephd.rungs")
 
 local _M = {}
 
@@ -24,7 +25,7 @@ function _M.tenant(req)
     end
     if core.C.ephd_ffi_uuid_lower(req.tenant.ptr, req.tenant.len, lowered)
        ~= core.C.EPHD_OK then
-        return nil, "x-queen-tenant must be a UUID"
+        return nil, rungs.NO_TENANT
     end
     return ffi.string(lowered, 36)
 end

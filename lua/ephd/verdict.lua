@@ -1,32 +1,28 @@
 -- A policy's decision on one request, made with state of its own: the
--- rungs of ephd.ladder that are the policy's (the kill switch and the
--- paused hook, identity and access level, grant, limits, cost and rate,
--- and the tenant budget its limits imply where that can be told before
--- the engine), run for a candidate policy against real traffic (the
--- broker's shadow, ephd.shadow) or logged traffic (ephd policy replay),
--- without touching the live policy's rate buckets, limits cache or
--- anything else. Pure Lua over the modules the live ladder uses
--- (ephd.contract's builders and checks, ephd.access, ephd.grants' rule,
--- ephd.limits' cache, ephd.rate's buckets): it loads in a plain luajit,
--- with no broker.
+-- rungs of ephd.rungs, the live ladder's own, run for a candidate policy
+-- against real traffic (the broker's shadow, ephd.shadow) or logged
+-- traffic (ephd policy replay) over a state that never touches the live
+-- policy's rate buckets, limits cache or anything else. Pure Lua: it
+-- loads in a plain luajit, with no broker.
 --
 -- What it leaves to the caller: the checks that are the broker's and not
--- the policy's (a browser's forgery, the request's shape, the engine's
--- budgets at commit) are the same for any policy; ephd.shadow answers
--- them as the live ladder did.
-local access = require("ephd.access")
+-- the policy's (a browser's forgery, the request's shape, the cell's
+-- forward mark, the engine's budgets at commit) are the same for any
+-- policy; ephd.shadow answers them as the live ladder did. In place of
+-- the engine's commit it estimates the tenant's bytes, from its footprint.
 local contract = require("ephd.contract")
 local grants = require("ephd.grants")
 local limits = require("ephd.limits")
 local rate = require("ephd.rate")
 local routes = require("ephd.routes")
+local rungs = require("ephd.rungs")
 
 local getmetatable, pcall, setmetatable, tostring = getmetatable, pcall,
                                                     setmetatable, tostring
 
 local _M = {}
 
--- Route name -> its row (level, class).
+-- Route name -> its row (name, level, class, method).
 local ROUTE = {}
 for _, r in ipairs(routes) do ROUTE[r.name] = r end
 
@@ -51,11 +47,36 @@ local function plain_call(p, hook, ...)
     return pcall(p.hooks[hook], ...)
 end
 
--- Calls a hook p defines; raises when it raised or ran out of budget.
-local function call(self, hook, ...)
-    local ok, a, b, c = self.call(self.p, hook, ...)
-    if not ok then fail(hook, a) end
-    return a, b, c
+-- What the rungs read of a request asked about (see Judge:decide).
+local function tenant_of(r)
+    return r.tenant
+end
+
+local function seen(r)
+    return r.method, r.path, r.authorization
+end
+
+local QUOTA = rungs.RUNG.ephemeral_quota_exceeded
+
+-- The tenant's bytes the candidate allows, against what the tenant holds
+-- now (its footprint, env.counters) plus the push's payload: an estimate,
+-- since the engine charges a push more than its payload and other
+-- requests land in between. Queue and parked-pop allowances need the
+-- engine's view at commit and are not estimated. A push the engine took
+-- under an allowance (request.fits, the shadow's) fits any as large: the
+-- engine's rule is monotone in it, and its footprint may end a little
+-- over (a slot array's growth is charged after the check, core/engine.c).
+local function within_budget(env, ctx)
+    local counters, l = env.counters, ctx.limits
+    if not counters or not ctx.bytes or not l or l.max_bytes == 0 then
+        return
+    end
+    local fits = ctx.req.fits
+    if fits and fits ~= 0 and l.max_bytes >= fits then return end
+    local held = counters(ctx.tenant)
+    if held and held.bytes + ctx.bytes > l.max_bytes then
+        return QUOTA.prefix .. QUOTA.which.TENANT_BYTES(l, ", estimated")
+    end
 end
 
 local Judge = {}
@@ -65,8 +86,20 @@ Judge.__index = Judge
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
-                                call = env.call or plain_call,
-                                taken_tenant = nil, taken = nil }, Judge)
+                                holder = { active = p }, ctx = nil }, Judge)
+    local hook_call = env.call or plain_call
+    -- Calls a hook p defines; raises when it raised or ran out of budget.
+    -- A request that comes with its identity (replay's: credentials are
+    -- never logged) is authenticated as the live broker established it.
+    local function call(hook, ...)
+        if hook == "authenticate" then
+            local given = self.ctx.req.identity
+            if given then return true, given end
+        end
+        local ok, a, b, c = hook_call(p, hook, ...)
+        if not ok then fail(hook, a) end
+        return true, a, b, c
+    end
     self.limits = limits.new(function(tenant)
         -- The grant row is the broker's own, which the live policy reads
         -- too: the candidate gets a copy, so a hook that writes into its
@@ -76,138 +109,69 @@ function _M.new(p, env)
             g = contract.grant(g.enabled, g.max_bytes, g.max_queues,
                                g.max_msgs_per_sec)
         end
-        local t = call(self, "limits", tenant, g, env.defaults())
+        local _, t = call("limits", tenant, g, env.defaults())
         local bad = contract.check.limits(t)
         if bad then fail("limits", bad) end
-        local l = limits.settle(t, env.defaults().burst)
-        -- Made once per tenant: a shadow refusing every request of a
-        -- tenant over its rate would make it for each.
-        l.over_rate = rate.over_rate(l.rate)
-        return l
+        return limits.settle(t, env.defaults().burst)
+    end)
+    local unvouched = env.tenancy_header and "read-write" or "admin"
+    local refund = self.rate.refund
+    self.run = rungs.compile({
+        holder = self.holder, call = call, reject = fail,
+        switch = env.paused or function() end, retry_after_s = 1,
+        tenant = tenant_of, unvouched = function() return unvouched end,
+        seen = seen,
+        gated = function(tenant, require_grant)
+            return grants.gates(env.grant(tenant), require_grant)
+        end,
+        require_grant = env.require_grant,
+        limits = self.limits.get, take = self.rate.take,
+        clock = function() return self.now_ms end,
+    }, function(ctx, code, message, _, rung)
+        if ctx.taken then refund(ctx.tenant, ctx.taken) end
+        ctx.taken = false
+        return code, rung, message
+    end, function(ctx)
+        local message = within_budget(env, ctx)
+        if message then
+            refund(ctx.tenant, ctx.taken or 0)
+            ctx.taken = false
+            return "ephemeral_quota_exceeded", "budget", message
+        end
     end)
     return self
 end
 
-local function paused(self, request)
-    local pause = self.env.paused
-    local reason = pause and pause()
-    if reason then
-        return "ephemeral_disabled", "paused", reason
-    end
-    if not self.p.hooks.paused then return end
-    local after, why = call(self, "paused", contract.request(
-        request.route, request.method, request.path, request.authorization))
-    local bad = contract.check.paused(after, why)
-    if bad then fail("paused", bad) end
-    if after ~= nil then
-        return "ephemeral_disabled", "paused", why or "paused by policy"
-    end
-end
-
--- Returns the tenant and level, or nil, code, rung, message.
-local function identity(self, request, row)
-    local tenant = request.tenant
-    if not tenant then
-        return nil, "unauthorized", "authenticate",
-               "x-queen-tenant must be a UUID"
-    end
-    -- ephd.ladder's unvouched level: a header is a claim anyone can make.
-    local level = self.env.tenancy_header and "read-write" or "admin"
-    local given = request.identity
-    if request.authorization == nil and given then
-        tenant, level = given.tenant, given.level
-    elseif self.p.hooks.authenticate then
-        local who, why = call(self, "authenticate", contract.request(
-            request.route, request.method, request.path,
-            request.authorization, tenant))
-        local bad = contract.check.authenticate(who, why)
-        if bad then fail("authenticate", bad) end
-        if type(who) == "string" then
-            return nil, who, "authenticate", why or "refused by policy"
-        elseif who then
-            tenant, level = who.tenant:lower(), who.level
-        end
-    end
-    if not access.allows(level, row.level) then
-        return nil, "forbidden", "access",
-               row.name .. " needs " .. row.level
-               .. " access, this credential has " .. level
-    end
-    return tenant, level
-end
-
--- The candidate's rate: its limits, its cost, its own buckets.
-local function within_rate(self, request, tenant, l, now_ms)
-    local messages = request.messages
-    if not messages then return end
-    local cost = messages
-    if not self.p.messages_cost then
-        cost = call(self, "cost", contract.push(
-            tenant, request.queue, request.partition, messages,
-            request.bytes))
-        local bad = contract.check.cost(cost)
-        if bad then fail("cost", bad) end
-    end
-    if not self.rate.take(tenant, cost, l.rate, l.burst, now_ms) then
-        return cost > l.burst and rate.over_rate(l.rate, cost, l.burst)
-               or l.over_rate
-    end
-    self.taken_tenant, self.taken = tenant, cost
-end
-
--- The tenant's bytes the candidate allows, against what the tenant holds
--- now (its footprint, env.counters) plus the push's payload: an estimate,
--- since the engine charges a push more than its payload and other
--- requests land in between. Queue and parked-pop allowances need the
--- engine's view at commit and are not estimated.
-local function within_budget(self, request, tenant, l)
-    local counters = self.env.counters
-    if not counters or not request.bytes or l.max_bytes == 0 then return end
-    local held = counters(tenant)
-    if held and held.bytes + request.bytes > l.max_bytes then
-        return "at an ephemeral allowance: the tenant's bytes (limit "
-               .. l.max_bytes .. ", estimated)"
-    end
-end
-
--- nil when the policy would pass every rung; else code, rung, message.
--- Raises (a Failure) when one of the policy's hooks raised, overran or
--- returned what the contract refuses.
+-- request: route (its name), method, path, authorization, tenant (the
+-- tenant read: nil when the header is unusable), identity (optional: the
+-- identity authenticate established live), and for a push queue,
+-- partition, messages and bytes, and fits: the tenant's byte allowance
+-- the engine took it under, if it did (0: none). nil when the policy would pass every
+-- rung; else code, rung, message. Raises (a Failure) when one of the
+-- policy's hooks raised, overran or returned what the contract refuses.
 function Judge:decide(request, now_ms)
-    self.taken_tenant, self.taken = nil, nil
     local row = ROUTE[request.route]
     if not row then error("ephd.verdict: no route " .. tostring(request.route)) end
-    local family = row.class == "family"
-    local code, rung, message
-    if family then
-        code, rung, message = paused(self, request)
-        if code then return code, rung, message end
-    end
-    local tenant
-    tenant, code, rung, message = identity(self, request, row)
-    if not tenant then return code, rung, message end
-    if not family then return end
-    if grants.gates(self.env.grant(tenant), self.env.require_grant) then
-        return "feature_gated", "grant",
-               "the tenant is not granted ephemeral queues"
-    end
-    local l = self.limits.get(tenant)
-    message = within_rate(self, request, tenant, l, now_ms)
-    if message then return "rate_limited", "rate", message end
-    message = within_budget(self, request, tenant, l)
-    if message then
-        self:undo()
-        return "ephemeral_quota_exceeded", "budget", message
-    end
+    self.now_ms = now_ms
+    local ctx = {
+        req = request, route = row, family = row.class == "family",
+        forwarded = false, request = false, tenant = false, level = false,
+        limits = false, taken = false, queue = request.queue,
+        partition = request.partition, messages = request.messages,
+        bytes = request.bytes,
+    }
+    self.ctx = ctx
+    return self.run(ctx)
 end
 
 -- Gives back what the last decide took from the candidate's buckets: the
 -- request it passed was refused after the policy's rungs (by its shape or
 -- the engine), as the live ladder refunds.
 function Judge:undo()
-    if self.taken then
-        self.rate.refund(self.taken_tenant, self.taken)
-        self.taken_tenant, self.taken = nil, nil
+    local ctx = self.ctx
+    if ctx and ctx.taken then
+        self.rate.refund(ctx.tenant, ctx.taken)
+        ctx.taken = false
     end
 end
 

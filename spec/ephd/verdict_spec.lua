@@ -196,7 +196,7 @@ describe("ephd.verdict", function()
             local code, rung, message = judge:decide(
                 push(FREE, 1, { authorization = "Bearer ro" }), 0)
             assert.equals("forbidden", code)
-            assert.equals("access", rung)
+            assert.equals("authenticate", rung)
             assert.matches("push needs write%-only access", message)
             local status = { route = "system_status", method = "GET",
                              path = "/api/v1/system/ephemeral", tenant = FREE }
@@ -216,7 +216,7 @@ describe("ephd.verdict", function()
             local r = push(FREE, 1, { identity = { tenant = FREE,
                                                    level = "read-only" } })
             local code, rung = judge:decide(r, 0)
-            assert.same({ "forbidden", "access" }, { code, rung })
+            assert.same({ "forbidden", "authenticate" }, { code, rung })
             r.identity.level = "read-write"
             assert.is_nil(judge:decide(r, 0))
         end)

@@ -1,0 +1,39 @@
+-- A policy with a say at every rung that is a policy's, for specs that run
+-- it as its own shadow (spec/ephd/decision_spec.lua, spec/e2e/
+-- self_shadow_spec.lua): paused for one credential, identities by
+-- credential (an operator, a reader, one refused), limits from the grant
+-- with a byte allowance, and a cost that weighs queues named heavy-*.
+return {
+    name = "every-rung",
+    version = 1,
+    hooks = {
+        paused = function(request)
+            if request.authorization == "Bearer paused" then
+                return 30, "paused for this credential"
+            end
+        end,
+
+        authenticate = function(request)
+            local a = request.authorization
+            if a == "Bearer operator" then
+                return { tenant = request.tenant, level = "admin" }
+            elseif a == "Bearer reader" then
+                return { tenant = request.tenant, level = "read-only" }
+            elseif a == "Bearer refused" then
+                return "forbidden", "this credential is refused"
+            end
+        end,
+
+        limits = function(_, grant, defaults)
+            local rate = grant and grant.max_msgs_per_sec or defaults.rate
+            return { rate = rate, burst = rate,
+                     max_bytes = grant and grant.max_bytes,
+                     max_queues = grant and grant.max_queues or 20 }
+        end,
+
+        cost = function(push)
+            if push.queue:find("^heavy%-") then return push.messages * 10 end
+            return push.messages
+        end,
+    },
+}
