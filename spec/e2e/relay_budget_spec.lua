@@ -94,3 +94,88 @@ describe("the relay's bytes", function()
         end, 5)
     end)
 end)
+
+describe("the relay's held bytes under the client budget", function()
+    it("are evicted as a client's: the relayed pushes holding the most are "
+       .. "closed, and the edge serves on", function()
+        local BUDGET = 24 * MiB
+        local ds = daemon.start_cell(2, {
+            QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+            QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000",
+            QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "60000",
+            QUEEN_EPHEMERAL_MAX_BODY_BYTES = tostring(4 * MiB),
+            QUEEN_EPHEMERAL_MAX_CLIENT_BYTES = tostring(BUDGET),
+            -- No bound per peer: only the client budget holds the edge.
+            QUEEN_EPHEMERAL_RELAY_MAX_PEER_BYTES = "0",
+        })
+        local a, b = ds[1], ds[2]
+        local frozen, conns = nil, {}
+        finally(function()
+            for _, c in ipairs(conns) do c:close() end
+            if frozen then os.execute("kill -CONT " .. frozen) end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local part, mine
+        for i = 1, 60 do
+            local p = "p-" .. i
+            assert.equals(201, a:push("evict", { "1" }, p).status)
+            if b:held("evict")[p] then part = part or p else mine = mine or p end
+            if part and mine then break end
+        end
+        assert.truthy(part and mine, "no partition of each broker in 60")
+        os.execute("kill -STOP " .. b.pid)
+        frozen = b.pid
+        local EVICTED = "queen_ephemeral_clients_evicted_total (%d+)"
+        local CLIENT = "queen_ephemeral_client_bytes (%d+)"
+        local push = daemon.format("POST", "/api/v1/ephemeral/push",
+            '{"queue":"evict","partition":"' .. part
+            .. '","messages":[{"payload":"' .. ("x"):rep(3 * MiB) .. '"}]}')
+        -- 3 MiB each, held at the edge while b does not answer: a dozen
+        -- are half again the budget, which only their relayed bytes fill.
+        for i = 1, 12 do
+            conns[i] = a:connect()
+            conns[i]:send(push)
+            daemon.wait_until("push " .. i .. "'s bytes counted, or evicted",
+                function()
+                    return a:metric(CLIENT) >= (i - a:metric(EVICTED)) * 3 * MiB
+                end, 10)
+        end
+        local evicted = a:metric(EVICTED)
+        assert.is_true(evicted >= 4, evicted .. " evicted")
+        local held = a:metric(CLIENT)
+        assert.is_true(held <= BUDGET, "client bytes " .. held)
+        assert.is_true(held >= (12 - evicted) * 3 * MiB, "client bytes " .. held)
+        assert.equals(evicted, a:metric('queen_ephemeral_forwarded_total'
+            .. '{route="push",outcome="cancelled"} (%d+)'))
+        -- The evicted were closed with no answer; the others are held.
+        local closed = 0
+        for _, c in ipairs(conns) do
+            local res, err = c:receive(0.2)
+            assert.is_nil(res)
+            if err == "closed" then closed = closed + 1 end
+        end
+        assert.equals(evicted, closed)
+        -- The edge serves on: its own partitions, and what the budget
+        -- leaves room for.
+        assert.equals(201, a:push("evict", { "2" }, mine).status)
+        assert.equals(200, a:request("GET", "/metrics").status)
+        -- b back, the held ones are answered and their bytes given back.
+        os.execute("kill -CONT " .. b.pid)
+        frozen = nil
+        local answered = 0
+        for _, c in ipairs(conns) do
+            local res = c:receive(10)
+            if res then
+                -- Appended, or refused by the queue's own bounds.
+                assert.is_true(res.status == 201
+                               or res.json.code == "queue_full", res.body)
+                answered = answered + 1
+            end
+        end
+        assert.equals(12 - evicted, answered)
+        daemon.wait_until("the held bytes to be given back", function()
+            return a:metric(CLIENT) < MiB
+        end, 5)
+    end)
+end)
