@@ -5,6 +5,7 @@
 -- and the drop is counted.
 local socket = require("socket")
 local daemon = require("e2e.daemon")
+local helper = require("helper")
 local mark = require("e2e.mark")
 
 local TOKEN = "moves-spec-cell-token-0123456789"
@@ -29,6 +30,68 @@ local function WIPES(reason)
     return 'queen_ephemeral_wipes_total{reason="' .. reason .. '"} (%d+)'
 end
 local HANDED = "queen_ephemeral_handed_over_total (%d+)"
+
+-- Placement (core/cell/placement.c) in LuaJIT's 64-bit integers: the
+-- member of ids (16 hex digits each) that owns a partition of the default
+-- tenant's queue, so a test knows where a move sends it before it moves.
+local bit = require("bit")
+local TENANT = "00000000-0000-0000-0000-000000000001"
+
+local function mix(x)
+    x = bit.bxor(x, bit.rshift(x, 33))
+    x = x * 0xff51afd7ed558ccdULL
+    x = bit.bxor(x, bit.rshift(x, 33))
+    x = x * 0xc4ceb9fe1a85ec53ULL
+    return bit.bxor(x, bit.rshift(x, 33))
+end
+
+local function absorb(h, s)
+    h = mix(bit.bxor(h, 0ULL + #s))
+    for i = 1, #s, 8 do
+        local w = 0ULL
+        for j = math.min(i + 7, #s), i, -1 do
+            w = bit.bor(bit.lshift(w, 8), 0ULL + s:byte(j))
+        end
+        h = mix(bit.bxor(h, w))
+    end
+    return h
+end
+
+local function owner(ids, queue, partition)
+    local key = absorb(absorb(absorb(0x9e3779b97f4a7c15ULL, TENANT), queue),
+                       partition)
+    local best, top
+    for _, id in ipairs(ids) do
+        local n = 0ULL
+        for k = 1, 16 do
+            n = n * 16 + tonumber(id:sub(k, k), 16)
+        end
+        local score = mix(bit.bxor(key, mix(n)))
+        if not top or score > top or (score == top and id < best) then
+            best, top = id, score
+        end
+    end
+    return best
+end
+
+-- Starts spec/e2e/silent_member.lua as member id of epoch, a signed row
+-- for it: a member that answers the readiness probe and nothing else.
+-- Returns its pid.
+local function silent_member(id, epoch)
+    local port = daemon.free_port()
+    local p = io.popen(("luajit %s/spec/e2e/silent_member.lua %d %s %d "
+                        .. ">/dev/null 2>&1 & echo $!")
+                       :format(helper.root, port, id, epoch))
+    local pid = p:read("*l")
+    p:close()
+    daemon.wait_until("the silent member to listen", function()
+        local c = socket.connect("127.0.0.1", port)
+        if c then c:close() end
+        return c
+    end, 5)
+    daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, epoch, 600000)
+    return pid
+end
 
 -- a alone owns every partition: three messages each, the first leased by
 -- group g; group h has taken nothing. Returns the leased ids by partition.
@@ -541,5 +604,80 @@ describe("ownership moves", function()
         assert.equals("stale", res.json.results[1].outcome)
         daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                    .. idb .. "'")
+    end)
+    it("ship a pending hand-over ahead of a request relayed for its "
+       .. "partition", function()
+        daemon.sql("DELETE FROM queen.ephemeral_members")
+        -- Nothing times out while the test looks.
+        local e = env({ QUEEN_EPHEMERAL_HANDOVER_TIMEOUT_MS = "60000" })
+        local a = daemon.start({ db = true, env = e })
+        local ds, fake = { a }, nil
+        local fid = "f00000000000003f"
+        finally(function()
+            daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                       .. fid .. "'")
+            if fake then os.execute("kill " .. fake) end
+            for _, d in ipairs(ds) do d:stop() end
+        end)
+        local ida = a:cell().self.id
+        local N = 40
+        for i = 1, N do
+            assert.equals(201, a:push("ahead", { '"m-' .. i .. '"' },
+                                      "p-" .. i).status)
+        end
+        -- A member that never answers: a's hand-overs to it fill the
+        -- window (4 in flight for ever), and every later one waits in
+        -- line behind them.
+        fake = silent_member(fid, 4022250976)
+        local two = { ida, fid }
+        daemon.wait_until("a to hand f its partitions", function()
+            if a:cell().live ~= 2 then return false end
+            local held = a:held("ahead")
+            for i = 1, N do
+                local p = "p-" .. i
+                local mine = owner(two, "ahead", p) == ida
+                if ((held[p] or 0) > 0) ~= mine then return false end
+            end
+            return true
+        end, 10)
+        -- b joins: a's partitions it takes queue behind f's.
+        local b = daemon.start({ db = true, env = e })
+        ds[2] = b
+        local idb = b:cell().self.id
+        await_live({ a, b }, 3, 10)
+        local three = { ida, idb, fid }
+        local to_b = {}
+        for i = 1, N do
+            local p = "p-" .. i
+            if owner(two, "ahead", p) == ida
+               and owner(three, "ahead", p) == idb then
+                to_b[#to_b + 1] = p
+            end
+        end
+        assert.is_true(#to_b >= 2, #to_b .. " partitions move from a to b")
+        daemon.wait_until("a to let b's partitions go", function()
+            local held = a:held("ahead")
+            for _, p in ipairs(to_b) do
+                if (held[p] or 0) > 0 then return false end
+            end
+            return true
+        end, 10)
+        for _, p in ipairs(to_b) do
+            assert.is_nil(b:held("ahead")[p], p .. " reached b already")
+        end
+        -- A pop for one of them through a: its hand-over goes first, and
+        -- the pop, relayed to b, finds its message (waiting, in case b
+        -- reads the pop before the hand-over on another connection).
+        local p = to_b[1]
+        local i = p:match("%d+")
+        local res = a:pop("queue=ahead&group=g&wait=true&timeout=3000"
+                          .. "&partition=" .. p)
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.equals("m-" .. i, res.json.messages[1].payload)
+        -- Only that one was shipped: the others still wait behind f's.
+        for k = 2, #to_b do
+            assert.is_nil(b:held("ahead")[to_b[k]], to_b[k] .. " reached b")
+        end
     end)
 end)
