@@ -729,6 +729,16 @@ int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
                           req->body.len, tenant);
 }
 
+/* The pops naming no partition that whole_pop.c served over the cell, by
+ * how each ended: route="pop_whole" of the same family. */
+static const char *const WHOLE_NAMES[EPHD_WHOLE_OUTCOMES] = {
+    "answered", "failed", "cancelled", "stopped"};
+static uint64_t whole_pops[EPHD_WHOLE_OUTCOMES];
+
+void ephd_relay_count_whole_pop(ephd_whole_outcome_t outcome) {
+  whole_pops[outcome]++;
+}
+
 void ephd_relay_metrics(ephd_buf_t *o) {
   const char *name = "queen_ephemeral_forwarded_total";
   ephd_prom_family(o, name, "counter",
@@ -737,6 +747,9 @@ void ephd_relay_metrics(ephd_buf_t *o) {
                    "by route and outcome.");
   ephd_prom_grid(o, name, "route", VERB_NAMES, EPHD_CELL_VERBS, "outcome",
                  OUTCOME_NAMES, N_OUTCOMES, &forwarded[0][0]);
+  static const char *const whole[] = {"pop_whole"};
+  ephd_prom_grid(o, name, "route", whole, 1, "outcome", WHOLE_NAMES,
+                 EPHD_WHOLE_OUTCOMES, whole_pops);
   const ephd_peer_stats_t *s = ephd_peer_stats();
   const char *seconds = "queen_ephemeral_relay_seconds";
   ephd_prom_family(o, seconds, "histogram",

@@ -100,6 +100,19 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
 int ephd_relay_ack_outcomes(const char *body, size_t len, ephd_outcome_t *out,
                             uint32_t n);
 
+/* How a pop naming no partition that whole_pop.c served over the cell
+ * ended (its client answered with a batch or, once some member answered,
+ * an empty one; no member answered; its client left; this broker
+ * stopped): counted in queen_ephemeral_forwarded_total{route="pop_whole"}. */
+typedef enum {
+  EPHD_WHOLE_ANSWERED,
+  EPHD_WHOLE_FAILED,
+  EPHD_WHOLE_CANCELLED,
+  EPHD_WHOLE_STOPPED,
+  EPHD_WHOLE_OUTCOMES
+} ephd_whole_outcome_t;
+void ephd_relay_count_whole_pop(ephd_whole_outcome_t outcome);
+
 /* queen_ephemeral_forwarded_total and the relay's latency, for /metrics. */
 void ephd_relay_metrics(ephd_buf_t *o);
 

@@ -146,7 +146,7 @@ static void finish(whole_t *w) {
 
 /* Nothing to take anywhere (or the deadline): an empty batch, as a local
  * pop's timeout answers; a 503 when no member answered at all. */
-static void answer_empty(whole_t *w) {
+static void write_empty(whole_t *w) {
   ephd_conn_t *c = ephd_deferred_conn(w->deferred);
   if (!w->heard) {
     ephd_error_write(ephd_http_begin_error(
@@ -162,6 +162,12 @@ static void answer_empty(whole_t *w) {
   finish(w);
 }
 
+static void answer_empty(whole_t *w) {
+  ephd_relay_count_whole_pop(w->heard ? EPHD_WHOLE_ANSWERED
+                                      : EPHD_WHOLE_FAILED);
+  write_empty(w);
+}
+
 /* The member's answer with messages: the client's, as it came. */
 static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
                     const ephd_buf_t *ids) {
@@ -169,6 +175,7 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
   ephd_buf_t *o = ephd_http_begin(c, 200, NULL);
   ephd_buf_append(o, res->body.ptr, res->body.len);
   ephd_http_end(c);
+  ephd_relay_count_whole_pop(EPHD_WHOLE_ANSWERED);
   if (w->auto_ack)
     ephd_delivery_ack(w->peer[m], w->tenant, w->tenant_len, w->queue,
                       w->queue_len, w->group, w->group_len, ids,
@@ -240,15 +247,19 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
 
 static void on_deadline(void *data) { answer_empty(data); }
 
-static void on_cancel(void *data) { finish(data); }
+static void on_cancel(void *data) {
+  ephd_relay_count_whole_pop(EPHD_WHOLE_CANCELLED);
+  finish(data);
+}
 
 /* The broker stops: an empty batch, as a local parked pop gets, even
  * before any member answered (the pop is cut short, not failed); a take
  * in flight leased what it took, which is redelivered. */
 static void on_stop(void *data) {
   whole_t *w = data;
+  ephd_relay_count_whole_pop(EPHD_WHOLE_STOPPED);
   w->heard = 1;
-  answer_empty(w);
+  write_empty(w);
 }
 
 static const ephd_deferred_ops_t WHOLE = {

@@ -170,4 +170,36 @@ describe("a pop naming no partition", function()
         assert.equals(1, #res.json.messages, res.body)
         assert.is_nil(res.json.ready)
     end)
+    it("is counted in queen_ephemeral_forwarded_total, route pop_whole",
+       function()
+        local ds = start(2)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local function forwarded(route, outcome)
+            return a:metric('queen_ephemeral_forwarded_total{route="' .. route
+                            .. '",outcome="' .. outcome .. '"} (%d+)')
+        end
+        -- Nothing anywhere: each is served over the cell, and answered.
+        for _ = 1, 3 do
+            local res = a:pop("queue=counted")
+            assert.equals(200, res.status, res.body)
+            assert.equals(0, #res.json.messages, res.body)
+        end
+        assert.equals(3, forwarded("pop_whole", "answered"))
+        -- A waiting one whose client leaves.
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=counted"
+                                .. "&wait=true&timeout=8000"))
+        daemon.wait_until("the pop to wait", function()
+            return b:parked() >= 1
+        end)
+        conn:close()
+        a:await_metric('queen_ephemeral_forwarded_total{route="pop_whole",'
+                       .. 'outcome="cancelled"} (%d+)', 1)
+        assert.equals(3, forwarded("pop_whole", "answered"))
+        assert.equals(0, forwarded("pop_whole", "failed"))
+        -- Not counted again as the relay of a pop naming a partition.
+        assert.equals(0, forwarded("pop", "answered"))
+    end)
 end)
