@@ -202,4 +202,49 @@ describe("a pop naming no partition", function()
         -- Not counted again as the relay of a pop naming a partition.
         assert.equals(0, forwarded("pop", "answered"))
     end)
+    it("waiting on a queue with a windowBuffer, is answered by one take, "
+       .. "never a round of ready and empty takes", function()
+        -- windowBuffer never makes a message undeliverable: it lets a
+        -- woken parked pop wait to fatten its batch. A notify answers
+        -- ready by the same test a take takes by, and a take never waits.
+        local env = { QUEEN_EPHEMERAL_REFRESH_S = "1" }
+        for k, v in pairs(ENV) do env[k] = v end
+        local ds = daemon.start_cell(2, env)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local res = a:request("POST", "/api/v1/ephemeral/configure",
+            '{"queue":"windowed","options":{"windowBuffer":'
+            .. '{"ms":2000,"count":5}}}')
+        assert.equals(201, res.status, res.body)
+        -- b applies it at its refresh.
+        daemon.wait_until("b to apply the window", function()
+            for _, q in ipairs(b:request("GET", "/api/v1/ephemeral/queues")
+                               .json.queues) do
+                if q.queue == "windowed" then
+                    return q.options.windowBuffer.ms == 2000
+                end
+            end
+        end, 10)
+        local part = partition_on(ds, b, b, "windowed")
+        local POPS = 'queen_ephemeral_http_requests_total{route="pop",'
+                     .. 'status="200"} (%d+)'
+        local before = b:metric(POPS)
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=windowed"
+                                .. "&wait=true&timeout=6000&batch=10"))
+        daemon.wait_until("the pop to wait at b", function()
+            return b:parked() >= 1
+        end)
+        assert.equals(201, b:push("windowed", { "7" }, part).status)
+        res = assert(conn:receive(10))
+        conn:close()
+        -- b served the sweep's take, the notify and one take (a spin
+        -- would be hundreds).
+        local pops = b:metric(POPS) - before
+        assert.is_true(pops <= 4, pops .. " pops served at b")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.equals(7, res.json.messages[1].payload)
+    end)
 end)
