@@ -3,7 +3,8 @@
 -- and what one peer has not answered is bounded in bytes
 -- (QUEEN_EPHEMERAL_RELAY_MAX_PEER_BYTES): past it the edge answers 503
 -- ephemeral_forward_failed at once. A slow owner costs the edge the bound,
--- not every push sent its way.
+-- not every push sent its way; past QUEEN_EPHEMERAL_MAX_CLIENT_BYTES the
+-- relayed requests holding the most are evicted as any client is.
 local daemon = require("e2e.daemon")
 
 local MiB = 1024 * 1024
