@@ -210,7 +210,11 @@ describe("a pop naming no partition", function()
         local env = { QUEEN_EPHEMERAL_REFRESH_S = "1" }
         for k, v in pairs(ENV) do env[k] = v end
         local ds = daemon.start_cell(2, env)
-        finally(function() daemon.stop_all(ds) end)
+        finally(function()
+            daemon.stop_all(ds)
+            -- Its declaration would leak into later specs' listings.
+            daemon.forget_declarations()
+        end)
         daemon.await_cell(ds, 10)
         local a, b = ds[1], ds[2]
         local res = a:request("POST", "/api/v1/ephemeral/configure",
