@@ -598,6 +598,26 @@ TEST_IMPL(engine_tenant_allowances) {
   return stop();
 }
 
+/* A push creating a queue is planned against the options it will be
+ * created with (the policy's queue_options), not the broker's defaults. */
+TEST_IMPL(engine_plans_a_new_queue_with_its_options) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_options_t created = e.defaults;
+  created.max_length = 3;
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 4, 4, &limits,
+                        &created, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_QUEUE_TOO_SMALL);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 3, 3, &limits,
+                        &created, &plan);
+  ASSERT_EQ(plan.refusals, 0);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 4, 4, &limits, NULL,
+                        &plan);
+  ASSERT_EQ(plan.refusals, 0);
+  return stop();
+}
+
 TEST_IMPL(engine_tenant_counts_deliveries) {
   start(1000, 100, 0, 1 << 20);
   ephd_queue_t *q = queue();
