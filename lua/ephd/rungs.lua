@@ -36,8 +36,8 @@
 --   not_json(req) a POST's body that is not JSON, or nil
 -- A request (ctx) carries route (its row), family, req (what tenant, seen,
 -- foreign and not_json read), forwarded, handler (its parse, when the
--- shape rung runs), and, once parsed, queue, partition, messages, bytes;
--- the rungs write request, tenant, level, limits and taken.
+-- shape rung runs), and, once parsed, queue, partition, group, messages,
+-- bytes; the rungs write request, tenant, level, limits and taken.
 local access = require("ephd.access")
 local contract = require("ephd.contract")
 local rate = require("ephd.rate")
