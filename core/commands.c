@@ -16,6 +16,10 @@ void ephd_commands_init(ephd_engine_t *engine) {
   ephd_commands_engine = engine;
 }
 
+void ephd_ffi_queue_options(int asked) {
+  ephd_commands_engine->ask_options = asked;
+}
+
 int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
                          size_t tenant_len,
                          const ephd_tenant_limits_t *limits) {
@@ -25,10 +29,14 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
   op->pub.refusals = 0;
   const char *body = op->scanned;
   if (body == NULL) return EPHD_E_BAD_REQUEST;
-  op->scanned = NULL;
-  uint64_t now = ephd_ffi_now_ms();
   ephd_tenant_t *t = ephd_engine_tenant(e, tenant, tenant_len);
   ephd_queue_t *q = t ? ephd_tenant_queue(t, s->queue.ptr, s->queue.len) : NULL;
+  /* Asked before anything is taken, and only for a queue that does not
+   * exist: a push to one that does never leaves C. */
+  const ephd_options_t *created = op->pub.has_created ? &op->pub.created : NULL;
+  if (q == NULL && e->ask_options && created == NULL) return EPHD_E_NEW_QUEUE;
+  op->scanned = NULL;
+  uint64_t now = ephd_ffi_now_ms();
   if (q) ephd_engine_expire(e, q, now);
   ephd_ring_t *r =
       q ? ephd_queue_ring(q, s->partition.ptr, s->partition.len) : NULL;
@@ -36,12 +44,14 @@ int ephd_ffi_push_commit(const ephd_request_t *req, const char *tenant,
    * partition behind. */
   ephd_push_plan_t plan;
   ephd_engine_plan_push(e, t, tenant_len, q, s->queue.len, r, s->partition.len,
-                        s->count, s->bytes, limits, &plan);
+                        s->count, s->bytes, limits, created, &plan);
   op->pub.refusals = plan.refusals;
   if (plan.refusals) return EPHD_E_REFUSED;
-  if (q == NULL)
+  if (q == NULL) {
     q = ephd_engine_queue_open(e, tenant, tenant_len, s->queue.ptr,
                                s->queue.len);
+    if (created) q->opts = *created;
+  }
   if (r == NULL)
     r = ephd_queue_ring_open(q, s->partition.ptr, s->partition.len);
   ephd_engine_push(e, q, r, body, (const ephd_span_t *)op->items.base, s->count,

@@ -551,10 +551,15 @@ static void make_plan(const ephd_engine_t *e, const ephd_tenant_t *t,
                       size_t queue_len, const ephd_ring_t *r,
                       size_t partition_len, uint32_t n, uint64_t bytes,
                       const ephd_tenant_limits_t *limits, int bounded,
-                      ephd_push_plan_t *plan) {
+                      const ephd_options_t *created, ephd_push_plan_t *plan) {
   plan->refusals = 0;
   plan->evict = plan->evict_bytes = 0;
-  if (bounded) plan_bounds(q, q ? &q->opts : &e->defaults, r, n, bytes, plan);
+  if (bounded)
+    plan_bounds(q,
+                q         ? &q->opts
+                : created ? created
+                          : &e->defaults,
+                r, n, bytes, plan);
   if (q && r == NULL && ephd_queue_full_of_partitions(e, q))
     plan->refusals |= EPHD_REFUSE_QUEUE_PARTS;
   if (q == NULL && ephd_tenant_full_of_queues(t, limits))
@@ -575,9 +580,10 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
                            size_t queue_len, const ephd_ring_t *r,
                            size_t partition_len, uint32_t n, uint64_t bytes,
                            const ephd_tenant_limits_t *limits,
+                           const ephd_options_t *created,
                            ephd_push_plan_t *out) {
   make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
-            1, out);
+            1, created, out);
 }
 
 void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
@@ -587,7 +593,7 @@ void ephd_engine_plan_accept(const ephd_engine_t *e, const ephd_tenant_t *t,
                              const ephd_tenant_limits_t *limits,
                              ephd_push_plan_t *out) {
   make_plan(e, t, tenant_len, q, queue_len, r, partition_len, n, bytes, limits,
-            0, out);
+            0, NULL, out);
 }
 
 void ephd_engine_push(ephd_engine_t *e, ephd_queue_t *q, ephd_ring_t *r,

@@ -127,6 +127,9 @@ typedef struct {
   uint32_t max_partitions;
   uint32_t max_groups;
   uint64_t acked; /* leases settled completed, ever */
+  /* A push or pop creating an implicit queue asks Lua for its options
+   * first (ephd_ffi_queue_options). */
+  int ask_options;
 } ephd_engine_t;
 
 /* What the engine charges for what it holds: honest estimates of the heap
@@ -295,7 +298,8 @@ uint32_t ephd_engine_plan_names(const ephd_engine_t *e, const ephd_tenant_t *t,
  * evicting another partition's messages is refused whole
  * (EPHD_REFUSE_QUEUE_CROWDED). t, q and r may be NULL for a
  * tenant, queue or partition the push would create (named by the lengths,
- * for their cost). */
+ * for their cost); a queue it creates runs with created (the policy's
+ * queue_options), or the broker's defaults when that is NULL. */
 typedef struct {
   uint32_t refusals;
   uint64_t evict;
@@ -306,6 +310,7 @@ void ephd_engine_plan_push(const ephd_engine_t *e, const ephd_tenant_t *t,
                            size_t queue_len, const ephd_ring_t *r,
                            size_t partition_len, uint32_t n, uint64_t bytes,
                            const ephd_tenant_limits_t *limits,
+                           const ephd_options_t *created,
                            ephd_push_plan_t *plan);
 /* Carries out a plan without refusals; payloads[i] is a span of base. */
 typedef struct {

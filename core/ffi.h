@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 27 };
+enum { EPHD_FFI_ABI_VERSION = 28 };
 
 enum {
   EPHD_OK = 0,
@@ -29,7 +29,11 @@ enum {
   EPHD_E_REFUSED = -2,     /* see the refusals bitmask */
   EPHD_E_NOT_FOUND = -3,
   EPHD_E_UNAVAILABLE = -4, /* no database connection for a declaration */
-  EPHD_E_NOT_ALLOWED = -5  /* a known path, not with this method */
+  EPHD_E_NOT_ALLOWED = -5, /* a known path, not with this method */
+  /* The commit would create an implicit queue, whose options the policy
+   * gives (ephd_ffi_queue_options): nothing was done; Lua fills
+   * req->op->created and commits again. */
+  EPHD_E_NEW_QUEUE = -6
 };
 
 /* Budgets a push would break; C reports every one of them and
@@ -198,6 +202,10 @@ struct ephd_op {
     ephd_options_t options; /* configure: the declaration in force, by Lua */
   };
   uint32_t refusals; /* out: the budgets a commit would break */
+  /* in: the options of the implicit queue a push or pop creates, when
+   * has_created (set by Lua after EPHD_E_NEW_QUEUE; 0 at dispatch) */
+  ephd_options_t created;
+  int has_created;
 };
 
 int ephd_ffi_abi_version(void);
@@ -295,6 +303,13 @@ int ephd_ffi_transfer_check(const ephd_request_t *req);
 int ephd_ffi_transfer_commit(const ephd_request_t *req, const char *tenant,
                              size_t tenant_len,
                              const ephd_tenant_limits_t *limits);
+
+/* asked: whether the policy in force has a queue_options hook. While it
+ * has, a push or pop that would create an implicit queue returns
+ * EPHD_E_NEW_QUEUE first, once, so the hook runs per queue created and
+ * never per message; while it has not, such a queue takes the broker's
+ * defaults with no question asked. */
+void ephd_ffi_queue_options(int asked);
 
 /* pop, with req->op->pop: answers req itself (200, EPHD_OK), parks it
  * (EPHD_PARKED), or is refused (EPHD_E_REFUSED, req->op->refusals) for

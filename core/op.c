@@ -37,6 +37,7 @@ void ephd_op_attach(ephd_request_t *req) {
   }
   op->scanned = NULL;
   op->batch_bytes = SIZE_MAX;
+  op->pub.has_created = 0;
   req->op = &op->pub;
 }
 

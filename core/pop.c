@@ -188,6 +188,10 @@ int ephd_ffi_pop(const ephd_request_t *req) {
   uint32_t g = 0;
   int new_ring = a->partition && r == NULL;
   int new_group = q == NULL || !ephd_queue_group_find(q, gname, glen, &g);
+  /* A new implicit queue's options are asked for before anything exists,
+   * as a push's (commands.c). */
+  if (q == NULL && e->ask_options && !op->pub.has_created)
+    return EPHD_E_NEW_QUEUE;
   uint64_t now = ephd_ffi_now_ms();
   /* Everything a pop would create is planned before any of it exists: a
    * refused pop leaves no tenant, queue, partition or group behind. */
@@ -213,9 +217,11 @@ int ephd_ffi_pop(const ephd_request_t *req) {
     refusals |= EPHD_REFUSE_PARKED;
   op->pub.refusals = refusals;
   if (refusals) return EPHD_E_REFUSED;
-  if (q == NULL)
+  if (q == NULL) {
     q = ephd_engine_queue_open(e, a->tenant, a->tenant_len, a->queue,
                                a->queue_len);
+    if (op->pub.has_created) q->opts = op->pub.created;
+  }
   if (new_ring) r = ephd_queue_ring_open(q, a->partition, a->partition_len);
   if (new_group) g = ephd_queue_group_open(q, gname, glen);
   /* Whether it parks is asked before anything is taken, so the answer

@@ -128,7 +128,7 @@ static void push(uint8_t qi) {
   ephd_ring_t *r = q ? ephd_queue_ring(q, part, strlen(part)) : NULL;
   ephd_push_plan_t plan;
   ephd_engine_plan_push(&e, tenant, 1, q, 2, r, strlen(part), n, bytes, &limits,
-                        &plan);
+                        NULL, &plan);
   if (plan.refusals) return;
   if (q == NULL) q = ephd_engine_queue_open(&e, t, 1, qn, 2);
   if (r == NULL) r = ephd_queue_ring_open(q, part, strlen(part));

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ephd_push_plan_t plan;
   ephd_span_t spans[2] = {{0, 1}, {1, 1}};
   ephd_engine_plan_push(&e, q->tenant, 1, q, t.queue_len, r, t.partition_len, 2,
-                        2, &limits, &plan);
+                        2, &limits, NULL, &plan);
   check(plan.refusals == 0);
   ephd_engine_push(&e, q, r, "12", spans, 2, &plan, 0);
   ephd_buf_t out;

@@ -57,6 +57,8 @@ local NOOP = { ephd_ffi_cell_size = function() return CELL_OF_ONE end,
                ephd_ffi_policy_leave = function() end,
                ephd_ffi_metrics_route = function() end,
                ephd_ffi_request_route = function() end,
+               -- Whether C asks for a new queue's options (ephd.implicit).
+               ephd_ffi_queue_options = function() end,
                -- The ladder takes the clock when it loads (a spec whose
                -- requests reach the rate rung sets its own).
                ephd_ffi_now_ms = function() return 0ULL end }

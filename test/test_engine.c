@@ -53,7 +53,7 @@ static uint32_t push(ephd_queue_t *q, const char *part, int first, int n,
   ephd_engine_expire(&e, q, now);
   ephd_push_plan_t plan;
   ephd_engine_plan_push(&e, q->tenant, 1, q, 1, r, strlen(part), (uint32_t)n,
-                        bytes, &limits, &plan);
+                        bytes, &limits, NULL, &plan);
   if (plan.refusals == 0)
     ephd_engine_push(&e, q, r, base, spans, (uint32_t)n, &plan, now);
   return plan.refusals;
@@ -586,15 +586,35 @@ TEST_IMPL(engine_tenant_allowances) {
    * other budget it breaks. */
   limits.max_queues = 1;
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits,
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits, NULL,
                         &plan);
   ASSERT_EQ(plan.refusals,
             EPHD_REFUSE_TENANT_QUEUES | EPHD_REFUSE_TENANT_BYTES);
   limits.max_bytes = 0;
-  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits,
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 1, 1, &limits, NULL,
                         &plan);
   ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
   ASSERT_EQ(q->tenant->pushed, 4);
+  return stop();
+}
+
+/* A push creating a queue is planned against the options it will be
+ * created with (the policy's queue_options), not the broker's defaults. */
+TEST_IMPL(engine_plans_a_new_queue_with_its_options) {
+  start(1000, 100, 0, 1 << 20);
+  ephd_queue_t *q = queue();
+  ephd_options_t created = e.defaults;
+  created.max_length = 3;
+  ephd_push_plan_t plan;
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 4, 4, &limits,
+                        &created, &plan);
+  ASSERT_EQ(plan.refusals, EPHD_REFUSE_QUEUE_TOO_SMALL);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 3, 3, &limits,
+                        &created, &plan);
+  ASSERT_EQ(plan.refusals, 0);
+  ephd_engine_plan_push(&e, q->tenant, 1, NULL, 1, NULL, 1, 4, 4, &limits, NULL,
+                        &plan);
+  ASSERT_EQ(plan.refusals, 0);
   return stop();
 }
 
@@ -619,10 +639,11 @@ TEST_IMPL(engine_caps_partitions_and_groups) {
   ASSERT_EQ(push(q, "p1", 1, 1, 0), 0);
   ASSERT_EQ(push(q, "p2", 1, 1, 0), 0);
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, q->tenant, 1, q, 1, NULL, 2, 1, 1, &limits, &plan);
+  ephd_engine_plan_push(&e, q->tenant, 1, q, 1, NULL, 2, 1, 1, &limits, NULL,
+                        &plan);
   ASSERT_EQ(plan.refusals, EPHD_REFUSE_QUEUE_PARTS); /* a third partition */
   ephd_engine_plan_push(&e, q->tenant, 1, q, 1, ephd_queue_ring(q, "p1", 2), 2,
-                        1, 1, &limits, &plan);
+                        1, 1, &limits, NULL, &plan);
   ASSERT_EQ(plan.refusals, 0); /* an existing one is fine */
   ASSERT(!ephd_queue_full_of_groups(&e, q));
   ephd_queue_group_open(q, "", 0); /* queue mode is not a named group */
@@ -957,7 +978,7 @@ TEST_IMPL(engine_reserves_configures_in_flight) {
   ASSERT_EQ(ephd_engine_plan_queue(&e, t, 1, 2, &limits),
             EPHD_REFUSE_TENANT_QUEUES);
   ephd_push_plan_t plan;
-  ephd_engine_plan_push(&e, t, 1, NULL, 2, NULL, 1, 1, 1, &limits, &plan);
+  ephd_engine_plan_push(&e, t, 1, NULL, 2, NULL, 1, 1, 1, &limits, NULL, &plan);
   ASSERT_EQ(plan.refusals, EPHD_REFUSE_TENANT_QUEUES);
   ASSERT(ephd_tenant_full_of_queues(t, &limits));
   /* ...and their bytes count in the byte budgets. */

@@ -105,8 +105,8 @@ no database: FILE is the broker's log (stderr) with
 QUEEN_EPHEMERAL_LOG_REQUESTS=true, whose `request` lines are replayed in
 order and every other line skipped but the boot block's settings (the
 knobs a policy sees). Each request runs through DIR's hooks (paused,
-authenticate, limits, cost) with its logged time as the clock, so rate
-buckets refill as they did. Prints what DIR would have answered
+authenticate, limits, admit, cost) with its logged time as the clock, so
+rate buckets refill as they did. Prints what DIR would have answered
 differently: counts by live code -> replayed code, the --top tenants (10)
 and the first --first differences (20), after what a log cannot replay.
 --grants FILE: the grants in force, as `ephd grant list --json` prints

@@ -8,6 +8,7 @@
 -- without a broker.
 local access = require("ephd.access")
 local codes = require("ephd.codes")
+local options = require("ephd.options")
 
 local find, floor, format = string.find, math.floor, string.format
 local ipairs, pairs, type, tostring = ipairs, pairs, type, tostring
@@ -17,8 +18,19 @@ local _M = {}
 local CODE = {}
 for _, c in ipairs(codes.CODES) do CODE[c.code] = true end
 
--- The hooks, in the order a request meets them (meter runs on a timer).
-_M.HOOKS = { "paused", "authenticate", "limits", "cost", "meter" }
+-- The hooks, in the order a request meets them (queue_options when a
+-- commit creates an implicit queue, meter on a timer).
+_M.HOOKS = { "paused", "authenticate", "limits", "admit", "cost",
+             "queue_options", "meter" }
+
+-- The codes admit may refuse with: the answers to "this request is not
+-- for this tenant now", whose statuses a client already handles.
+-- rate_limited alone carries a Retry-After (its third result, seconds,
+-- 1 by default).
+_M.ADMIT_CODES = { "ephemeral_quota_exceeded", "queue_full", "rate_limited",
+                   "ephemeral_bad_request", "forbidden" }
+local ADMIT_CODE = {}
+for _, c in ipairs(_M.ADMIT_CODES) do ADMIT_CODE[c] = true end
 
 -- The longest a paused hook may ask clients to wait, as the switch route.
 _M.MAX_RETRY_AFTER = 86400
@@ -50,6 +62,17 @@ end
 function _M.request(route, method, path, authorization, tenant)
     return { route = route, method = method, path = path,
              authorization = authorization, tenant = tenant }
+end
+
+-- admit(request): the route's name, the identity established, and the
+-- names and counts the request carries (nil where it carries none: a
+-- pop's partition or group, a push's group; messages and bytes are a
+-- push's alone).
+function _M.admission(route, tenant, level, queue, partition, group,
+                      messages, bytes)
+    return { route = route, tenant = tenant, level = level, queue = queue,
+             partition = partition, group = group, messages = messages,
+             bytes = bytes }
 end
 
 -- limits(tenant, grant, defaults): a grant row (nil fields are SQL NULL)
@@ -152,6 +175,36 @@ function CHECK.limits(t)
                    .. "2^53 - 1 (or nil): got " .. shown(v)
         end
     end
+end
+
+function CHECK.admit(code, message, after)
+    if code == nil then return end
+    if not ADMIT_CODE[code] then
+        return "admit refused with " .. shown(code) .. ", which is not one "
+               .. "of " .. table.concat(_M.ADMIT_CODES, ", ")
+    end
+    if message ~= nil and type(message) ~= "string" then
+        return "admit's message must be a string: got " .. shown(message)
+    end
+    if after == nil then return end
+    if code ~= "rate_limited" then
+        return "admit gives a Retry-After with rate_limited only: got "
+               .. shown(after) .. " with " .. code
+    end
+    if type(after) ~= "number"
+            or not (after >= 1 and after <= _M.MAX_RETRY_AFTER) then
+        return "admit's Retry-After must be seconds from 1 to "
+               .. _M.MAX_RETRY_AFTER .. ": got " .. shown(after)
+    end
+end
+
+-- The options a configure would accept, checked by the same code
+-- (ephd.options), so a queue_options answer means what the same options
+-- declared would; nil is the broker's defaults.
+function CHECK.queue_options(o)
+    if o == nil then return end
+    local ok, why = options.check(o)
+    if not ok then return "queue_options returned bad options: " .. why end
 end
 
 function CHECK.cost(tokens)

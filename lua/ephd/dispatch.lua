@@ -69,7 +69,7 @@ function _M.init(dir, files, default_dir, default_files)
     for i, r in ipairs(router.ROUTES) do C.ephd_ffi_metrics_route(i, r.name) end
     local p, err = load(dir, files, default_dir, default_files)
     if not p then return nil, err end
-    hooks.active = p
+    ladder.use(p)
     return true, p.name, p.version
 end
 
@@ -81,7 +81,7 @@ function _M.reload(dir, files, default_dir, default_files)
         hooks.reloads.refused = hooks.reloads.refused + 1
         return nil, err
     end
-    hooks.active = p
+    ladder.use(p)
     hooks.reloads.ok = hooks.reloads.ok + 1
     limits.forget()
     return true, p.name, p.version
@@ -176,7 +176,7 @@ end
 local ctx = {
     req = false, route = false, param = false, handler = false,
     family = false, request = false, tenant = false, level = false,
-    limits = false, taken = false, pop = false, queue = false,
+    limits = false, taken = false, queue = false,
     partition = false, messages = false, bytes = false, group = false,
     switch = false, forwarded = false, code = false, rung = false,
 }
@@ -231,8 +231,7 @@ function _M.dispatch()
     c.handler, c.family = HANDLERS[id], route.class == "family"
     c.request, c.tenant, c.level, c.limits, c.taken = false, false, false,
                                                       false, false
-    c.pop, c.queue, c.partition, c.messages, c.bytes = false, false, false,
-                                                       false, false
+    c.queue, c.partition, c.messages, c.bytes = false, false, false, false
     c.group, c.switch = false, false
     -- Marked as relayed by a member of the cell: the identity rung trusts
     -- the mark or refuses the request (ephd.ladder). Read here, not in

@@ -8,6 +8,7 @@ local core = require("ephd.core")
 local browser = require("ephd.browser")
 local grants = require("ephd.grants")
 local hooks = require("ephd.hooks")
+local implicit = require("ephd.implicit")
 local killswitch = require("ephd.killswitch")
 local limits = require("ephd.limits")
 local rate = require("ephd.rate")
@@ -159,11 +160,23 @@ local function logged(refused, committed)
     end
 end
 
--- Runs a request through every rung, then its handler's commit.
-if requestlog.requests then
-    _M.run = rungs.compile(LIVE, logged(refused, committed))
-else
-    _M.run = rungs.compile(LIVE, refused, committed)
+-- Runs a request through every rung, then its handler's commit: one
+-- ladder compiled per set of optional rungs (ephd.rungs: admit), the one
+-- for the policy in force chosen as it is swapped in (use), so a policy
+-- without admit runs a ladder without it.
+local answer, commit = refused, committed
+if requestlog.requests then answer, commit = logged(refused, committed) end
+local PLAIN = rungs.compile(LIVE, answer, commit, {})
+local ADMITTING = rungs.compile(LIVE, answer, commit, { admit = true })
+
+_M.run = PLAIN
+
+-- Puts policy p in force: the one way the live policy changes (the
+-- broker's first load, a reload, a promotion).
+function _M.use(p)
+    hooks.active = p
+    _M.run = p.hooks.admit and ADMITTING or PLAIN
+    implicit.use(p)
 end
 
 return _M

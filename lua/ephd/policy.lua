@@ -129,8 +129,10 @@ end
 -- are the broker's shipped default. messages_cost is true while the cost
 -- in force is the default's, which is the push's message count: the
 -- broker takes that count without calling the hook or building its push
--- table (spec/ephd/policy_spec.lua pins the default to it). Or nil and
--- why.
+-- table (spec/ephd/policy_spec.lua pins the default to it). reads_names
+-- is true when a hook reads a push's queue and partition (a cost of the
+-- operator's, or admit): the push's parse reads them out of C's scan
+-- only then. Or nil and why.
 function _M.load(dir, files, default_dir, default_files, api)
     local fallback, err = _M.compile(default_dir, default_files, api, false)
     if not fallback then return nil, "the default policy: " .. err end
@@ -145,7 +147,8 @@ function _M.load(dir, files, default_dir, default_files, api)
         guarded[name] = p ~= fallback and p.hooks[name] ~= nil
     end
     return { name = p.name, version = p.version, hooks = hooks,
-             guarded = guarded, messages_cost = not guarded.cost, dir = dir }
+             guarded = guarded, messages_cost = not guarded.cost,
+             reads_names = guarded.cost or hooks.admit ~= nil, dir = dir }
 end
 
 return _M

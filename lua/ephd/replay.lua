@@ -161,7 +161,7 @@ local RUNG_OF = {
 -- The live ladder's rungs that are the policy's: a request refused there
 -- and passed by the candidate would have been served.
 local POLICY_RUNG = { paused = true, authenticate = true, grant = true,
-                      rate = true }
+                      admit = true, rate = true }
 
 -- A hook's instruction budget offline: a hook that loops stops the
 -- replay with its name rather than holding it for good.
@@ -254,6 +254,7 @@ function Replay:answer(rec)
         -- A push refused for its shape never reached the rate.
         messages = lrung ~= "shape" and f.messages or nil,
         bytes = f.bytes, queue = f.queue, partition = f.partition,
+        group = f.group,
     }, rec.at)
     if code then return code, rung, message end
     if lrung and POLICY_RUNG[lrung] then return "pass" end

@@ -35,7 +35,7 @@ local line
 
 -- Its fields, sorted as ephd.log sorts any line's: given, not sorted per
 -- request.
-local KEYS = { "access", "bytes", "code", "forwarded", "identity",
+local KEYS = { "access", "bytes", "code", "forwarded", "group", "identity",
                "messages", "method", "partition", "path", "queue", "route",
                "rung", "status", "tenant" }
 
@@ -63,9 +63,7 @@ function _M.decided(ctx, committing, rung)
     local req = ctx.req
     local route = ctx.route
     local queue, partition = ctx.queue or nil, ctx.partition or nil
-    if ctx.pop then
-        queue, partition = ctx.pop.queue, ctx.pop.partition
-    elseif not queue then
+    if not queue then
         queue, partition = scanned(ctx, committing
                                          or (ctx.messages and rung ~= "shape"))
     end
@@ -83,7 +81,7 @@ function _M.decided(ctx, committing, rung)
         identity = ctx.tenant or nil,
         access = ctx.level or nil,
         forwarded = ctx.forwarded or nil,
-        queue = queue, partition = partition,
+        queue = queue, partition = partition, group = ctx.group or nil,
         messages = ctx.messages or nil, bytes = ctx.bytes or nil,
         -- Which rung refused, if one does: the commit's budgets (or its
         -- handler's own refusal), or the rung ephd.ladder names.

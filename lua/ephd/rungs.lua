@@ -36,8 +36,8 @@
 --   not_json(req) a POST's body that is not JSON, or nil
 -- A request (ctx) carries route (its row), family, req (what tenant, seen,
 -- foreign and not_json read), forwarded, handler (its parse, when the
--- shape rung runs), and, once parsed, queue, partition, messages, bytes;
--- the rungs write request, tenant, level, limits and taken.
+-- shape rung runs), and, once parsed, queue, partition, group, messages,
+-- bytes; the rungs write request, tenant, level, limits and taken.
 local access = require("ephd.access")
 local contract = require("ephd.contract")
 local rate = require("ephd.rate")
@@ -76,11 +76,11 @@ _M.ORDER = {
     { code = "unauthorized", rung = "authenticate" },
     { code = "feature_gated", rung = "grant" },
     { code = "ephemeral_bad_request", rung = "shape" },
-    -- A rung that needs the request's names and counts (a push's queue,
-    -- messages, bytes) comes here: past the shape, which parses them, and
-    -- before the rate, so a push it refuses takes no tokens. One entry
-    -- and one check in checks(); the live ladder, the shadow and replay
-    -- run it from then on.
+    -- The policy's admit hook: past the shape, which parses the names and
+    -- counts it sees, and before the rate, so a push it refuses takes no
+    -- tokens. Its code is the hook's (contract.ADMIT_CODES); `hook` makes
+    -- the rung absent from a ladder compiled for a policy without one.
+    { code = "forbidden", rung = "admit", hook = "admit" },
     { code = "rate_limited", rung = "rate",
       bits = { "PARKED" }, headers = retry_after(1),
       message = "the tenant has every parked-pop slot in use" },
@@ -156,6 +156,7 @@ local function checks(st)
                                          st.not_json
     local default_after = st.retry_after_s
     local allows, check, push = access.allows, contract.check, contract.push
+    local admission = contract.admission
     local over_rate = rate.over_rate
 
     -- What policy hooks see, made when the first hook that runs needs it:
@@ -230,6 +231,24 @@ local function checks(st)
         end
     end
 
+    -- One table and one call per request, only for a policy that has
+    -- the hook (compile leaves the rung out otherwise). A relayed request
+    -- was admitted at its edge.
+    function c.admit(ctx)
+        if not ctx.family or ctx.forwarded then return end
+        local ok, code, message, after = call("admit", admission(
+            ctx.route.name, ctx.tenant, ctx.level, ctx.queue or nil,
+            ctx.partition or nil, ctx.group or nil, ctx.messages or nil,
+            ctx.bytes or nil))
+        if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
+        local bad = check.admit(code, message, after)
+        if bad then return failed("admit", bad) end
+        if code == nil then return end
+        return message or _M.REFUSED,
+               code == "rate_limited" and retry_after(after or 1) or nil,
+               code
+    end
+
     function c.grant(ctx)
         if ctx.family and not ctx.forwarded
            and gated(ctx.tenant, require_grant) then
@@ -287,12 +306,15 @@ end
 -- closures left a guard per call: 1,300 and 450 instructions a push more
 -- (callgrind). refused(ctx, code, message, headers, rung) answers the
 -- first refusal; committed(ctx) runs once every check has passed; run
--- returns what they return.
-function _M.compile(st, refused, committed)
+-- returns what they return. hooks: the policy's hooks the ladder is for;
+-- a rung of a hook it lacks (admit) is left out, so a policy without the
+-- hook pays nothing for it, not even a test.
+function _M.compile(st, refused, committed, hooks)
     local check = checks(st)
     local head, body = {}, {}
     for i, rung in ipairs(_M.ORDER) do
-        if rung.rung and check[rung.rung] then
+        if rung.rung and check[rung.rung]
+           and not (rung.hook and not hooks[rung.hook]) then
             head[#head + 1] = ("local check_%d = check[%q]\n")
                               :format(i, rung.rung)
             body[#body + 1] = ("message, headers, code = check_%d(ctx)\n"

@@ -207,6 +207,7 @@ local function request_of(ctx)
         tenant = tenancy.tenant(req),
         messages = ctx.messages or nil, bytes = ctx.bytes or nil,
         queue = ctx.queue or nil, partition = ctx.partition or nil,
+        group = ctx.group or nil,
     }
 end
 

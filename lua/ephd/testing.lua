@@ -110,6 +110,20 @@ function _M.push(t)
                          t.bytes or 0)
 end
 
+-- The request admit sees; fields left out are a push of one empty
+-- message to queue "q" by the default tenant at read-write. A route other
+-- than push carries no counts, as the broker's.
+function _M.admission(t)
+    t = t or {}
+    local route = t.route or "push"
+    local push = route == "push"
+    return contract.admission(route, t.tenant or _M.TENANT,
+                              t.level or "read-write", t.queue or "q",
+                              t.partition or (push and "Default" or nil),
+                              t.group, push and (t.messages or 1) or nil,
+                              push and (t.bytes or 0) or nil)
+end
+
 -- The knobs limits gets, the broker's defaults where left out.
 function _M.defaults(t)
     t = t or {}
@@ -136,6 +150,18 @@ end
 function Policy:limits(tenant, grant, defaults)
     return self:hook("limits", tenant or _M.TENANT, grant and _M.grant(grant),
                      _M.defaults(defaults))
+end
+
+-- Nothing when admitted, else code, message (and Retry-After seconds).
+function Policy:admit(request)
+    return self:hook("admit", _M.admission(request))
+end
+
+-- The options the hook gives a new implicit queue (nil: the broker's
+-- defaults), raising on any the broker would not take, as configure
+-- would refuse them.
+function Policy:queue_options(tenant, queue)
+    return self:hook("queue_options", tenant or _M.TENANT, queue or "q")
 end
 
 function Policy:cost(push)

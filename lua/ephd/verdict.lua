@@ -138,14 +138,15 @@ function _M.new(p, env)
             ctx.taken = false
             return "ephemeral_quota_exceeded", "budget", message
         end
-    end)
+    end, p.hooks)
     return self
 end
 
 -- request: route (its name), method, path, authorization, tenant (the
 -- tenant read: nil when the header is unusable), identity (optional: the
--- identity authenticate established live), and for a push queue,
--- partition, messages and bytes, and fits: the tenant's byte allowance
+-- identity authenticate established live), the names it carries (queue,
+-- partition, group: what admit sees), for a push messages and bytes, and
+-- fits: the tenant's byte allowance
 -- the engine took it under, if it did (0: none). nil when the policy would pass every
 -- rung; else code, rung, message. Raises (a Failure) when one of the
 -- policy's hooks raised, overran or returned what the contract refuses.
@@ -157,8 +158,8 @@ function Judge:decide(request, now_ms)
         req = request, route = row, family = row.class == "family",
         forwarded = false, request = false, tenant = false, level = false,
         limits = false, taken = false, queue = request.queue,
-        partition = request.partition, messages = request.messages,
-        bytes = request.bytes,
+        partition = request.partition, group = request.group,
+        messages = request.messages, bytes = request.bytes,
     }
     self.ctx = ctx
     return self.run(ctx)

@@ -2,7 +2,7 @@
 -- hook here is also the fallback for a policy directory that does not
 -- define it. Copy this directory and point --policy-dir at the copy.
 --
--- Two hooks are left out, so that no policy runs for them at all (the
+-- Four hooks are left out, so that no policy runs for them at all (the
 -- broker then builds nothing for them either):
 --
 -- paused(request) -> nothing, or retry_after_seconds, reason to answer 503
@@ -15,6 +15,16 @@
 -- level} to accept as that identity, the only way to admin under tenancy
 -- headers; or code, reason to refuse (unauthorized, forbidden or a code of
 -- the taxonomy). Left out: the broker's identity, as for nothing returned.
+--
+-- admit(request) -> nothing, or code, message[, retry_after_seconds] to
+-- refuse a request by its route, identity and names (request: {route,
+-- tenant, level, queue, partition, group, messages, bytes}); code one of
+-- ephemeral_quota_exceeded, queue_full, rate_limited (with the seconds),
+-- ephemeral_bad_request, forbidden. Left out: no admission rung at all.
+--
+-- queue_options(tenant, queue) -> nothing, or the options configure takes,
+-- for an implicit queue a push or pop creates. Left out: the broker's
+-- defaults, with no question asked.
 return {
     name = "default",
     version = 1,

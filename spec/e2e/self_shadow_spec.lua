@@ -23,13 +23,18 @@ local BIG = cjson.encode(("x"):rep(200))
 -- of one granted few bytes (small), and where the policy has them, of a
 -- tenant with no grant (none), of no identity (bad), of a read-only
 -- credential (reader), of one its paused hook pauses (paused); admin's
--- for the switch, the grants and the report. Returns the report and the
+-- for the switch, the grants and the report; admits: the policy's admit
+-- refuses tmp-*, slow-* and the group closed (every-rung). Returns the report and the
 -- live codes seen on the family's routes.
 local function traffic(d, who, n)
     local seen = {}
     local function saw(res)
         local code = res.json and res.json.code or "pass"
         seen[code] = (seen[code] or 0) + 1
+        -- every-rung's admit says so in its words.
+        if res.json and res.json.error and res.json.error:find("^admit:") then
+            seen.admit = (seen.admit or 0) + 1
+        end
     end
     local function grant(row)
         assert.equals(200, d:request("POST", GRANTS, cjson.encode(row),
@@ -58,6 +63,17 @@ local function traffic(d, who, n)
                                     '{"queue":"q","messages":[', who.ok) end,
         function() return d:push("b", { BIG }, nil, who.small) end,
     }
+    if who.admits then
+        kinds[#kinds + 1] = function()
+            return d:push("tmp-1", { "1" }, nil, who.ok)
+        end
+        kinds[#kinds + 1] = function()
+            return d:push("slow-1", { "1" }, nil, who.ok)
+        end
+        kinds[#kinds + 1] = function()
+            return d:pop("queue=q&group=closed", who.ok)
+        end
+    end
     for _, k in ipairs({ "none", "bad", "reader", "paused" }) do
         if who[k] then
             kinds[#kinds + 1] = function()
@@ -176,7 +192,9 @@ describe("a policy as its own shadow", function()
             small_tenant = SMALL, none = as(NONE),
             bad = as("not-a-uuid"), reader = as(OK, "reader"),
             paused = as(OK, "paused"), admin = as(OK, "operator"),
+            admits = true,
         }, 300)
-        check(s, seen, 300 + 1, with(WANT, "unauthorized", "forbidden"))
+        check(s, seen, 300 + 1, with(WANT, "unauthorized", "forbidden",
+                                     "admit"))
     end)
 end)

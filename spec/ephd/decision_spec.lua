@@ -49,7 +49,7 @@ local function broker(dir)
         return assert(policy.load(dir, testing.read(dir), DEFAULT,
                                   testing.read(DEFAULT), {}))
     end
-    require("ephd.hooks").active = load()
+    require("ephd.ladder").use(load())
     require("ephd.grants").replace({
         [OK] = { enabled = true, max_msgs_per_sec = 20 },
         [SMALL] = { enabled = true, max_bytes = 300 },
@@ -90,6 +90,8 @@ local function run(b, t)
                 if route.name == "push" then
                     c.queue, c.partition = t.queue or "q", "Default"
                     c.messages, c.bytes = t.messages or 1, t.bytes or 10
+                elseif route.name == "pop" then
+                    c.queue, c.group = t.queue or "q", t.group or false
                 end
                 return t.shape
             end,
@@ -112,7 +114,7 @@ local function run(b, t)
     local a = b.answers[#b.answers]
     if #b.answers == before then return "pass" end
     local body = cjson.decode(a.body)
-    return body.code, body.error
+    return body.code, body.error, a.headers
 end
 
 -- The traffic: each kind a request, some of them refused at a rung.
@@ -137,6 +139,11 @@ local KINDS = {
     { auth = "Bearer nobody" },
     { route = "system_status", tenant = OK },       -- an admin route
 }
+
+-- And for every-rung, requests its admit refuses.
+local ADMITTED = { { tenant = OK, queue = "tmp-1" },
+                   { tenant = OK, queue = "slow-1" },
+                   { tenant = OK, route = "pop", group = "closed" } }
 
 describe("one decision core", function()
     for name, dir in pairs(POLICIES) do
@@ -166,7 +173,14 @@ describe("one decision core", function()
                     require("ephd.limits").forget()
                     b.shadow.forget()
                 end
-                local t = KINDS[math.random(#KINDS)]
+                local kinds = KINDS
+                if name == "every-rung" then
+                    kinds = {}
+                    for _, list in ipairs({ KINDS, ADMITTED }) do
+                        for _, k in ipairs(list) do kinds[#kinds + 1] = k end
+                    end
+                end
+                local t = kinds[math.random(#kinds)]
                 if name == "bearer-tokens" and not t.auth then
                     -- Its identities are its tokens' alone.
                     local token = BEARER_TOKEN[t.tenant]
@@ -174,11 +188,14 @@ describe("one decision core", function()
                     for k, v in pairs(t) do copy[k] = copy[k] or v end
                     t = copy
                 end
-                local code = run(b, t)
+                local code, words = run(b, t)
                 -- The shadow judges the family's routes alone.
                 if not t.route or helper.route(t.route).class == "family" then
                     family = family + 1
                     seen[code] = (seen[code] or 0) + 1
+                    if words and words:find("^admit:") then
+                        seen.admit = (seen.admit or 0) + 1
+                    end
                 end
             end
             local r = b.shadow.report()
@@ -196,6 +213,7 @@ describe("one decision core", function()
             if name == "every-rung" or name == "bearer-tokens" then
                 want[#want + 1] = "forbidden"
             end
+            if name == "every-rung" then want[#want + 1] = "admit" end
             for _, code in ipairs(want) do
                 assert.is_true((seen[code] or 0) > 0, code .. " never seen: "
                                .. cjson.encode(seen))
@@ -225,7 +243,7 @@ describe("one decision core", function()
                 authorization = t.auth or "",
                 tenant = t.tenant:find("^%x+%-") and t.tenant or nil,
                 messages = t.messages or 1, bytes = t.bytes or 10,
-                queue = "q", partition = "Default",
+                queue = t.queue or "q", partition = "Default",
             }, tonumber(b.C.ephd_ffi_now_ms()))
             local live, words = run(b, t)
             return { code or "pass", message }, { live, words }
@@ -237,6 +255,8 @@ describe("one decision core", function()
             { tenant = OK, auth = "Bearer reader" },
             { tenant = OK, auth = "Bearer refused" },
             { tenant = OK, auth = "Bearer paused" },
+            { tenant = OK, queue = "tmp-1" }, -- admit's words
+            { tenant = OK, queue = "slow-1" },
             { tenant = OK, messages = 25 },  -- over the burst: passes
             { tenant = OK },                 -- and leaves a debt
             { tenant = OK, messages = 25 },

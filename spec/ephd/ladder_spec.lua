@@ -40,6 +40,8 @@ describe("ephd.ladder", function()
                                         -- (forbidden), identity, level
             "feature_gated",            -- the grant
             "ephemeral_bad_request",    -- shape
+            "forbidden",                -- admit (or another code of
+                                        -- contract.ADMIT_CODES)
             "rate_limited",             -- the tenant's message rate
             "queue_full",               -- the queue's own bounds
             "ephemeral_quota_exceeded", -- the tenant's bytes and queues
@@ -57,6 +59,7 @@ describe("ephd.ladder", function()
             family = true,
             handler = {
                 parse = function(ctx)
+                    ctx.queue, ctx.partition = t.queue or "q", "Default"
                     ctx.messages, ctx.bytes = t.messages or 1, 1
                     return t.shape
                 end,
@@ -103,6 +106,68 @@ describe("ephd.ladder", function()
         drain()
         assert.equals("ephemeral_bad_request", (run({ shape = "no queue" })))
         rate.reset()
+    end)
+
+    -- A policy with admit, put in force as the broker does: admit
+    -- refuses pushes to tmp-*, and asks slow-* to wait 7 s.
+    local ADMIT = 'return { name = "a", version = 1, hooks = { '
+        .. 'admit = function(r) '
+        .. 'if r.queue:find("^tmp%-") then return "ephemeral_quota_exceeded", '
+        .. '"no tmp queues: " .. r.route .. " " .. r.level .. " " '
+        .. '.. r.messages end '
+        .. 'if r.queue:find("^slow%-") then return "rate_limited", nil, 7 end '
+        .. 'if r.queue == "bad" then return "not_a_code" end end } }'
+    local function admitting()
+        local policy = require("ephd.policy")
+        ladder.use(assert(policy.load("/a", { init = ADMIT }, DEFAULT,
+                                      testing.read(DEFAULT), {})))
+    end
+
+    it("shape before admit", function()
+        admitting()
+        assert.equals("ephemeral_bad_request",
+                      (run({ shape = "no queue", queue = "tmp-1" })))
+    end)
+
+    it("admit before the rate, and a push it refuses takes no tokens",
+       function()
+        admitting()
+        for _ = 1, 3 do
+            local code, a = run({ queue = "tmp-1", messages = 10 })
+            assert.equals("ephemeral_quota_exceeded", code)
+            assert.equals(403, a.status)
+            assert.equals("no tmp queues: push admin 10",
+                          cjson.decode(a.body).error)
+        end
+        -- The whole burst is still there.
+        drain()
+        assert.equals("ephemeral_quota_exceeded", (run({ queue = "tmp-1" })))
+        rate.reset()
+        local code, a = run({ queue = "slow-1" })
+        assert.equals("rate_limited", code)
+        assert.equals("Retry-After: 7\r\n", a.headers)
+        assert.equals("refused by policy", cjson.decode(a.body).error)
+        assert.is_true(select(3, run({ queue = "fine" })))
+    end)
+
+    it("answers 503 for an admit result the contract refuses", function()
+        admitting()
+        local hooks = require("ephd.hooks")
+        local code, a = run({ queue = "bad" })
+        assert.equals("ephemeral_unavailable", code)
+        assert.equals(503, a.status)
+        assert.equals(1, hooks.failures.admit)
+    end)
+
+    it("runs no admit rung for a policy without the hook", function()
+        local hooks = require("ephd.hooks")
+        ladder.use(hooks.active)
+        -- Given one after it is in force, the ladder never calls it: the
+        -- rung is absent, not a test per request.
+        local called = false
+        hooks.active.hooks.admit = function() called = true end
+        assert.is_true(select(3, run({ queue = "tmp-1" })))
+        assert.is_false(called)
     end)
 
     it("the rate before the queue's bounds", function()

@@ -44,6 +44,20 @@ describe("ephd.policy", function()
             .. 'return p.messages end } }' })).messages_cost)
     end)
 
+    -- A push's names are read out of C's scan only for a hook that sees
+    -- them: an operator's cost, or admit.
+    it("knows when a hook reads a push's names", function()
+        local files = testing.read(DEFAULT)
+        assert.is_false(assert(policy.load(DEFAULT, files, DEFAULT, files,
+                                           {})).reads_names)
+        for hook, reads in pairs({ cost = true, admit = true,
+                                   limits = false, queue_options = false }) do
+            assert.equals(reads, assert(load({ init = 'return { name = "r", '
+                .. 'version = 1, hooks = { ' .. hook .. ' = function() '
+                .. 'end } }' })).reads_names, hook)
+        end
+    end)
+
     it("sorts at most MAX_SORT items in policy code", function()
         local p = assert(load({ init = 'return { name = "s", version = 1, '
             .. 'hooks = { cost = function(push) local t = {} '

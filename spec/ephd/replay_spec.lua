@@ -130,6 +130,27 @@ describe("ephd.replay", function()
                                               r.samples[2].replayed })
         end)
 
+        it("asks admit about the logged names, group too, and serves "
+           .. "what a live admit refused and the candidate allows",
+           function()
+            local r = replay.new(load(testing.read(helper.root
+                .. "/spec/e2e/policies/every-rung")))
+            r:line(push(0, A, "pass", { queue = "tmp-1" }))
+            r:line(line(10, { route = "pop", method = "GET",
+                              path = "/api/v1/ephemeral/pop", tenant = A,
+                              identity = A, access = "read-write",
+                              queue = "q", group = "closed", code = "pass" }))
+            assert.equals(2, r.differ)
+            assert.same({ "ephemeral_quota_exceeded", "admit" },
+                        { r.samples[1].replayed, r.samples[1].rung })
+            assert.same({ "forbidden", "admit" },
+                        { r.samples[2].replayed, r.samples[2].rung })
+            r = replay.new(strict())
+            r:line(push(20, A, "queue_full", { rung = "admit",
+                                               status = 429 }))
+            assert.equals("pass", r.samples[1].replayed)
+        end)
+
         it("keeps the engine's answers and the shape's", function()
             local r = replay.new(strict())
             r:line(push(0, B, "queue_full", { rung = "commit" }))

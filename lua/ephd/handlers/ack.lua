@@ -32,6 +32,8 @@ function _M.parse(ctx)
         ok, err = validate.name(group, "group")
     end
     if not ok then return err end
+    -- What admit sees.
+    ctx.queue, ctx.group = queue, group ~= "" and group or false
 end
 
 function _M.commit(ctx)

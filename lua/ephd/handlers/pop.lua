@@ -2,6 +2,7 @@
 -- and answers, or parks the request on the group's gate.
 local ffi = require("ffi")
 local core = require("ephd.core")
+local implicit = require("ephd.implicit")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -61,8 +62,10 @@ function _M.parse(ctx)
         notify, err = validate.boolean(q.notify, "notify", false)
     end
     if err then return err end
-    -- The strings stay referenced from ctx while C reads them.
-    ctx.pop = { queue = queue, partition = partition, group = group }
+    -- The strings stay referenced from ctx while C reads them (and are
+    -- what admit sees).
+    ctx.queue, ctx.partition, ctx.group = queue, partition or false,
+                                          group or false
     local args = ctx.req.op.pop
     args.queue, args.queue_len = queue, #queue
     args.partition, args.partition_len = partition, partition and #partition
@@ -82,9 +85,12 @@ function _M.commit(ctx)
     local args = op.pop
     args.tenant, args.tenant_len = tenant, #tenant
     args.limits = ctx.limits.c
-    if C.ephd_ffi_pop(ctx.req) == C.EPHD_E_REFUSED then
-        return op.refusals
+    local rc = C.ephd_ffi_pop(ctx.req)
+    if rc == C.EPHD_E_NEW_QUEUE then
+        implicit.fill(ctx.req, tenant, ctx.queue)
+        rc = C.ephd_ffi_pop(ctx.req)
     end
+    if rc == C.EPHD_E_REFUSED then return op.refusals end
     return 0
 end
 

@@ -4,6 +4,7 @@
 local ffi = require("ffi")
 local core = require("ephd.core")
 local hooks = require("ephd.hooks")
+local implicit = require("ephd.implicit")
 local reply = require("ephd.reply")
 local shadow = require("ephd.shadow")
 local validate = require("ephd.validate")
@@ -36,11 +37,11 @@ function _M.parse(ctx)
     ctx.messages, ctx.bytes = messages, bytes
     -- C checked the names as it scanned them, and the default cost needs
     -- none: Lua reads them only to say why C did not pass one, or for a
-    -- cost hook, the live policy's or a shadow's (which judges after the
-    -- answer, when the scan is gone: it reads them here, in ctx).
-    if clean and hooks.active.messages_cost then
+    -- cost or admit hook, the live policy's or a shadow's (which judges
+    -- after the answer, when the scan is gone: it reads them here, in ctx).
+    if clean and not hooks.active.reads_names then
         local s = shadow.current
-        if not s or s.p.messages_cost then return end
+        if not s or not s.p.reads_names then return end
     end
     local queue, partition, err
     do
@@ -57,6 +58,11 @@ function _M.parse(ctx)
     ctx.queue, ctx.partition = queue, partition
 end
 
+local function queue_of(op)
+    local scan = op.scan
+    return ffi_string(scan.queue.ptr, scan.queue.len)
+end
+
 -- A commit answers its own 201; an empty array commits nothing.
 function _M.commit(ctx)
     local op = ctx.req.op
@@ -67,8 +73,14 @@ function _M.commit(ctx)
     -- EPHD_OK was answered by C.
     local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
                                       ctx.limits.c)
-    if rc ~= C.EPHD_OK then return op.refusals end
-    return 0
+    if rc == C.EPHD_OK then return 0 end
+    if rc == C.EPHD_E_NEW_QUEUE then
+        implicit.fill(ctx.req, ctx.tenant, queue_of(op))
+        rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                    ctx.limits.c)
+        if rc == C.EPHD_OK then return 0 end
+    end
+    return op.refusals
 end
 
 return _M

@@ -4,7 +4,7 @@
 local cjson = require("cjson.safe")
 local core = require("ephd.core")
 local body = require("ephd.body")
-local hooks = require("ephd.hooks")
+local ladder = require("ephd.ladder")
 local limits = require("ephd.limits")
 local log = require("ephd.log")
 local reply = require("ephd.reply")
@@ -110,7 +110,7 @@ _M.promote = {
             return 0
         end
         s.p.candidate = nil -- the live policy's whole memory cap from now on
-        hooks.active = s.p
+        ladder.use(s.p)
         limits.forget()
         shadow.stop()
         log.info("policy_promoted", { name = s.p.name, version = s.p.version,

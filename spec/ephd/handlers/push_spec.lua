@@ -87,15 +87,16 @@ describe("ephd.handlers.push", function()
     -- the bad ones); Lua checks a name only when C did not pass it.
     it("takes the names C passed without checking them again", function()
         local hooks = require("ephd.hooks")
-        -- An operator's cost hook sees them.
+        -- An operator's cost hook sees them, and so does admit.
         hooks.active = { hooks = {}, guarded = { cost = true },
-                         messages_cost = false }
+                         messages_cost = false, reads_names = true }
         scanned(("q"):rep(513), "p\1", 1, 1, true)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
         assert.equals("p\1", ctx.partition)
         -- The default's cost needs no name: none is read.
         hooks.active.messages_cost = true
+        hooks.active.reads_names = false
         ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
         assert.same({ 1, 1 }, { ctx.messages, ctx.bytes })

@@ -2,7 +2,8 @@
 -- it as its own shadow (spec/ephd/decision_spec.lua, spec/e2e/
 -- self_shadow_spec.lua): paused for one credential, identities by
 -- credential (an operator, a reader, one refused), limits from the grant
--- with a byte allowance, and a cost that weighs queues named heavy-*.
+-- with a byte allowance, admit by queue and group (its refusals' words
+-- start "admit:"), and a cost that weighs queues named heavy-*.
 return {
     name = "every-rung",
     version = 1,
@@ -29,6 +30,18 @@ return {
             return { rate = rate, burst = rate,
                      max_bytes = grant and grant.max_bytes,
                      max_queues = grant and grant.max_queues or 20 }
+        end,
+
+        admit = function(request)
+            local q = request.queue or ""
+            if request.route == "push" and q:find("^tmp%-") then
+                return "ephemeral_quota_exceeded",
+                       "admit: no pushes to tmp-* queues"
+            elseif q:find("^slow%-") then
+                return "rate_limited", "admit: slow-* queues wait", 3
+            elseif request.group == "closed" then
+                return "forbidden", "admit: the group closed is closed"
+            end
         end,
 
         cost = function(push)
