@@ -393,7 +393,7 @@ void ephd_ffi_log_fields(const char *level, const char *event,
  * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
 int ephd_ffi_policy_reload(const ephd_request_t *req);
 /* Reads the candidate policy in dir (an absolute path, len bytes) off the
- * loop as a reload reads, and hands it to ephd.dispatch.shadow to judge
+ * loop as a reload reads, and hands it to ephd.host.shadow to judge
  * beside the live policy (ephd.shadow); req (held, EPHD_HELD) is answered
  * with the outcome. EPHD_E_UNAVAILABLE, req unanswered, while another load
  * or reload runs. */
