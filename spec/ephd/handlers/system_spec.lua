@@ -2,8 +2,10 @@ local cjson = require("cjson")
 local ffi = require("ffi")
 local helper = require("helper")
 
-describe("ephd.handlers.system", function()
-    local system, answers, reloads
+-- The system routes' handlers (admin): the surface, reload, the cell's
+-- view, metering.
+describe("the system routes", function()
+    local h, answers, reloads
 
     before_each(function()
         local respond
@@ -42,7 +44,10 @@ describe("ephd.handlers.system", function()
         })
         require("ephd.hooks").active = { name = "p", version = 3, hooks = {} }
         require("ephd.killswitch").set(false)
-        system = require("ephd.handlers.system")
+        h = {}
+        for _, m in ipairs({ "surface", "reload", "cell", "metering" }) do
+            h[m] = require("ephd.handlers." .. m)
+        end
     end)
 
     local function run(h, t)
@@ -53,14 +58,14 @@ describe("ephd.handlers.system", function()
     end
 
     it("pauses and unpauses the surface", function()
-        run(system.switch, { body = '{"enabled":false,"retryAfter":9}' })
+        run(h.surface.switch, { body = '{"enabled":false,"retryAfter":9}' })
         local s = cjson.decode(answers[1].body)
         assert.is_false(s.enabled)
         assert.equals(9, s.retryAfter)
         assert.is_true(require("ephd.killswitch").state().paused)
-        run(system.status, {})
+        run(h.surface.status, {})
         assert.is_false(cjson.decode(answers[2].body).enabled)
-        run(system.switch, { body = '{"enabled":true}' })
+        run(h.surface.switch, { body = '{"enabled":true}' })
         assert.is_true(cjson.decode(answers[3].body).enabled)
     end)
 
@@ -69,13 +74,13 @@ describe("ephd.handlers.system", function()
                              '{"enabled":false,"retryAfter":0}',
                              '{"enabled":false,"retryAfter":1.5}',
                              '{"enabled":false,"why":"x"}' }) do
-            assert.is_nil((run(system.switch, { body = b })), b)
+            assert.is_nil((run(h.surface.switch, { body = b })), b)
         end
     end)
 
     it("starts one reload at a time", function()
-        run(system.reload, {})
-        run(system.reload, {})
+        run(h.reload, {})
+        run(h.reload, {})
         assert.equals(2, reloads)
         assert.equals(1, #answers)
         assert.equals(503, answers[1].status)
@@ -83,7 +88,7 @@ describe("ephd.handlers.system", function()
 
     it("shows the cell as C reads it, this broker named by its row",
        function()
-        assert.truthy(run(system.cell, {}))
+        assert.truthy(run(h.cell.view, {}))
         local c = cjson.decode(answers[1].body)
         assert.same({ id = "00000000000000bb", address = "http://b:2",
                       epoch = "00000abd" }, c.self)
@@ -97,11 +102,11 @@ describe("ephd.handlers.system", function()
         assert.is_false(c.fresh)
         assert.is_true(c.database)
         assert.same({ held = 9, owned = 4 }, c.partitions)
-        assert.is_nil(run(system.cell, { query = "x=1" }))
+        assert.is_nil(run(h.cell.view, { query = "x=1" }))
     end)
 
     it("lists every tenant's counters", function()
-        run(system.metering, {})
+        run(h.metering, {})
         local t = cjson.decode(answers[1].body).tenants[1]
         assert.equals("t1", t.tenant)
         assert.equals(5, t.pushed)
