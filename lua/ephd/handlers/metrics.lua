@@ -1,5 +1,8 @@
--- GET /metrics (admin, system): C writes the broker's families; these are
--- the ones only Lua knows (the policy's, and a shadow's: ephd.shadow).
+-- GET /metrics (admin, system): C writes the page, its families and those
+-- only Lua counts (the policy's and a shadow's), from the numbers and label
+-- values handed here: the names, HELP texts and format are C's alone
+-- (core/metrics.c, core/prom.c).
+local ffi = require("ffi")
 local core = require("ephd.core")
 local hooks = require("ephd.hooks")
 local policy = require("ephd.policy")
@@ -9,42 +12,48 @@ local C = core.C
 
 local _M = {}
 
-local function policy_families()
-    local lines = {
-        "# HELP queen_ephemeral_policy_hook_failures_total Policy hook calls "
-        .. "that raised, returned garbage or overran their budget.",
-        "# TYPE queen_ephemeral_policy_hook_failures_total counter",
-    }
-    for _, hook in ipairs(policy.HOOKS) do
-        lines[#lines + 1] = ('queen_ephemeral_policy_hook_failures_total'
-            .. '{hook="%s"} %d'):format(hook, hooks.failures[hook] or 0)
+-- The samples, each { family, value, label values... }, in the order C
+-- writes each family's.
+local function samples()
+    local out = {}
+    local function add(family, value, a, b)
+        out[#out + 1] = { family, value, a, b }
     end
-    lines[#lines + 1] = "# HELP queen_ephemeral_policy_reloads_total "
-                        .. "Policy reloads, by outcome."
-    lines[#lines + 1] = "# TYPE queen_ephemeral_policy_reloads_total counter"
-    lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total{outcome="ok"} '
-                         .. '%d'):format(hooks.reloads.ok)
-    lines[#lines + 1] = ('queen_ephemeral_policy_reloads_total'
-                         .. '{outcome="refused"} %d'):format(hooks.reloads.refused)
-    -- The policy in force: its version as the value, its name as a label
-    -- (one series; a reload to another name replaces it).
-    local active = hooks.active
-    lines[#lines + 1] = "# HELP queen_ephemeral_policy_version The version "
-                        .. "of the policy in force, by name."
-    lines[#lines + 1] = "# TYPE queen_ephemeral_policy_version gauge"
-    lines[#lines + 1] = ('queen_ephemeral_policy_version{name="%s"} %.17g')
-        :format(active.name:gsub('[\\"]', "\\%0"):gsub("\n", "\\n"),
-                active.version)
-    return table.concat(lines, "\n") .. "\n" .. shadow.metrics()
+    for _, hook in ipairs(policy.HOOKS) do
+        add(C.EPHD_METRIC_HOOK_FAILURES, hooks.failures[hook] or 0, hook)
+    end
+    add(C.EPHD_METRIC_POLICY_RELOADS, hooks.reloads.ok, "ok")
+    add(C.EPHD_METRIC_POLICY_RELOADS, hooks.reloads.refused, "refused")
+    add(C.EPHD_METRIC_POLICY_VERSION, hooks.active.version,
+        hooks.active.name)
+    for _, p in ipairs(shadow.decisions()) do
+        add(C.EPHD_METRIC_SHADOW_DECISIONS, p.count, p.live, p.shadow)
+    end
+    add(C.EPHD_METRIC_SHADOW_DISABLED, shadow.disabled_total)
+    return out
+end
+
+local function slice(s, text)
+    if text then s.ptr, s.len = text, #text end
 end
 
 function _M.parse(ctx)
     if ctx.req.query.len > 0 then return "this route takes no parameters" end
 end
 
+-- The label values point into the Lua strings of `list`, alive until C
+-- has written the page.
 function _M.commit(ctx)
-    local extra = policy_families()
-    C.ephd_ffi_metrics(ctx.req, extra, #extra)
+    local list = samples()
+    local n = #list
+    local arr = ffi.new("ephd_metric_t[?]", n)
+    for i, s in ipairs(list) do
+        local m = arr[i - 1]
+        m.family, m.value = s[1], s[2]
+        slice(m.label[0], s[3])
+        slice(m.label[1], s[4])
+    end
+    C.ephd_ffi_metrics(ctx.req, arr, n)
     return 0
 end
 

@@ -3,14 +3,15 @@ local ffi = require("ffi")
 local helper = require("helper")
 
 -- The system routes' handlers (admin): the surface, reload, the cell's
--- view, metering.
+-- view, metering, metrics.
 describe("the system routes", function()
-    local h, answers, reloads
+    local h, answers, reloads, scraped
 
     before_each(function()
         local respond
         respond, answers = helper.responder()
         reloads = 0
+        scraped = {}
         local C
         C = helper.core_double({
             ephd_ffi_respond = respond,
@@ -34,6 +35,19 @@ describe("the system routes", function()
                 m.ttl_ms, m.seen_ms_ago = 4000, 5000 - 4000 * i
                 return C.EPHD_OK
             end,
+            ephd_ffi_metrics = function(_, arr, n)
+                for i = 0, n - 1 do
+                    local m, labels = arr[i], {}
+                    for l = 0, 1 do
+                        if m.label[l].ptr ~= nil then
+                            labels[#labels + 1] = ffi.string(m.label[l].ptr,
+                                                             m.label[l].len)
+                        end
+                    end
+                    scraped[#scraped + 1] = { tonumber(m.family), m.value,
+                                              table.concat(labels, " ") }
+                end
+            end,
             ephd_ffi_tenant_next = function(pos, name, stats)
                 if pos[0] > 0 then return -3 end
                 pos[0] = 1
@@ -45,7 +59,8 @@ describe("the system routes", function()
         require("ephd.hooks").active = { name = "p", version = 3, hooks = {} }
         require("ephd.killswitch").set(false)
         h = {}
-        for _, m in ipairs({ "surface", "reload", "cell", "metering" }) do
+        for _, m in ipairs({ "surface", "reload", "cell", "metering",
+                             "metrics" }) do
             h[m] = require("ephd.handlers." .. m)
         end
     end)
@@ -112,5 +127,30 @@ describe("the system routes", function()
         assert.equals(5, t.pushed)
         assert.equals(7, t.delivered)
         assert.truthy(ffi)
+    end)
+
+    -- C writes the page (core/metrics.c); Lua hands it numbers and label
+    -- values only, each family's in its order.
+    it("hands C the policy's and the shadow's samples for /metrics",
+       function()
+        local C = require("ephd.core").C
+        local hooks = require("ephd.hooks")
+        hooks.failures.cost = 2
+        hooks.reloads.ok, hooks.reloads.refused = 4, 1
+        local shadow = require("ephd.shadow")
+        shadow.disabled_total = 3
+        assert.equals(0, run(h.metrics, {}))
+        local want = {}
+        for _, hook in ipairs(require("ephd.policy").HOOKS) do
+            want[#want + 1] = { tonumber(C.EPHD_METRIC_HOOK_FAILURES),
+                                hook == "cost" and 2 or 0, hook }
+        end
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_RELOADS), 4, "ok" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_RELOADS), 1,
+                            "refused" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_VERSION), 3, "p" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_SHADOW_DISABLED), 3, "" }
+        assert.same(want, scraped)
+        assert.is_nil(run(h.metrics, { query = "x=1" }))
     end)
 end)
