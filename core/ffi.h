@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 28 };
+enum { EPHD_FFI_ABI_VERSION = 29 };
 
 enum {
   EPHD_OK = 0,
@@ -408,7 +408,7 @@ void ephd_ffi_log_fields(const char *level, const char *event,
  * it loads; req (held meanwhile, EPHD_HELD) is answered with the outcome. */
 int ephd_ffi_policy_reload(const ephd_request_t *req);
 /* Reads the candidate policy in dir (an absolute path, len bytes) off the
- * loop as a reload reads, and hands it to ephd.dispatch.shadow to judge
+ * loop as a reload reads, and hands it to ephd.host.shadow to judge
  * beside the live policy (ephd.shadow); req (held, EPHD_HELD) is answered
  * with the outcome. EPHD_E_UNAVAILABLE, req unanswered, while another load
  * or reload runs. */
@@ -448,11 +448,29 @@ int ephd_ffi_routes_define(const ephd_route_row_t *rows, int n);
 int ephd_ffi_route(const ephd_request_t *req, ephd_route_match_t *match);
 
 /* Metrics: Lua names the routes once (1..EPHD_ROUTES_MAX) and tags each
- * request with its route; C counts every answer, and writes GET /metrics with
- * the text Lua adds for what only it knows (policy hooks and reloads). */
+ * request with its route; C counts every answer, and writes GET /metrics
+ * whole: its own families, then those only Lua counts (the policy's hooks
+ * and reloads, the shadow's decisions), from the samples Lua hands it. C
+ * spells every family (core/metrics.c: name, HELP, TYPE, label names) and
+ * every line (core/prom.c); Lua gives only label values and numbers. */
+enum {
+  EPHD_METRIC_HOOK_FAILURES = 0,    /* {hook} */
+  EPHD_METRIC_POLICY_RELOADS = 1,   /* {outcome} */
+  EPHD_METRIC_POLICY_VERSION = 2,   /* {name} */
+  EPHD_METRIC_SHADOW_DECISIONS = 3, /* {live, shadow} */
+  EPHD_METRIC_SHADOW_DISABLED = 4,  /* no label */
+  EPHD_METRIC_FAMILIES = 5
+};
+typedef struct {
+  int family;            /* EPHD_METRIC_* */
+  ephd_slice_t label[2]; /* the family's label values, in its order */
+  double value;
+} ephd_metric_t;
 void ephd_ffi_metrics_route(int idx, const char *name);
 void ephd_ffi_request_route(const ephd_request_t *req, int idx);
-void ephd_ffi_metrics(const ephd_request_t *req, const char *extra, size_t len);
+/* samples: n of them, each family's in the order they are written. */
+void ephd_ffi_metrics(const ephd_request_t *req, const ephd_metric_t *samples,
+                      int n);
 
 /* The two status reads: C writes the body (the queue list can be long). */
 void ephd_ffi_queues(const ephd_request_t *req, const char *tenant,

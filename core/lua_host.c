@@ -23,9 +23,10 @@
 static lua_State *L;
 static uv_loop_t *loop;
 static int traceback_ref = LUA_NOREF;
-static int dispatch_ref = LUA_NOREF;
-/* ephd.dispatch.dispatch itself: fetched once, not by name per request;
- * and its observe, called after it while a shadow is loaded. */
+/* ephd.host: the table of the functions C calls, by name. */
+static int host_ref = LUA_NOREF;
+/* Its dispatch itself: fetched once, not by name per request; and its
+ * observe, called after it while a shadow is loaded. */
 static int dispatch_fn_ref = LUA_NOREF, observe_fn_ref = LUA_NOREF;
 static uint64_t failures, last_logged_ms;
 static char *policy_dir, *default_dir;
@@ -118,7 +119,7 @@ static void push_files(lua_State *l, const dir_t *d) {
   }
 }
 
-/* Calls ephd.dispatch[fn] with (policy_dir, files, default_dir, files);
+/* Calls ephd.host[fn] with (policy_dir, files, default_dir, files);
  * returns 0 and leaves the policy's name and version in name and version, or
  * -1 with the reason in err. */
 static int call_load(lua_State *l, const char *fn, const char *pdir,
@@ -131,7 +132,7 @@ static int call_load(lua_State *l, const char *fn, const char *pdir,
     return -1;
   }
   lua_rawgeti(l, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(l, LUA_REGISTRYINDEX, dispatch_ref);
+  lua_rawgeti(l, LUA_REGISTRYINDEX, host_ref);
   lua_getfield(l, -1, fn);
   lua_remove(l, -2);
   lua_pushstring(l, pdir);
@@ -182,9 +183,9 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
   traceback_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   lua_pop(l, 1);
   lua_getglobal(l, "require");
-  lua_pushliteral(l, "ephd.dispatch");
+  lua_pushliteral(l, "ephd.host");
   if (lua_pcall(l, 1, 1, 0) != 0) {
-    snprintf(err, errlen, "loading ephd.dispatch: %s", lua_tostring(l, -1));
+    snprintf(err, errlen, "loading ephd.host: %s", lua_tostring(l, -1));
     lua_close(l);
     return NULL;
   }
@@ -192,7 +193,7 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
   dispatch_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   lua_getfield(l, -1, "observe");
   observe_fn_ref = luaL_ref(l, LUA_REGISTRYINDEX);
-  dispatch_ref = luaL_ref(l, LUA_REGISTRYINDEX);
+  host_ref = luaL_ref(l, LUA_REGISTRYINDEX);
   /* After the broker's modules took the built-in matcher as locals: what
    * policy code reaches (its sandbox copies and string methods) is the
    * matcher that stops at the budget. */
@@ -202,7 +203,7 @@ static lua_State *new_state(const char *lua_path, char *err, size_t errlen) {
 
 static void call_simple(const char *fn) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, host_ref);
   lua_getfield(L, -1, fn);
   lua_remove(L, -2);
   if (lua_pcall(L, 0, 0, -2) != 0) {
@@ -278,7 +279,7 @@ int ephd_lua_host_start(uv_loop_t *lp, const char *lua_path, const char *pdir,
  * too); a promotion makes it policy_dir. */
 static char *shadow_dir;
 
-/* Calls a function of ephd.dispatch about the request in `current`;
+/* Calls a function of ephd.host about the request in `current`;
  * returns lua_pcall's status with the error on the stack, under the
  * traceback handler. */
 static int call_about(int fn_ref) {
@@ -326,7 +327,7 @@ void ephd_lua_host_apply_grants(void) { call_simple("apply_grants"); }
 void ephd_lua_host_refund(const char *tenant, size_t tenant_len,
                           uint32_t cost) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, traceback_ref);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, dispatch_ref);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, host_ref);
   lua_getfield(L, -1, "refund");
   lua_remove(L, -2);
   lua_pushlstring(L, tenant, tenant_len);
@@ -341,10 +342,10 @@ void ephd_lua_host_refund(const char *tenant, size_t tenant_len,
 
 /* --- loading off the loop: a reload, or a shadow ----------------------
  * Both read a directory and the default on a worker thread, then hand the
- * files to ephd.dispatch on the loop, which swaps in what loads. One runs
+ * files to ephd.host on the loop, which swaps in what loads. One runs
  * at a time. */
 
-/* What a load is for: ephd.dispatch's function that takes the files, the
+/* What a load is for: ephd.host's function that takes the files, the
  * log events, and what the held request is told. */
 typedef struct {
   const char *fn;

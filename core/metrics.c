@@ -205,15 +205,6 @@ static void sift_up(deep_t *h, size_t i) {
   }
 }
 
-/* A label value: names hold no control characters, but may hold '"' and
- * '\\', which the text format escapes. */
-static void label_value(ephd_buf_t *o, const char *s, size_t len) {
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] == '"' || s[i] == '\\') ephd_buf_append(o, "\\", 1);
-    ephd_buf_append(o, s + i, 1);
-  }
-}
-
 static void write_queue_depths(ephd_buf_t *o) {
   if (queue_depths == 0) return;
   const char *d = "queen_ephemeral_queue_depth";
@@ -238,24 +229,86 @@ static void write_queue_depths(ephd_buf_t *o) {
       }
     }
   }
+  static const char *const keys[] = {"tenant", "queue"};
   for (size_t i = 0; i < n; i++) {
-    size_t tlen, qlen;
-    const char *tenant = ephd_tenant_name(heap[i].tenant, &tlen);
-    const char *queue = ephd_queue_name(heap[i].queue, &qlen);
-    ephd_buf_appends(o, d);
-    ephd_buf_appends(o, "{tenant=\"");
-    label_value(o, tenant, tlen);
-    ephd_buf_appends(o, "\",queue=\"");
-    label_value(o, queue, qlen);
-    ephd_buf_appends(o, "\"} ");
-    ephd_buf_append_u64(o, heap[i].depth);
-    ephd_buf_append(o, "\n", 1);
+    ephd_slice_t names[2];
+    names[0].ptr = ephd_tenant_name(heap[i].tenant, &names[0].len);
+    names[1].ptr = ephd_queue_name(heap[i].queue, &names[1].len);
+    ephd_prom_sample_of(o, d, keys, names, 2, (double)heap[i].depth);
   }
   free(heap);
 }
 
-void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
-                      size_t len) {
+/* The families only Lua counts, by EPHD_METRIC_*: their samples come from
+ * Lua, their names, HELP texts and labels are written here alone. */
+typedef struct {
+  const char *name, *type, *help;
+  int labels;
+  const char *keys[2];
+} lua_family_t;
+
+static const lua_family_t LUA_FAMILIES[EPHD_METRIC_FAMILIES] = {
+    [EPHD_METRIC_HOOK_FAILURES] =
+        {
+            .name = "queen_ephemeral_policy_hook_failures_total",
+            .type = "counter",
+            .help =
+                "Policy hook calls that raised, returned garbage or overran "
+                "their budget.",
+            .labels = 1,
+            .keys = {"hook"},
+        },
+    [EPHD_METRIC_POLICY_RELOADS] =
+        {
+            .name = "queen_ephemeral_policy_reloads_total",
+            .type = "counter",
+            .help = "Policy reloads, by outcome.",
+            .labels = 1,
+            .keys = {"outcome"},
+        },
+    /* Its version as the value, its name as a label: one series, which a
+     * reload to another name replaces. */
+    [EPHD_METRIC_POLICY_VERSION] =
+        {
+            .name = "queen_ephemeral_policy_version",
+            .type = "gauge",
+            .help = "The version of the policy in force, by name.",
+            .labels = 1,
+            .keys = {"name"},
+        },
+    [EPHD_METRIC_SHADOW_DECISIONS] =
+        {
+            .name = "queen_ephemeral_shadow_decisions_total",
+            .type = "counter",
+            .help = "Requests the shadow policy judged, by the live policy's "
+                    "outcome and the shadow's (pass or a code).",
+            .labels = 2,
+            .keys = {"live", "shadow"},
+        },
+    [EPHD_METRIC_SHADOW_DISABLED] =
+        {
+            .name = "queen_ephemeral_shadow_disabled_total",
+            .type = "counter",
+            .help = "Shadow policies disabled by a hook that failed.",
+        },
+};
+
+/* Every family's head, a family with no sample too, and its samples in the
+ * order Lua gave them. */
+static void write_lua(ephd_buf_t *o, const ephd_metric_t *samples, int n) {
+  for (int f = 0; f < EPHD_METRIC_FAMILIES; f++) {
+    ephd_prom_family(o, LUA_FAMILIES[f].name, LUA_FAMILIES[f].type,
+                     LUA_FAMILIES[f].help);
+    for (int i = 0; i < n; i++)
+      if (samples[i].family == f)
+        ephd_prom_sample_of(o, LUA_FAMILIES[f].name, LUA_FAMILIES[f].keys,
+                            samples[i].label, LUA_FAMILIES[f].labels,
+                            samples[i].value);
+  }
+}
+
+void ephd_ffi_metrics(const ephd_request_t *req, const ephd_metric_t *samples,
+                      int n) {
   ephd_conn_t *c = ephd_http_conn(req);
   ephd_buf_t *o = ephd_http_begin_as(c, 200, NULL, "text/plain; version=0.0.4");
   write_engine(o, ephd_http_connections());
@@ -265,6 +318,6 @@ void ephd_ffi_metrics(const ephd_request_t *req, const char *extra,
   ephd_relay_metrics(o);
   ephd_fanout_metrics(o);
   ephd_handover_metrics(o);
-  ephd_buf_append(o, extra, len);
+  write_lua(o, samples, n);
   ephd_http_end(c);
 }

@@ -35,3 +35,32 @@ void ephd_prom_grid(ephd_buf_t *o, const char *name, const char *label_a,
       ephd_prom_sample(o, name, labels, values[i * nb + j]);
     }
 }
+
+/* A label's value, escaped as the text format says. */
+static void label_value(ephd_buf_t *o, const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] == '\n') {
+      ephd_buf_appends(o, "\\n");
+      continue;
+    }
+    if (s[i] == '"' || s[i] == '\\') ephd_buf_append(o, "\\", 1);
+    ephd_buf_append(o, s + i, 1);
+  }
+}
+
+void ephd_prom_sample_of(ephd_buf_t *o, const char *name,
+                         const char *const *keys, const ephd_slice_t *values,
+                         int n, double v) {
+  ephd_buf_appends(o, name);
+  for (int i = 0; i < n; i++) {
+    ephd_buf_append(o, i ? "," : "{", 1);
+    ephd_buf_appends(o, keys[i]);
+    ephd_buf_append(o, "=\"", 2);
+    label_value(o, values[i].ptr, values[i].len);
+    ephd_buf_append(o, "\"", 1);
+  }
+  if (n) ephd_buf_append(o, "}", 1);
+  char text[32];
+  int len = snprintf(text, sizeof(text), " %.17g\n", v);
+  ephd_buf_append(o, text, (size_t)len);
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ffi.h"
 
 /* The # HELP and # TYPE lines of a family. */
 void ephd_prom_family(ephd_buf_t *o, const char *name, const char *type,
@@ -14,6 +15,13 @@ void ephd_prom_family(ephd_buf_t *o, const char *name, const char *type,
 /* One sample: name, its labels ("" or "{k=\"v\"}") and value. */
 void ephd_prom_sample(ephd_buf_t *o, const char *name, const char *labels,
                       uint64_t v);
+/* One sample whose label values are data: keys[i]="values[i]" for i < n
+ * (no braces when n is 0), each value escaped as the format says ('\\',
+ * '"', a newline), and a value that is a whole number up to 2^53 written
+ * as one (%.17g). */
+void ephd_prom_sample_of(ephd_buf_t *o, const char *name,
+                         const char *const *keys, const ephd_slice_t *values,
+                         int n, double v);
 /* A counter of two labels from its table of values, row by row: a's
  * names down, b's across (values[i * nb + j] for a[i] and b[j]). */
 void ephd_prom_grid(ephd_buf_t *o, const char *name, const char *label_a,

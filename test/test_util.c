@@ -6,6 +6,7 @@
 #include "id.h"
 #include "json.h"
 #include "map.h"
+#include "prom.h"
 #include "test.h"
 #include "uuid.h"
 
@@ -329,6 +330,22 @@ TEST_IMPL(errors_statuses) {
   for (int c = 0; c < EPHD_CODE_COUNT; c++)
     ASSERT(ephd_status_index(ephd_code_status((ephd_code_t)c)) <
            EPHD_STATUS_COUNT);
+  return 0;
+}
+
+/* Label values that are data (a policy's name, a queue's) are escaped as
+ * the text format says; a whole number is written as one. */
+TEST_IMPL(prom_sample_of_escapes_labels) {
+  ephd_buf_t b;
+  ephd_buf_init(&b);
+  static const char *const keys[] = {"a", "b"};
+  ephd_slice_t values[2] = {{"x\"y\\z\nw", 7}, {"plain", 5}};
+  ephd_prom_sample_of(&b, "m", keys, values, 2, 1.25);
+  ephd_prom_sample_of(&b, "n", keys, values, 0, 9007199254740992.0);
+  ASSERT_MEM_EQ(b.base, b.len,
+                "m{a=\"x\\\"y\\\\z\\nw\",b=\"plain\"} 1.25\n"
+                "n 9007199254740992\n");
+  ephd_buf_free(&b);
   return 0;
 }
 

@@ -1,8 +1,11 @@
 -- Tenants' counters as Lua tables: what the metering route exports, what
--- the meter hook is handed, and what policy code reads with
+-- the meter hook is handed at each tick, and what policy code reads with
 -- ephd.counters(tenant). A push meters as messages, a pop as deliveries.
 local ffi = require("ffi")
+local contract = require("ephd.contract")
 local core = require("ephd.core")
+local hooks = require("ephd.hooks")
+local log = require("ephd.log")
 
 local C = core.C
 local floor = math.floor
@@ -106,6 +109,47 @@ function _M.top(limit)
     end
     table.sort(heap, first)
     return heap, total
+end
+
+-- The metering tick (C's timer): each tenant's counts since the last tick
+-- go to the policy's meter hook, and every record it returns is logged as
+-- one logfmt line, for a billing pipeline that reads the log. `last` is
+-- rebuilt from what C reports at each tick, so a tenant C forgot is
+-- forgotten here too; one C forgot and met again (a new born) counts
+-- from zero.
+local last = {}
+local ZERO = { pushed = 0, delivered = 0 }
+
+function _M.tick()
+    if not hooks.active.hooks.meter then
+        last = {}
+        return
+    end
+    local deltas, now = {}, {}
+    _M.each(function(tenant, t)
+        local before = last[tenant]
+        if not before or before.born ~= t.born then
+            before = ZERO
+        end
+        deltas[#deltas + 1] = contract.delta(
+            tenant, t.pushed - before.pushed, t.delivered - before.delivered,
+            t.parked, t.bytes, t.queues)
+        now[tenant] = { pushed = t.pushed, delivered = t.delivered,
+                        born = t.born }
+    end)
+    last = now
+    local ok, records = hooks.call("meter", deltas)
+    if not ok then return end
+    local bad = contract.check.meter(records)
+    if bad then return hooks.reject("meter", bad) end
+    for _, r in ipairs(records or {}) do log.info("meter", r) end
+end
+
+-- Tenants whose last metered counts are kept (for specs).
+function _M.metered()
+    local n = 0
+    for _ in pairs(last) do n = n + 1 end
+    return n
 end
 
 return _M

@@ -37,18 +37,18 @@ return {
       path = "/api/v1/ephemeral/queue/:queue",
       level = "read-write", class = "family", handler = "delete" },
     { name = "queues", method = "GET", path = "/api/v1/ephemeral/queues",
-      level = "read-only", class = "family", handler = "queues" },
+      level = "read-only", class = "family", handler = "queues.family" },
     { name = "depth", method = "GET",
       path = "/api/v1/ephemeral/queues/:queue/depth",
       level = "read-only", class = "family", handler = "depth" },
     { name = "system_status", method = "GET", path = "/api/v1/system/ephemeral",
-      level = "admin", class = "system", handler = "system.status" },
+      level = "admin", class = "system", handler = "surface.status" },
     { name = "system_switch", method = "POST",
       path = "/api/v1/system/ephemeral",
-      level = "admin", class = "system", handler = "system.switch" },
+      level = "admin", class = "system", handler = "surface.switch" },
     { name = "policy_reload", method = "POST",
       path = "/api/v1/system/policy/reload",
-      level = "admin", class = "system", handler = "system.reload" },
+      level = "admin", class = "system", handler = "reload" },
     -- A candidate policy judged beside the live one, and its promotion
     -- (docs/policy.md, "Changing policy safely").
     { name = "policy_shadow", method = "GET",
@@ -64,12 +64,12 @@ return {
       path = "/api/v1/system/policy/promote",
       level = "admin", class = "system", handler = "shadow.promote" },
     { name = "metering", method = "GET", path = "/api/v1/system/metering",
-      level = "admin", class = "system", handler = "system.metering" },
+      level = "admin", class = "system", handler = "metering" },
     { name = "cell", method = "GET", path = "/api/v1/system/cell",
-      level = "admin", class = "system", handler = "system.cell" },
+      level = "admin", class = "system", handler = "cell.view" },
     -- A tenant's listing for the operator, paused or not (ephd status).
     { name = "system_queues", method = "GET", path = "/api/v1/system/queues",
-      level = "admin", class = "system", handler = "system.queues" },
+      level = "admin", class = "system", handler = "queues.system" },
     -- Grants (queen.ephemeral_quota): read from memory, written through
     -- the store and applied before the answer.
     { name = "grants", method = "GET", path = "/api/v1/system/grants",
@@ -80,7 +80,7 @@ return {
       path = "/api/v1/system/grants/:tenant",
       level = "admin", class = "system", handler = "grants.delete" },
     { name = "metrics", method = "GET", path = "/metrics",
-      level = "admin", class = "system", handler = "system.metrics" },
+      level = "admin", class = "system", handler = "metrics" },
     -- A load balancer probes without credentials, and a paused surface is
     -- still alive.
     { name = "health", method = "GET", path = "/health",

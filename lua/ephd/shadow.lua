@@ -340,29 +340,12 @@ function _M.body()
            .. list(r.samples) .. '}}'
 end
 
--- /metrics: the pairs seen since the shadow loaded (agreements too), and
+-- /metrics (ephd.handlers.metrics): the pairs seen since the shadow
+-- loaded, agreements too (none without a shadow); disabled_total counts
 -- the shadows disabled since the broker started.
-function _M.metrics()
-    local lines = {
-        "# HELP queen_ephemeral_shadow_decisions_total Requests the shadow "
-        .. "policy judged, by the live policy's outcome and the shadow's "
-        .. "(pass or a code).",
-        "# TYPE queen_ephemeral_shadow_decisions_total counter",
-    }
+function _M.decisions()
     local s = _M.current
-    if s then
-        for _, p in ipairs(pairs_list(s)) do
-            lines[#lines + 1] = ('queen_ephemeral_shadow_decisions_total'
-                .. '{live="%s",shadow="%s"} %d'):format(p.live, p.shadow,
-                                                         p.count)
-        end
-    end
-    lines[#lines + 1] = "# HELP queen_ephemeral_shadow_disabled_total Shadow "
-                        .. "policies disabled by a hook that failed."
-    lines[#lines + 1] = "# TYPE queen_ephemeral_shadow_disabled_total counter"
-    lines[#lines + 1] = "queen_ephemeral_shadow_disabled_total "
-                        .. _M.disabled_total
-    return table.concat(lines, "\n") .. "\n"
+    return s and pairs_list(s) or {}
 end
 
 return _M

@@ -8,7 +8,7 @@ local testing = require("ephd.testing")
 local DEFAULT = helper.root .. "/policies/default"
 
 describe("the cell's routing", function()
-    local size, routed, committed, route_rc, dispatch, C
+    local size, routed, committed, route_rc, host, C
 
     local keep
     local function setup(members)
@@ -53,9 +53,9 @@ describe("the cell's routing", function()
             end,
             ephd_ffi_queues = function() committed[#committed + 1] = "queues" end,
         })
-        dispatch = require("ephd.dispatch")
-        assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
-                             testing.read(DEFAULT)))
+        host = require("ephd.host")
+        assert(host.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
+                         testing.read(DEFAULT)))
     end
 
     local anchors = {}
@@ -65,7 +65,7 @@ describe("the cell's routing", function()
         local req, anchor = helper.request(t)
         anchors[#anchors + 1] = anchor
         helper.slot[0] = req
-        dispatch.dispatch()
+        host.dispatch()
     end
 
     local function verbs()

@@ -60,17 +60,17 @@ local function broker(dir, hook)
             return 0
         end,
     }, { rate = 0 })
-    local dispatch = require("ephd.dispatch")
-    assert(dispatch.init(dir, testing.read(dir), DEFAULT,
-                         testing.read(DEFAULT)))
+    local host = require("ephd.host")
+    assert(host.init(dir, testing.read(dir), DEFAULT,
+                     testing.read(DEFAULT)))
     if hook == "meter" then
-        dispatch.meter()
+        host.meter()
     else
         local req = helper.request((hook == "cost" or hook == "limits")
             and { method = "POST", path = "/api/v1/ephemeral/push" }
             or { method = "GET", path = "/api/v1/ephemeral/queues" })
         helper.slot[0] = req
-        dispatch.dispatch()
+        host.dispatch()
     end
     local line = logged.policy_hook_failed
     assert.is_string(line, "the broker logged no failure of " .. hook)

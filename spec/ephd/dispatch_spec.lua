@@ -6,7 +6,7 @@ local testing = require("ephd.testing")
 local DEFAULT = helper.root .. "/policies/default"
 
 describe("ephd.dispatch", function()
-    local answers, queues_calls, dispatch
+    local answers, queues_calls, host
 
     local function setup(init, config)
         local respond
@@ -20,10 +20,10 @@ describe("ephd.dispatch", function()
                 queues_calls[#queues_calls + 1] = ffi.string(t, tl)
             end,
         }, config)
-        dispatch = require("ephd.dispatch")
+        host = require("ephd.host")
         local files = init and { init = init } or testing.read(DEFAULT)
-        assert(dispatch.init(init and "/p" or DEFAULT, files, DEFAULT,
-                             testing.read(DEFAULT)))
+        assert(host.init(init and "/p" or DEFAULT, files, DEFAULT,
+                         testing.read(DEFAULT)))
     end
 
     local function call(method, path, extra)
@@ -31,7 +31,7 @@ describe("ephd.dispatch", function()
         for k, v in pairs(extra or {}) do t[k] = v end
         local req, anchor = helper.request(t)
         helper.slot[0] = req
-        dispatch.dispatch()
+        host.dispatch()
         return anchor
     end
 
@@ -119,9 +119,9 @@ describe("ephd.dispatch", function()
         helper.core_double({
             ephd_ffi_queues = function() served = served + 1 end,
         })
-        dispatch = require("ephd.dispatch")
-        assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
-                             testing.read(DEFAULT)))
+        host = require("ephd.host")
+        assert(host.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
+                         testing.read(DEFAULT)))
         local req, anchor = helper.request({
             method = "GET", path = "/api/v1/ephemeral/queues" })
         local slot, kept = helper.slot, {}
@@ -149,7 +149,7 @@ describe("ephd.dispatch", function()
         end
         local function box() kept.req = slot[0] end
         jit.off(box) -- compiled, the box is made once outside the loop
-        local per_box, per_request = bytes(box), bytes(dispatch.dispatch)
+        local per_box, per_request = bytes(box), bytes(host.dispatch)
         assert.equals(30000, served)
         assert.is_true(per_request < per_box + 1,
                        per_request .. " bytes a request, its pointer's box "
@@ -159,11 +159,11 @@ describe("ephd.dispatch", function()
 
     it("gives a shadow only the request the ladder just decided", function()
         setup()
-        assert(dispatch.shadow("/c", { init = 'return { name = "c", '
+        assert(host.shadow("/c", { init = 'return { name = "c", '
             .. 'version = 1, hooks = {} }' }, DEFAULT, testing.read(DEFAULT)))
         local shadow = require("ephd.shadow").current
         call("GET", "/api/v1/ephemeral/queues")
-        dispatch.observe()
+        host.observe()
         assert.equals(1, shadow.decisions)
         -- A dispatch that raised is not observed (C skips the call): the
         -- next request, one no rung decides, leaves the shadow nothing to
@@ -172,20 +172,20 @@ describe("ephd.dispatch", function()
         rawset(double, "ephd_ffi_queues", function() error("broke") end)
         assert.has_error(function() call("GET", "/api/v1/ephemeral/queues") end)
         call("GET", "/health")
-        dispatch.observe()
+        host.observe()
         call("GET", "/elsewhere")
-        dispatch.observe()
+        host.observe()
         assert.equals(1, shadow.decisions)
     end)
 
     it("keeps the old policy when a reload does not load", function()
         setup()
-        local ok, err = dispatch.reload("/p", { init = "error('typo')" },
-                                        DEFAULT, testing.read(DEFAULT))
+        local ok, err = host.reload("/p", { init = "error('typo')" },
+                                    DEFAULT, testing.read(DEFAULT))
         assert.is_nil(ok)
         assert.truthy(err:find("typo", 1, true))
         assert.equals("default", require("ephd.hooks").active.name)
-        assert.is_true((dispatch.reload("/p", { init = 'return { name = "n", '
+        assert.is_true((host.reload("/p", { init = 'return { name = "n", '
             .. 'version = 2, hooks = {} }' }, DEFAULT, testing.read(DEFAULT))))
         assert.equals("n", require("ephd.hooks").active.name)
     end)

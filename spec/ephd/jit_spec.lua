@@ -50,12 +50,12 @@ local function aborts_of(dir, shadow_dir)
         end,
         ephd_ffi_ack_commit = function() answered = answered + 1 return 0 end,
     }, { rate = 0 })
-    local dispatch = require("ephd.dispatch")
-    assert(dispatch.init(dir, testing.read(dir), DEFAULT,
-                         testing.read(DEFAULT)))
+    local host = require("ephd.host")
+    assert(host.init(dir, testing.read(dir), DEFAULT,
+                     testing.read(DEFAULT)))
     if shadow_dir then
-        assert(dispatch.shadow(shadow_dir, testing.read(shadow_dir), DEFAULT,
-                               testing.read(DEFAULT)))
+        assert(host.shadow(shadow_dir, testing.read(shadow_dir), DEFAULT,
+                           testing.read(DEFAULT)))
     end
     local anchors = {}
     local function request(t)
@@ -92,12 +92,12 @@ local function aborts_of(dir, shadow_dir)
     -- Only locals in the driving loop: a global read goes through
     -- busted's environment, whose own trace aborts would hide ours.
     local slot = helper.slot
-    local run = dispatch.dispatch
+    local run = host.dispatch
     -- As C calls them: observe after dispatch while a shadow is loaded.
     if shadow_dir then
-        local observe = dispatch.observe
+        local observe = host.observe
         run = function()
-            dispatch.dispatch()
+            host.dispatch()
             observe()
         end
     end

@@ -94,15 +94,15 @@ describe("ephd.routes", function()
                 return 0
             end,
         }
-        local dispatch = require("ephd.dispatch")
-        assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
-                             testing.read(DEFAULT)))
+        local host = require("ephd.host")
+        assert(host.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
+                         testing.read(DEFAULT)))
         assert.equals("echo", named[#routes])
         for _, method in ipairs({ "GET", "HEAD", "POST" }) do
             local req = helper.request({ method = method,
                                          path = "/api/v1/echo/q%201" })
             helper.slot[0] = req
-            dispatch.dispatch()
+            host.dispatch()
         end
         package.loaded["ephd.handlers.echo"] = nil
         assert.same({ status = 200, body = '{"echo":"q%201"}' },

@@ -67,25 +67,25 @@ describe("per-tenant state", function()
                 return 0
             end,
         })
-        local dispatch = require("ephd.dispatch")
+        local host = require("ephd.host")
         local files = { init = 'return { name = "m", version = 1, hooks = { '
             .. 'meter = function() return {} end } }' }
-        assert(dispatch.init("/m", files, DEFAULT, testing.read(DEFAULT)))
+        assert(host.init("/m", files, DEFAULT, testing.read(DEFAULT)))
         for i = 1, N do known[i] = tenant(i) end
-        dispatch.meter()
-        assert.equals(N, dispatch.metered())
+        host.meter()
+        assert.equals(N, require("ephd.metering").metered())
         -- C forgot all but two (the engine forgets tenants with nothing).
         known = { tenant(1), tenant(2) }
-        dispatch.meter()
-        assert.equals(2, dispatch.metered())
+        host.meter()
+        assert.equals(2, require("ephd.metering").metered())
         known = { tenant(3) }
-        dispatch.meter()
-        assert.equals(1, dispatch.metered())
+        host.meter()
+        assert.equals(1, require("ephd.metering").metered())
         -- One C forgot and met again (a new born) counts from zero.
         local seen
         require("ephd.hooks").active.hooks.meter = function(d) seen = d end
         pushed, born[tenant(3)] = 2, 2
-        dispatch.meter()
+        host.meter()
         assert.equals(2, seen[1].pushed)
     end)
 
@@ -95,9 +95,9 @@ describe("per-tenant state", function()
             ephd_ffi_respond = respond,
             ephd_ffi_now_ms = function() return 0ULL end,
         }, { tenancy_header = 1, require_grant = 1 })
-        local dispatch = require("ephd.dispatch")
-        assert(dispatch.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
-                             testing.read(DEFAULT)))
+        local host = require("ephd.host")
+        assert(host.init(DEFAULT, testing.read(DEFAULT), DEFAULT,
+                         testing.read(DEFAULT)))
         local limits = require("ephd.limits")
         local rate = require("ephd.rate")
         local body = '{"queue":"q","messages":[{"payload":1}]}'
@@ -106,7 +106,7 @@ describe("per-tenant state", function()
                 path = "/api/v1/ephemeral/push", body = body,
                 tenant = tenant(i) })
             helper.slot[0] = req
-            dispatch.dispatch()
+            host.dispatch()
             assert.equals("feature_gated",
                           cjson.decode(answers[#answers].body).code)
         end

@@ -1,6 +1,8 @@
--- The routes between the cell's members (core/cell/members.c): the readiness a
--- member asks before it places partitions on a newcomer, and the notice a
--- stopping member sends before it hands its partitions over.
+-- The cell's routes: between its members (core/cell/members.c, open), the
+-- readiness a member asks before it places partitions on a newcomer and
+-- the notice a stopping member sends before it hands its partitions over;
+-- and the operator's view of it (admin, system).
+local cjson = require("cjson.safe")
 local ffi = require("ffi")
 local core = require("ephd.core")
 local reply = require("ephd.reply")
@@ -29,5 +31,53 @@ function _M.leaving(req)
     end
     reply.json(req, 200, ffi_string(out))
 end
+
+-- GET /api/v1/system/cell: this broker's own view of its cell, as its last
+-- heartbeat read it (core/cell/members.c, docs/cell.md).
+local cell = ffi.new("ephd_cell_t")
+local member = ffi.new("ephd_cell_member_t")
+
+local function view_body()
+    C.ephd_ffi_cell(cell)
+    local members, self = {}, nil
+    for i = 0, cell.members - 1 do
+        if C.ephd_ffi_cell_member(i, member) == C.EPHD_OK then
+            local m = {
+                id = ffi_string(member.id, 16),
+                address = ffi_string(member.address.ptr, member.address.len),
+                epoch = ("%08x"):format(member.epoch),
+                live = member.live ~= 0,
+                ttlMs = tonumber(member.ttl_ms),
+                seenMsAgo = tonumber(member.seen_ms_ago),
+            }
+            members[#members + 1] = m
+            if i == cell.self then
+                self = { id = m.id, address = m.address, epoch = m.epoch }
+            end
+        end
+    end
+    return cjson.encode({
+        self = self,
+        members = members,
+        live = cell.live,
+        ttlMs = tonumber(cell.ttl_ms),
+        fresh = cell.fresh ~= 0,
+        database = cell.database ~= 0,
+        partitions = { held = tonumber(cell.partitions_held),
+                       owned = tonumber(cell.partitions_owned) },
+    })
+end
+
+_M.view = {
+    parse = function(ctx)
+        if ctx.req.query.len > 0 then
+            return "this route takes no parameters"
+        end
+    end,
+    commit = function(ctx)
+        reply.json(ctx.req, 200, view_body())
+        return 0
+    end,
+}
 
 return _M

@@ -1,7 +1,7 @@
 -- The grant routes (admin, system: they answer while the family is
 -- paused): the grants in force, and a grant set or removed. C writes the
 -- row to queen.ephemeral_quota, reads every grant back and applies it
--- (ephd.dispatch's apply_grants) before it answers, so a grant holds from
+-- (ephd.store's apply_grants) before it answers, so a grant holds from
 -- its answer on rather than from the next refresh.
 local ffi = require("ffi")
 local core = require("ephd.core")

@@ -34,10 +34,21 @@ describe("ephd.handlers status reads", function()
     end
 
     it("queues reads the tenant's list and ignores parameters", function()
-        local queues = require("ephd.handlers.queues")
+        local queues = require("ephd.handlers.queues").family
         assert.equals(0, run(queues, {}))
         assert.equals(0, run(queues, { query = "x=1" }))
         assert.same({ { "queues", "t" }, { "queues", "t" } }, calls)
+    end)
+
+    it("the operator's listing reads any tenant's, the caller's by default",
+       function()
+        local queues = require("ephd.handlers.queues").system
+        local id = "0F0E0D0C-0B0A-4908-8706-050403020100"
+        assert.equals(0, run(queues, {}))
+        assert.equals(0, run(queues, { query = "tenant=" .. id }))
+        assert.same({ { "queues", "t" }, { "queues", id:lower() } }, calls)
+        local _, err = run(queues, { query = "tenant=nope" })
+        assert.equals("tenant must be a UUID", err)
     end)
 
     it("depth passes the queue and the optional group", function()

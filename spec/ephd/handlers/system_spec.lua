@@ -2,13 +2,16 @@ local cjson = require("cjson")
 local ffi = require("ffi")
 local helper = require("helper")
 
-describe("ephd.handlers.system", function()
-    local system, answers, reloads
+-- The system routes' handlers (admin): the surface, reload, the cell's
+-- view, metering, metrics.
+describe("the system routes", function()
+    local h, answers, reloads, scraped
 
     before_each(function()
         local respond
         respond, answers = helper.responder()
         reloads = 0
+        scraped = {}
         local C
         C = helper.core_double({
             ephd_ffi_respond = respond,
@@ -32,6 +35,19 @@ describe("ephd.handlers.system", function()
                 m.ttl_ms, m.seen_ms_ago = 4000, 5000 - 4000 * i
                 return C.EPHD_OK
             end,
+            ephd_ffi_metrics = function(_, arr, n)
+                for i = 0, n - 1 do
+                    local m, labels = arr[i], {}
+                    for l = 0, 1 do
+                        if m.label[l].ptr ~= nil then
+                            labels[#labels + 1] = ffi.string(m.label[l].ptr,
+                                                             m.label[l].len)
+                        end
+                    end
+                    scraped[#scraped + 1] = { tonumber(m.family), m.value,
+                                              table.concat(labels, " ") }
+                end
+            end,
             ephd_ffi_tenant_next = function(pos, name, stats)
                 if pos[0] > 0 then return -3 end
                 pos[0] = 1
@@ -42,7 +58,11 @@ describe("ephd.handlers.system", function()
         })
         require("ephd.hooks").active = { name = "p", version = 3, hooks = {} }
         require("ephd.killswitch").set(false)
-        system = require("ephd.handlers.system")
+        h = {}
+        for _, m in ipairs({ "surface", "reload", "cell", "metering",
+                             "metrics" }) do
+            h[m] = require("ephd.handlers." .. m)
+        end
     end)
 
     local function run(h, t)
@@ -53,14 +73,14 @@ describe("ephd.handlers.system", function()
     end
 
     it("pauses and unpauses the surface", function()
-        run(system.switch, { body = '{"enabled":false,"retryAfter":9}' })
+        run(h.surface.switch, { body = '{"enabled":false,"retryAfter":9}' })
         local s = cjson.decode(answers[1].body)
         assert.is_false(s.enabled)
         assert.equals(9, s.retryAfter)
         assert.is_true(require("ephd.killswitch").state().paused)
-        run(system.status, {})
+        run(h.surface.status, {})
         assert.is_false(cjson.decode(answers[2].body).enabled)
-        run(system.switch, { body = '{"enabled":true}' })
+        run(h.surface.switch, { body = '{"enabled":true}' })
         assert.is_true(cjson.decode(answers[3].body).enabled)
     end)
 
@@ -69,13 +89,13 @@ describe("ephd.handlers.system", function()
                              '{"enabled":false,"retryAfter":0}',
                              '{"enabled":false,"retryAfter":1.5}',
                              '{"enabled":false,"why":"x"}' }) do
-            assert.is_nil((run(system.switch, { body = b })), b)
+            assert.is_nil((run(h.surface.switch, { body = b })), b)
         end
     end)
 
     it("starts one reload at a time", function()
-        run(system.reload, {})
-        run(system.reload, {})
+        run(h.reload, {})
+        run(h.reload, {})
         assert.equals(2, reloads)
         assert.equals(1, #answers)
         assert.equals(503, answers[1].status)
@@ -83,7 +103,7 @@ describe("ephd.handlers.system", function()
 
     it("shows the cell as C reads it, this broker named by its row",
        function()
-        assert.truthy(run(system.cell, {}))
+        assert.truthy(run(h.cell.view, {}))
         local c = cjson.decode(answers[1].body)
         assert.same({ id = "00000000000000bb", address = "http://b:2",
                       epoch = "00000abd" }, c.self)
@@ -97,15 +117,40 @@ describe("ephd.handlers.system", function()
         assert.is_false(c.fresh)
         assert.is_true(c.database)
         assert.same({ held = 9, owned = 4 }, c.partitions)
-        assert.is_nil(run(system.cell, { query = "x=1" }))
+        assert.is_nil(run(h.cell.view, { query = "x=1" }))
     end)
 
     it("lists every tenant's counters", function()
-        run(system.metering, {})
+        run(h.metering, {})
         local t = cjson.decode(answers[1].body).tenants[1]
         assert.equals("t1", t.tenant)
         assert.equals(5, t.pushed)
         assert.equals(7, t.delivered)
         assert.truthy(ffi)
+    end)
+
+    -- C writes the page (core/metrics.c); Lua hands it numbers and label
+    -- values only, each family's in its order.
+    it("hands C the policy's and the shadow's samples for /metrics",
+       function()
+        local C = require("ephd.core").C
+        local hooks = require("ephd.hooks")
+        hooks.failures.cost = 2
+        hooks.reloads.ok, hooks.reloads.refused = 4, 1
+        local shadow = require("ephd.shadow")
+        shadow.disabled_total = 3
+        assert.equals(0, run(h.metrics, {}))
+        local want = {}
+        for _, hook in ipairs(require("ephd.policy").HOOKS) do
+            want[#want + 1] = { tonumber(C.EPHD_METRIC_HOOK_FAILURES),
+                                hook == "cost" and 2 or 0, hook }
+        end
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_RELOADS), 4, "ok" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_RELOADS), 1,
+                            "refused" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_POLICY_VERSION), 3, "p" }
+        want[#want + 1] = { tonumber(C.EPHD_METRIC_SHADOW_DISABLED), 3, "" }
+        assert.same(want, scraped)
+        assert.is_nil(run(h.metrics, { query = "x=1" }))
     end)
 end)
