@@ -53,10 +53,14 @@ static int beating, taken_over, failing, boot_over;
 static uint64_t failed_ms;
 static int ever_failed;
 
-/* The rows ignored at the last read, as hashes of their id and why, so
- * each is logged once, not at every beat. */
+/* The rows ignored at the last read, as hashes of their id and why,
+ * sorted, so each is logged once, not at every beat: anybody may write
+ * the table, so a read of many rows costs a search each, not a scan. */
 static uint64_t *ignored;
 static uint32_t nignored;
+/* Rows logged as ignored at one read; past it, one line counts the rest
+ * (a table filled with rows must not fill the log too). */
+#define IGNORED_LOGGED 8
 static int leaving;
 static int going; /* stopping: the leaving notice is sent */
 static void (*on_left)(void);
@@ -203,21 +207,38 @@ static int mac_ok(const row_t *r, const char *mac, int len) {
   return len == 64 && CRYPTO_memcmp(want, mac, 64) == 0;
 }
 
-static uint64_t ignored_key(const char *id, int len, char why) {
-  uint64_t h = 0xcbf29ce484222325ULL ^ (unsigned char)why;
-  for (int i = 0; i < len; i++)
-    h = (h ^ (unsigned char)id[i]) * 0x100000001b3ULL;
+/* A row as it was written: every column but its age (FNV-1a over each
+ * value and its length). A row ignored at the last read with the same
+ * key is ignored again without its MAC being computed again. */
+static uint64_t row_key(const PGresult *res, int i) {
+  static const int cols[] = {0, 1, 2, 3, 5};
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t c = 0; c < sizeof(cols) / sizeof(*cols); c++) {
+    const char *v = PQgetvalue(res, i, cols[c]);
+    int len = PQgetlength(res, i, cols[c]);
+    for (int k = 0; k < len; k++)
+      h = (h ^ (unsigned char)v[k]) * 0x100000001b3ULL;
+    h = (h ^ (uint64_t)len ^ 0x100) * 0x100000001b3ULL;
+  }
   return h;
 }
 
-/* Logs a row ignored at this read that was not at the last, and keeps it
- * in next for the next read's comparison. */
-static void ignore(uint64_t *next, uint32_t *n, const char *id, int len,
-                   const char *address, char why) {
-  uint64_t key = ignored_key(id, len, why);
+static int by_key(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int ignored_before(uint64_t key) {
+  return ignored && bsearch(&key, ignored, nignored, sizeof(key), by_key);
+}
+
+/* Logs a row ignored at this read that was not at the last (the first
+ * IGNORED_LOGGED of them; *more counts them all), and keeps its key in
+ * next for the next read's comparison. */
+static void ignore(uint64_t *next, uint32_t *n, uint32_t *more, uint64_t key,
+                   const char *id, int len, const char *address, char why) {
   next[(*n)++] = key;
-  for (uint32_t i = 0; i < nignored; i++)
-    if (ignored[i] == key) return;
+  if ((*more)++ >= IGNORED_LOGGED) return;
   /* Cut short: the row's values are anybody's. */
   char shown[17], where[EPHD_MEMBER_ADDRESS_MAX];
   snprintf(shown, sizeof(shown), "%.*s", len < 16 ? len : 16, id);
@@ -421,10 +442,17 @@ static void apply(PGresult *res) {
   row_t *next = calloc((size_t)n + 1, sizeof(*next));
   uint64_t *skipped = calloc((size_t)n + 1, sizeof(*skipped));
   if (next == NULL || skipped == NULL) abort();
-  uint32_t count = 0, nskipped = 0;
+  uint32_t count = 0, nskipped = 0, fresh = 0;
   for (int i = 0; i < n; i++) {
     row_t *r = &next[count];
     uint64_t epoch;
+    /* Ignored at the last read as it is now: nothing to check again (a
+     * table filled with rows costs a hash and a search a row). */
+    uint64_t key = row_key(res, i);
+    if (ignored_before(key)) {
+      skipped[nskipped++] = key;
+      continue;
+    }
     const char *id = PQgetvalue(res, i, 0);
     int id_len = PQgetlength(res, i, 0);
     const char *address = PQgetvalue(res, i, 1);
@@ -435,7 +463,7 @@ static void apply(PGresult *res) {
         parse_u64(PQgetvalue(res, i, 2), UINT32_MAX, &epoch) ||
         parse_u64(PQgetvalue(res, i, 3), UINT32_MAX, &r->ttl_ms) ||
         parse_u64(PQgetvalue(res, i, 4), UINT64_MAX, &r->age_ms)) {
-      ignore(skipped, &nskipped, id, id_len, address, 'u');
+      ignore(skipped, &nskipped, &fresh, key, id, id_len, address, 'u');
       continue;
     }
     memcpy(r->m.address, address, len);
@@ -443,12 +471,19 @@ static void apply(PGresult *res) {
     r->m.epoch = (uint32_t)epoch;
     if (r->m.id != self.id &&
         !mac_ok(r, PQgetvalue(res, i, 5), PQgetlength(res, i, 5))) {
-      ignore(skipped, &nskipped, id, id_len, address, 'm');
+      ignore(skipped, &nskipped, &fresh, key, id, id_len, address, 'm');
       continue;
     }
     r->live = r->age_ms <= r->ttl_ms;
     count++;
   }
+  if (fresh > IGNORED_LOGGED) {
+    char more[16];
+    snprintf(more, sizeof(more), "%" PRIu32, fresh - IGNORED_LOGGED);
+    ephd_log("warn", "member_rows_ignored", "more", more, "msg",
+             "more rows no member wrote than are logged one by one", NULL);
+  }
+  qsort(skipped, nskipped, sizeof(*skipped), by_key);
   free(ignored);
   ignored = skipped;
   nignored = nskipped;

@@ -1,0 +1,52 @@
+-- The cell against a hostile client and a hostile neighbour (docs/cell.md):
+-- whatever is written into queen.ephemeral_members, sent to a broker's
+-- cell routes or left half-done through an edge, no broker blocks its
+-- loop, holds bytes it does not count, or changes anything for a request
+-- that is not its cell's.
+local daemon = require("e2e.daemon")
+local socket = require("socket")
+
+local TOKEN = "hostile-cell-spec-token-0123456789"
+local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
+              QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
+
+-- The longest a broker took to answer /health over `seconds`: how long its
+-- loop was held by anything else meanwhile.
+local function worst_health(d, seconds)
+    local worst, t_end = 0, daemon.now() + seconds
+    while daemon.now() < t_end do
+        local t0 = daemon.now()
+        assert.equals(200, d:request("GET", "/health").status)
+        worst = math.max(worst, daemon.now() - t0)
+        socket.sleep(0.01)
+    end
+    return worst
+end
+
+describe("a hostile neighbour", function()
+    it("cannot hold a broker's loop with rows it cannot sign", function()
+        local a = daemon.start({ db = true, env = ENV })
+        finally(function()
+            a:stop()
+            daemon.sql("DELETE FROM queen.ephemeral_members")
+        end)
+        daemon.wait_until("a fresh view", function() return a:cell().fresh end)
+        -- 50,000 unsigned rows that are never collected (a TTL of 24 days
+        -- puts their collection past the spec): each is ignored at every
+        -- beat (ten a second at this TTL), and logged only so often.
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms) SELECT 'a' || lpad(to_hex(g), 15, '0'), "
+                   .. "'http://127.0.0.1:1', 7, 2147483647 "
+                   .. "FROM generate_series(1, 50000) g")
+        a:await_log("event=member_row_ignored", 10)
+        -- Every beat reads the rows; none holds the loop for long. (Each
+        -- used to compare every ignored row with every other: a second
+        -- of the loop per beat, the broker at 100% CPU.)
+        local worst = worst_health(a, 3)
+        assert.is_true(worst < 0.25, ("held %.3f s"):format(worst))
+        local _, logged = a:read_log():gsub("event=member_row_ignored ", "")
+        assert.is_true(logged <= 16, logged .. " rows logged")
+        assert.truthy(a:read_log():find("event=member_rows_ignored ", 1, true))
+        assert.is_true(a:cell().fresh)
+    end)
+end)
