@@ -768,12 +768,25 @@ static int parse_notice(ephd_slice_t b, uint64_t *id, uint64_t *epoch) {
   return parse_u64(num, UINT32_MAX, epoch);
 }
 
+/* The notice's query: id=<16 hex>&epoch=<n>, as the body names them. The
+ * mark signs the target, not the body's bytes (mark.h): a body alone could
+ * be swapped under a mark seen on the wire for one as long naming another
+ * member, which every receiver would then drop from its view for good. */
+static int notice_query(char *out, size_t cap, const char *id, uint32_t epoch) {
+  return snprintf(out, cap, "id=%s&epoch=%" PRIu32, id, epoch);
+}
+
 int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap) {
   ephd_slice_t tenant;
   if (ephd_ffi_forward_tenant(req, &tenant) == EPHD_E_REFUSED)
     return EPHD_E_REFUSED;
   uint64_t id, epoch;
   if (parse_notice(req->body, &id, &epoch) != 0) return EPHD_E_BAD_REQUEST;
+  char q[64], hex[17];
+  snprintf(hex, sizeof(hex), "%016" PRIx64, id);
+  size_t qn = (size_t)notice_query(q, sizeof(q), hex, (uint32_t)epoch);
+  if (req->query.len != qn || memcmp(req->query.ptr, q, qn) != 0)
+    return EPHD_E_BAD_REQUEST;
   row_t *r = find_row(id);
   /* Excluded at once, until its row goes: every request for its partitions
    * goes to their new owners, which take its hand-over when it comes. A
@@ -874,16 +887,21 @@ static void tell(void) {
   int len =
       snprintf(body, sizeof(body), "{\"id\":\"%s\",\"epoch\":%" PRIu32 "}",
                self_id, self.epoch);
+  char target[sizeof(LEAVING_TARGET) + 64];
+  size_t tlen = sizeof(LEAVING_TARGET) - 1;
+  memcpy(target, LEAVING_TARGET, tlen);
+  target[tlen++] = '?';
+  tlen += (size_t)notice_query(target + tlen, sizeof(target) - tlen, self_id,
+                               self.epoch);
   /* The forward mark, signed as the hand-over's: the tenant is nobody's. */
   static const char nobody[] = "00000000-0000-0000-0000-000000000000";
   ephd_buf_t headers;
   ephd_buf_init(&headers);
   char *mark = ephd_buf_reserve(&headers, ephd_mark_size(sizeof(nobody) - 1));
   headers.len =
-      (size_t)(ephd_mark_write(
-                   mark, nobody, sizeof(nobody) - 1, (ephd_slice_t){"POST", 4},
-                   (ephd_slice_t){LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
-                   (size_t)len) -
+      (size_t)(ephd_mark_write(mark, nobody, sizeof(nobody) - 1,
+                               (ephd_slice_t){"POST", 4},
+                               (ephd_slice_t){target, tlen}, (size_t)len) -
                headers.base);
   ephd_buf_appends(&headers, "Content-Type: application/json\r\n");
   told_out = 1; /* held while sending, so no answer ends it early */
@@ -895,7 +913,7 @@ static void tell(void) {
     n->index = i;
     ephd_peer_request_t rq = {
         .method = {"POST", 4},
-        .target = {LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
+        .target = {target, tlen},
         .headers = {headers.base, headers.len},
         .body = {body, (size_t)len},
         .timeout_ms = tell_ms,

@@ -4,6 +4,7 @@
 -- loop, holds bytes it does not count, or changes anything for a request
 -- that is not its cell's.
 local daemon = require("e2e.daemon")
+local mark = require("e2e.mark")
 local socket = require("socket")
 
 local TOKEN = "hostile-cell-spec-token-0123456789"
@@ -48,5 +49,48 @@ describe("a hostile neighbour", function()
         assert.is_true(logged <= 16, logged .. " rows logged")
         assert.truthy(a:read_log():find("event=member_rows_ignored ", 1, true))
         assert.is_true(a:cell().fresh)
+    end)
+
+    it("cannot replay a member's leaving notice to make a live member leave",
+       function()
+        local ds = daemon.start_cell(2, ENV)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local vb = b:cell().self
+        local epoch = tonumber(vb.epoch, 16)
+        -- What any member's notice puts on the wire, as a neighbour sees
+        -- it: the mark of a member leaving (its target, and a body of this
+        -- length) ...
+        local told = ('{"id":"%s","epoch":%d}'):format("f00000000000000d",
+                                                      epoch)
+        local NOTICE = "/api/v1/ephemeral/leaving?id=f00000000000000d&epoch="
+                       .. epoch
+        local seen = mark.sign(TOKEN, "00000000-0000-0000-0000-000000000000",
+                               "POST", NOTICE, #told)
+        -- ... sent again within its 30 s with a body naming b: as long, so
+        -- the mark still fits it.
+        local forged = ('{"id":"%s","epoch":%d}'):format(vb.id, epoch)
+        assert.equals(#told, #forged)
+        local res = a:request("POST", NOTICE, forged,
+                              { ["X-Queen-Forward"] = seen })
+        assert.equals(400, res.status, res.body)
+        assert.equals("ephemeral_bad_request", res.json.code)
+        -- Without any mark, or at the path the notice used to be signed
+        -- for: refused, and b stays.
+        res = a:request("POST", "/api/v1/ephemeral/leaving", forged)
+        assert.equals(401, res.status, res.body)
+        assert.equals("unauthorized", res.json.code)
+        res = a:request("POST", "/api/v1/ephemeral/leaving", forged,
+            { ["X-Queen-Forward"] = mark.sign(TOKEN,
+                "00000000-0000-0000-0000-000000000000", "POST",
+                "/api/v1/ephemeral/leaving", #forged) })
+        assert.equals(400, res.status, res.body)
+        for _ = 1, 5 do
+            local v = a:cell()
+            assert.equals(2, v.live)
+            assert.is_nil(a:read_log():find("reason=leaving", 1, true))
+            daemon.sleep(0.1) -- a few of a's beats, each a new view
+        end
     end)
 end)
