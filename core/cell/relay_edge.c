@@ -117,8 +117,10 @@ static const char *f_group(const forward_t *f) {
 
 static void on_answer(void *data, int result, const ephd_peer_response_t *res);
 
+/* s may be NULL when n is 0 (a pop's body, a group not named), which
+ * memcpy may not be given. */
 static char *put(char *p, const char *s, size_t n) {
-  memcpy(p, s, n);
+  if (n) memcpy(p, s, n);
   return p + n;
 }
 

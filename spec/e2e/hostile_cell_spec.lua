@@ -93,4 +93,60 @@ describe("a hostile neighbour", function()
             daemon.sleep(0.1) -- a few of a's beats, each a new view
         end
     end)
+
+    it("leaves every broker running, holding nothing, when its pops through "
+       .. "an edge are left at every moment", function()
+        local ds = daemon.start_cell(3, ENV)
+        local open = {}
+        finally(function()
+            for _, c in ipairs(open) do c:close() end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        for i = 1, 24 do
+            assert.equals(201, ds[1 + i % 3]:push("left", { i, 100 + i },
+                                                  "p-" .. i).status)
+        end
+        -- Relayed pops naming their partition (with and without a group),
+        -- pops over the whole cell, waiting or not, committing on delivery
+        -- or not: each client leaves at once, a moment later, after the
+        -- answer's first line, or with twenty others.
+        local queries = {
+            "queue=left&commitOnDelivery=true&batch=3",
+            "queue=left&commitOnDelivery=true&wait=true&timeout=2000",
+            "queue=left&partition=p-%d&commitOnDelivery=true",
+            "queue=left&partition=p-%d&autoAck=true&wait=true&timeout=1000",
+            "queue=left&partition=p-%d&group=g&wait=true&timeout=1000",
+            "queue=left&group=g&commitOnDelivery=true&wait=true&timeout=500",
+        }
+        for i = 1, 150 do
+            local d = ds[1 + i % 3]
+            local c = socket.connect("127.0.0.1", d.port)
+            c:setoption("tcp-nodelay", true)
+            c:send(daemon.format("GET", "/api/v1/ephemeral/pop?"
+                .. queries[1 + i % #queries]:format(1 + i % 24)))
+            local how = i % 4
+            if how == 1 then
+                socket.sleep(0.001 * (i % 7))
+            elseif how == 2 then
+                c:settimeout(5)
+                c:receive("*l")
+            end
+            if how == 3 then open[#open + 1] = c else c:close() end
+            if #open >= 20 or i == 150 then
+                for _, o in ipairs(open) do o:close() end
+                open = {}
+            end
+        end
+        -- Nothing is left parked anywhere, and what is held for clients
+        -- is what the relay's idle keep-alive connections keep (a read
+        -- buffer each); each broker stops cleanly (a sanitizer's report,
+        -- such as memcpy given a pop's absent group, fails the stop).
+        for _, d in ipairs(ds) do
+            d:await_parked(0, 5)
+            d:await_metric("\nqueen_ephemeral_client_bytes (%d+)",
+                           function(v) return v <= 64 * 1024 end, 5)
+        end
+        for _, d in ipairs(ds) do assert.is_true(d:alive()) end
+    end)
 end)
