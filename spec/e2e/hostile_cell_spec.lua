@@ -149,4 +149,37 @@ describe("a hostile neighbour", function()
         end
         for _, d in ipairs(ds) do assert.is_true(d:alive()) end
     end)
+
+    it("hears a member's refusal of a waiting pop over the whole cell, not "
+       .. "an empty batch at once it would ask again for at once", function()
+        local env = { QUEEN_EPHEMERAL_MAX_PARKED = "1" }
+        for k, v in pairs(ENV) do env[k] = v end
+        local ds = daemon.start_cell(2, env)
+        local held
+        finally(function()
+            if held then held:close() end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        -- The tenant's one parked slot on each member, taken by one pop.
+        held = a:connect()
+        held:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=slots"
+                                .. "&wait=true&timeout=10000"))
+        a:await_parked(1)
+        b:await_parked(1)
+        -- A second pop that would wait: no member parks it. A local pop
+        -- hears rate_limited then, and so does this one.
+        local t0 = daemon.now()
+        local res = a:pop("queue=slots&wait=true&timeout=5000")
+        assert.equals(429, res.status, res.body)
+        assert.equals("rate_limited", res.json.code)
+        assert.truthy(res.headers["retry-after"])
+        assert.is_true(daemon.now() - t0 < 2)
+        -- The first still waits, and is woken by a push.
+        assert.equals(201, b:push("slots", { "7" }, "p").status)
+        res = assert(held:receive(5))
+        assert.equals(200, res.status, res.body)
+        assert.equals(7, res.json.messages[1].payload)
+    end)
 end)
