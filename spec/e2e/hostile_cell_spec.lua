@@ -182,4 +182,45 @@ describe("a hostile neighbour", function()
         assert.equals(200, res.status, res.body)
         assert.equals(7, res.json.messages[1].payload)
     end)
+
+    it("counts an ack split over the cell as its client's bytes while its "
+       .. "parts are out", function()
+        local ds = daemon.start_cell(2, {
+            QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+            -- b stays in the view while stopped, and nothing times out.
+            QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000",
+            QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "60000",
+        })
+        local a, b = ds[1], ds[2]
+        local conns, frozen = {}, nil
+        finally(function()
+            for _, c in ipairs(conns) do c:close() end
+            if frozen then os.execute("kill -CONT " .. frozen) end
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local ea, eb = a:cell().self.epoch, b:cell().self.epoch
+        -- Ids of both members: a settles its own and sends b a part, which
+        -- waits on b, stopped.
+        local items = {}
+        for i = 1, 10000 do
+            items[i] = ('{"id":"e:%s:p:%d","status":"completed"}')
+                :format(i % 2 == 0 and ea or eb, i)
+        end
+        local body = '{"queue":"q","group":"g","acks":['
+                     .. table.concat(items, ",") .. ']}'
+        os.execute("kill -STOP " .. b.pid)
+        frozen = b.pid
+        local CLIENT_BYTES = "\nqueen_ephemeral_client_bytes (%d+)"
+        for i = 1, 10 do
+            conns[i] = a:connect()
+            conns[i]:send(daemon.format("POST", "/api/v1/ephemeral/ack", body))
+        end
+        -- Each holds at least its part for b (half the ids): counted.
+        a:await_metric(CLIENT_BYTES, function(v) return v >= 10 * #body / 2 end)
+        -- Its clients gone, nothing is held for them.
+        for _, c in ipairs(conns) do c:close() end
+        conns = {}
+        a:await_metric(CLIENT_BYTES, function(v) return v < 64 * 1024 end)
+    end)
 end)
