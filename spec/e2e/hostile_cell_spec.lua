@@ -223,4 +223,55 @@ describe("a hostile neighbour", function()
         conns = {}
         a:await_metric(CLIENT_BYTES, function(v) return v < 64 * 1024 end)
     end)
+
+    it("leaves no TIME-WAIT behind for each relayed wait it gives up",
+       function()
+        local ds = daemon.start_cell(3, ENV)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        -- Connections to port in TIME-WAIT: the side that closed first
+        -- holds one for a minute, and each holds a local port of the
+        -- 28,000 a host has to reach one peer.
+        local function time_wait(port)
+            local p = io.popen("ss -tanH state time-wait '( dport = :"
+                               .. port .. " )' | wc -l")
+            local n = tonumber(p:read("*a"))
+            p:close()
+            return n
+        end
+        -- This spec's own requests go on kept-alive connections: each
+        -- one it closed would be a TIME-WAIT of its own to count.
+        local kb, kc = b:connect(), c:connect()
+        local function parked(k)
+            return tonumber(k:request("GET", "/metrics").body
+                            :match("\nqueen_ephemeral_parked_polls (%d+)"))
+        end
+        local before = time_wait(b.port) + time_wait(c.port)
+        -- Waiting pops over the whole cell through a, each woken by a push
+        -- on b: a gives up the other members' waits (cancels its notifies
+        -- in flight), every one.
+        for i = 1, 50 do
+            local conn = a:connect()
+            conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=tw"
+                                    .. "&wait=true&timeout=5000"))
+            daemon.wait_until("the pop to wait everywhere", function()
+                return parked(kb) >= 1 and parked(kc) >= 1
+            end, 5, 0.005)
+            assert.equals(201, kb:request("POST", "/api/v1/ephemeral/push",
+                '{"queue":"tw","partition":"p' .. i
+                .. '","messages":[{"payload":' .. i .. '}]}').status)
+            local res = assert(conn:receive(5))
+            assert.equals(1, #res.json.messages, res.body)
+            conn:close()
+        end
+        -- A request given up in flight ends its connection with a reset:
+        -- no minute of TIME-WAIT on a port for each (there were two or
+        -- three a pop; at a few hundred pops a second, the edge ran out of
+        -- ports to its members).
+        local grew = time_wait(b.port) + time_wait(c.port) - before
+        kb:close()
+        kc:close()
+        assert.is_true(grew < 25, grew .. " TIME-WAIT connections to members")
+    end)
 end)
