@@ -103,12 +103,17 @@ static void (*on_told)(void);
  * says it is dead, so each gets its TTL (and the collection window) of a
  * reachable database again before it is judged.
  *
- * The table is read as anybody may have written it: a last_seen ahead of
- * now() (a hand-written row, or the database's clock stepped back) is
- * seen as just now and clamped to now(), so it ages out like any other
- * rather than staying live for good; 'infinity', '-infinity' and NULL are
- * ages, not errors (an interval from them is out of range, which failed
- * the whole statement and froze every broker's view). */
+ * The table is read as anybody may have written it: a row's text is read
+ * only as far as a member's could go (one character more, to tell it is
+ * longer: unreadable), so a row of megabytes costs a beat no more than
+ * any other; a last_seen ahead of now() (a hand-written row, or the
+ * database's clock stepped back) is seen as just now and clamped to
+ * now(), so it ages out like any other rather than staying live for good;
+ * 'infinity', '-infinity' and NULL are ages, not errors (an interval from them
+ * is out of range, which failed the whole statement and froze every broker's
+ * view). */
+_Static_assert(EPHD_MEMBER_ADDRESS_MAX == 256,
+               "BEAT_SQL reads left(address, 256)");
 static const char BEAT_SQL[] =
     "WITH clock AS ("
     " SELECT least($6::bigint, floor(extract(epoch FROM"
@@ -146,8 +151,8 @@ static const char BEAT_SQL[] =
     " RETURNING id) "
     "SELECT id, address, epoch, ttl_ms, 0::bigint, mac FROM beat "
     "UNION ALL "
-    "SELECT id, address, epoch, ttl_ms, age, mac FROM seen"
-    " WHERE id NOT IN (SELECT id FROM gone)";
+    "SELECT left(id, 17), left(address, 256), epoch, ttl_ms, age,"
+    " left(mac, 65) FROM seen WHERE id NOT IN (SELECT id FROM gone)";
 
 static const char LEAVE_SQL[] =
     "DELETE FROM queen.ephemeral_members WHERE id = $1";

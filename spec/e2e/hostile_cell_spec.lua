@@ -51,6 +51,28 @@ describe("a hostile neighbour", function()
         assert.is_true(a:cell().fresh)
     end)
 
+    it("cannot hold a broker's loop with rows of megabytes", function()
+        local a = daemon.start({ db = true, env = ENV })
+        finally(function()
+            a:stop()
+            daemon.sql("DELETE FROM queen.ephemeral_members")
+        end)
+        daemon.wait_until("a fresh view", function() return a:cell().fresh end)
+        -- Twenty rows of 6 MB each, read at every beat (ten a second).
+        daemon.sql("INSERT INTO queen.ephemeral_members (id, address, epoch, "
+                   .. "ttl_ms, mac) SELECT 'b' || lpad(to_hex(g), 15, '0'), "
+                   .. "repeat('h', 5000000), 7, "
+                   .. "2147483647, repeat('m', 1000000) "
+                   .. "FROM generate_series(1, 20) g")
+        a:await_log("event=member_row_ignored", 10)
+        -- A row's values are read only as far as a member's could go:
+        -- each beat reads kilobytes, not 120 MB (which held the loop for
+        -- 0.4 s a beat).
+        local worst = worst_health(a, 2)
+        assert.is_true(worst < 0.1, ("held %.3f s"):format(worst))
+        assert.is_true(a:cell().fresh)
+    end)
+
     it("cannot replay a member's leaving notice to make a live member leave",
        function()
         local ds = daemon.start_cell(2, ENV)
