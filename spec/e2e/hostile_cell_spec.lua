@@ -8,6 +8,9 @@ local mark = require("e2e.mark")
 local socket = require("socket")
 
 local TOKEN = "hostile-cell-spec-token-0123456789"
+-- Under the sanitizers every read costs several times its time: how long
+-- the loop is held is asserted on a plain build only.
+local SANITIZED = os.getenv("EPHD_SANITIZED") ~= nil
 local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
               QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN }
 
@@ -44,7 +47,7 @@ describe("a hostile neighbour", function()
         -- used to compare every ignored row with every other: a second
         -- of the loop per beat, the broker at 100% CPU.)
         local worst = worst_health(a, 3)
-        assert.is_true(worst < 0.25, ("held %.3f s"):format(worst))
+        assert.is_true(SANITIZED or worst < 0.25, ("held %.3f s"):format(worst))
         local _, logged = a:read_log():gsub("event=member_row_ignored ", "")
         assert.is_true(logged <= 16, logged .. " rows logged")
         assert.truthy(a:read_log():find("event=member_rows_ignored ", 1, true))
@@ -69,7 +72,7 @@ describe("a hostile neighbour", function()
         -- each beat reads kilobytes, not 120 MB (which held the loop for
         -- 0.4 s a beat).
         local worst = worst_health(a, 2)
-        assert.is_true(worst < 0.1, ("held %.3f s"):format(worst))
+        assert.is_true(SANITIZED or worst < 0.1, ("held %.3f s"):format(worst))
         assert.is_true(a:cell().fresh)
     end)
 
