@@ -53,10 +53,14 @@ static int beating, taken_over, failing, boot_over;
 static uint64_t failed_ms;
 static int ever_failed;
 
-/* The rows ignored at the last read, as hashes of their id and why, so
- * each is logged once, not at every beat. */
+/* The rows ignored at the last read, as hashes of their id and why,
+ * sorted, so each is logged once, not at every beat: anybody may write
+ * the table, so a read of many rows costs a search each, not a scan. */
 static uint64_t *ignored;
 static uint32_t nignored;
+/* Rows logged as ignored at one read; past it, one line counts the rest
+ * (a table filled with rows must not fill the log too). */
+#define IGNORED_LOGGED 8
 static int leaving;
 static int going; /* stopping: the leaving notice is sent */
 static void (*on_left)(void);
@@ -99,12 +103,17 @@ static void (*on_told)(void);
  * says it is dead, so each gets its TTL (and the collection window) of a
  * reachable database again before it is judged.
  *
- * The table is read as anybody may have written it: a last_seen ahead of
- * now() (a hand-written row, or the database's clock stepped back) is
- * seen as just now and clamped to now(), so it ages out like any other
- * rather than staying live for good; 'infinity', '-infinity' and NULL are
- * ages, not errors (an interval from them is out of range, which failed
- * the whole statement and froze every broker's view). */
+ * The table is read as anybody may have written it: a row's text is read
+ * only as far as a member's could go (one character more, to tell it is
+ * longer: unreadable), so a row of megabytes costs a beat no more than
+ * any other; a last_seen ahead of now() (a hand-written row, or the
+ * database's clock stepped back) is seen as just now and clamped to
+ * now(), so it ages out like any other rather than staying live for good;
+ * 'infinity', '-infinity' and NULL are ages, not errors (an interval from them
+ * is out of range, which failed the whole statement and froze every broker's
+ * view). */
+_Static_assert(EPHD_MEMBER_ADDRESS_MAX == 256,
+               "BEAT_SQL reads left(address, 256)");
 static const char BEAT_SQL[] =
     "WITH clock AS ("
     " SELECT least($6::bigint, floor(extract(epoch FROM"
@@ -142,8 +151,8 @@ static const char BEAT_SQL[] =
     " RETURNING id) "
     "SELECT id, address, epoch, ttl_ms, 0::bigint, mac FROM beat "
     "UNION ALL "
-    "SELECT id, address, epoch, ttl_ms, age, mac FROM seen"
-    " WHERE id NOT IN (SELECT id FROM gone)";
+    "SELECT left(id, 17), left(address, 256), epoch, ttl_ms, age,"
+    " left(mac, 65) FROM seen WHERE id NOT IN (SELECT id FROM gone)";
 
 static const char LEAVE_SQL[] =
     "DELETE FROM queen.ephemeral_members WHERE id = $1";
@@ -203,21 +212,38 @@ static int mac_ok(const row_t *r, const char *mac, int len) {
   return len == 64 && CRYPTO_memcmp(want, mac, 64) == 0;
 }
 
-static uint64_t ignored_key(const char *id, int len, char why) {
-  uint64_t h = 0xcbf29ce484222325ULL ^ (unsigned char)why;
-  for (int i = 0; i < len; i++)
-    h = (h ^ (unsigned char)id[i]) * 0x100000001b3ULL;
+/* A row as it was written: every column but its age (FNV-1a over each
+ * value and its length). A row ignored at the last read with the same
+ * key is ignored again without its MAC being computed again. */
+static uint64_t row_key(const PGresult *res, int i) {
+  static const int cols[] = {0, 1, 2, 3, 5};
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t c = 0; c < sizeof(cols) / sizeof(*cols); c++) {
+    const char *v = PQgetvalue(res, i, cols[c]);
+    int len = PQgetlength(res, i, cols[c]);
+    for (int k = 0; k < len; k++)
+      h = (h ^ (unsigned char)v[k]) * 0x100000001b3ULL;
+    h = (h ^ (uint64_t)len ^ 0x100) * 0x100000001b3ULL;
+  }
   return h;
 }
 
-/* Logs a row ignored at this read that was not at the last, and keeps it
- * in next for the next read's comparison. */
-static void ignore(uint64_t *next, uint32_t *n, const char *id, int len,
-                   const char *address, char why) {
-  uint64_t key = ignored_key(id, len, why);
+static int by_key(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int ignored_before(uint64_t key) {
+  return ignored && bsearch(&key, ignored, nignored, sizeof(key), by_key);
+}
+
+/* Logs a row ignored at this read that was not at the last (the first
+ * IGNORED_LOGGED of them; *more counts them all), and keeps its key in
+ * next for the next read's comparison. */
+static void ignore(uint64_t *next, uint32_t *n, uint32_t *more, uint64_t key,
+                   const char *id, int len, const char *address, char why) {
   next[(*n)++] = key;
-  for (uint32_t i = 0; i < nignored; i++)
-    if (ignored[i] == key) return;
+  if ((*more)++ >= IGNORED_LOGGED) return;
   /* Cut short: the row's values are anybody's. */
   char shown[17], where[EPHD_MEMBER_ADDRESS_MAX];
   snprintf(shown, sizeof(shown), "%.*s", len < 16 ? len : 16, id);
@@ -421,10 +447,17 @@ static void apply(PGresult *res) {
   row_t *next = calloc((size_t)n + 1, sizeof(*next));
   uint64_t *skipped = calloc((size_t)n + 1, sizeof(*skipped));
   if (next == NULL || skipped == NULL) abort();
-  uint32_t count = 0, nskipped = 0;
+  uint32_t count = 0, nskipped = 0, fresh = 0;
   for (int i = 0; i < n; i++) {
     row_t *r = &next[count];
     uint64_t epoch;
+    /* Ignored at the last read as it is now: nothing to check again (a
+     * table filled with rows costs a hash and a search a row). */
+    uint64_t key = row_key(res, i);
+    if (ignored_before(key)) {
+      skipped[nskipped++] = key;
+      continue;
+    }
     const char *id = PQgetvalue(res, i, 0);
     int id_len = PQgetlength(res, i, 0);
     const char *address = PQgetvalue(res, i, 1);
@@ -435,7 +468,7 @@ static void apply(PGresult *res) {
         parse_u64(PQgetvalue(res, i, 2), UINT32_MAX, &epoch) ||
         parse_u64(PQgetvalue(res, i, 3), UINT32_MAX, &r->ttl_ms) ||
         parse_u64(PQgetvalue(res, i, 4), UINT64_MAX, &r->age_ms)) {
-      ignore(skipped, &nskipped, id, id_len, address, 'u');
+      ignore(skipped, &nskipped, &fresh, key, id, id_len, address, 'u');
       continue;
     }
     memcpy(r->m.address, address, len);
@@ -443,12 +476,19 @@ static void apply(PGresult *res) {
     r->m.epoch = (uint32_t)epoch;
     if (r->m.id != self.id &&
         !mac_ok(r, PQgetvalue(res, i, 5), PQgetlength(res, i, 5))) {
-      ignore(skipped, &nskipped, id, id_len, address, 'm');
+      ignore(skipped, &nskipped, &fresh, key, id, id_len, address, 'm');
       continue;
     }
     r->live = r->age_ms <= r->ttl_ms;
     count++;
   }
+  if (fresh > IGNORED_LOGGED) {
+    char more[16];
+    snprintf(more, sizeof(more), "%" PRIu32, fresh - IGNORED_LOGGED);
+    ephd_log("warn", "member_rows_ignored", "more", more, "msg",
+             "more rows no member wrote than are logged one by one", NULL);
+  }
+  qsort(skipped, nskipped, sizeof(*skipped), by_key);
   free(ignored);
   ignored = skipped;
   nignored = nskipped;
@@ -733,12 +773,25 @@ static int parse_notice(ephd_slice_t b, uint64_t *id, uint64_t *epoch) {
   return parse_u64(num, UINT32_MAX, epoch);
 }
 
+/* The notice's query: id=<16 hex>&epoch=<n>, as the body names them. The
+ * mark signs the target, not the body's bytes (mark.h): a body alone could
+ * be swapped under a mark seen on the wire for one as long naming another
+ * member, which every receiver would then drop from its view for good. */
+static int notice_query(char *out, size_t cap, const char *id, uint32_t epoch) {
+  return snprintf(out, cap, "id=%s&epoch=%" PRIu32, id, epoch);
+}
+
 int ephd_ffi_cell_leaving(const ephd_request_t *req, char *out, size_t cap) {
   ephd_slice_t tenant;
   if (ephd_ffi_forward_tenant(req, &tenant) == EPHD_E_REFUSED)
     return EPHD_E_REFUSED;
   uint64_t id, epoch;
   if (parse_notice(req->body, &id, &epoch) != 0) return EPHD_E_BAD_REQUEST;
+  char q[64], hex[17];
+  snprintf(hex, sizeof(hex), "%016" PRIx64, id);
+  size_t qn = (size_t)notice_query(q, sizeof(q), hex, (uint32_t)epoch);
+  if (req->query.len != qn || memcmp(req->query.ptr, q, qn) != 0)
+    return EPHD_E_BAD_REQUEST;
   row_t *r = find_row(id);
   /* Excluded at once, until its row goes: every request for its partitions
    * goes to their new owners, which take its hand-over when it comes. A
@@ -839,16 +892,21 @@ static void tell(void) {
   int len =
       snprintf(body, sizeof(body), "{\"id\":\"%s\",\"epoch\":%" PRIu32 "}",
                self_id, self.epoch);
+  char target[sizeof(LEAVING_TARGET) + 64];
+  size_t tlen = sizeof(LEAVING_TARGET) - 1;
+  memcpy(target, LEAVING_TARGET, tlen);
+  target[tlen++] = '?';
+  tlen += (size_t)notice_query(target + tlen, sizeof(target) - tlen, self_id,
+                               self.epoch);
   /* The forward mark, signed as the hand-over's: the tenant is nobody's. */
   static const char nobody[] = "00000000-0000-0000-0000-000000000000";
   ephd_buf_t headers;
   ephd_buf_init(&headers);
   char *mark = ephd_buf_reserve(&headers, ephd_mark_size(sizeof(nobody) - 1));
   headers.len =
-      (size_t)(ephd_mark_write(
-                   mark, nobody, sizeof(nobody) - 1, (ephd_slice_t){"POST", 4},
-                   (ephd_slice_t){LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
-                   (size_t)len) -
+      (size_t)(ephd_mark_write(mark, nobody, sizeof(nobody) - 1,
+                               (ephd_slice_t){"POST", 4},
+                               (ephd_slice_t){target, tlen}, (size_t)len) -
                headers.base);
   ephd_buf_appends(&headers, "Content-Type: application/json\r\n");
   told_out = 1; /* held while sending, so no answer ends it early */
@@ -860,7 +918,7 @@ static void tell(void) {
     n->index = i;
     ephd_peer_request_t rq = {
         .method = {"POST", 4},
-        .target = {LEAVING_TARGET, sizeof(LEAVING_TARGET) - 1},
+        .target = {target, tlen},
         .headers = {headers.base, headers.len},
         .body = {body, (size_t)len},
         .timeout_ms = tell_ms,

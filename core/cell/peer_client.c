@@ -161,6 +161,24 @@ static void conn_close(conn_t *c) {
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
+/* Ends a connection whose request is given up before its answer (a
+ * cancel, a deadline, a failure) with a reset rather than a FIN: closing
+ * first, this broker would hold it in TIME-WAIT for a minute, a local port
+ * each, and a cell whose waits are given up at every wake (a pop over the
+ * whole cell cancels its other members' notifies) ran out of ports to its
+ * members. The peer hears the reset as a client that left. */
+static void conn_abort(conn_t *c) {
+  if (c->state == C_CLOSED) return;
+  if (c->state == C_IDLE) ephd_list_remove(&c->peer->idle, &c->idle_link);
+  if (c->req) c->req->conn = NULL;
+  c->req = NULL;
+  c->state = C_CLOSED;
+  stats.connections_open--;
+  /* Refused only for a socket not open yet, or one shut down: closed. */
+  if (uv_tcp_close_reset(&c->tcp, on_conn_closed) != 0)
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
 static void on_idle_timer(uv_timer_t *t) {
   ephd_peer_t *p = t->data;
   uint64_t now = uv_now(loop);
@@ -225,7 +243,7 @@ static void detach(ephd_peer_call_t *r) {
   }
   p->bytes -= r->total;
   stats.bytes -= r->total;
-  if (r->conn) conn_close(r->conn);
+  if (r->conn) conn_abort(r->conn);
   r->state = R_DONE;
   uv_close((uv_handle_t *)&r->timer, on_request_closed);
   /* On a later turn: r's callback has yet to run, and may send again. */
@@ -263,7 +281,7 @@ static void complete(ephd_peer_call_t *r, int kind,
  * run) is told on the next loop turn, from the request's own timer. */
 static void fail_soon(ephd_peer_call_t *r, int kind) {
   ephd_peer_t *p = r->peer;
-  if (r->conn) conn_close(r->conn);
+  if (r->conn) conn_abort(r->conn);
   if (r->state == R_QUEUED) {
     ephd_list_remove(&p->queue[r->lane], &r->link);
     stats.queued--;

@@ -117,8 +117,10 @@ static const char *f_group(const forward_t *f) {
 
 static void on_answer(void *data, int result, const ephd_peer_response_t *res);
 
+/* s may be NULL when n is 0 (a pop's body, a group not named), which
+ * memcpy may not be given. */
 static char *put(char *p, const char *s, size_t n) {
-  memcpy(p, s, n);
+  if (n) memcpy(p, s, n);
   return p + n;
 }
 
@@ -426,6 +428,7 @@ typedef struct ack_split ack_split_t;
 typedef struct {
   ack_split_t *split;
   ephd_peer_call_t *relay; /* NULL once answered, or never sent */
+  size_t bytes;            /* its request, which the relay keeps meanwhile */
 } ack_part_t;
 
 typedef struct {
@@ -444,6 +447,9 @@ struct ack_split {
   ack_part_t *part;
   ack_id_t *id;
   char *bytes;
+  /* The split's allocation and its parts still out: its client's bytes,
+   * as a relayed request's (ephd_deferred_account). */
+  size_t held;
 };
 
 /* Every id's outcome in the request's order; a 503 when nothing of the ack
@@ -557,12 +563,15 @@ static void on_part_answer(void *data, int result,
   ack_part_t *part = data;
   ack_split_t *sp = part->split;
   part->relay = NULL;
+  sp->held -= part->bytes;
   forwarded[EPHD_CELL_ACK]
            [result == EPHD_PEER_OK ? OUT_ANSWERED : OUT_FAILED]++;
   part_done(sp, (uint32_t)(part - sp->part), result, res);
   if (--sp->pending == 0) {
     split_answer(ephd_deferred_conn(sp->deferred), sp);
     free(sp);
+  } else {
+    ephd_deferred_account(sp->deferred, sp->held);
   }
 }
 
@@ -620,9 +629,11 @@ static ack_split_t *split_new(const ephd_view_t *view, const uint32_t *holder,
   size_t bytes = 0;
   for (uint32_t i = 0; i < count; i++) bytes += acks[i].len;
   uint32_t parts = view->count - 1;
-  ack_split_t *sp = malloc(sizeof(*sp) + parts * sizeof(ack_part_t) +
-                           count * sizeof(ack_id_t) + bytes);
+  size_t size = sizeof(ack_split_t) + parts * sizeof(ack_part_t) +
+                count * sizeof(ack_id_t) + bytes;
+  ack_split_t *sp = malloc(size);
   if (sp == NULL) return NULL;
+  sp->held = size;
   sp->part = (ack_part_t *)(sp + 1);
   sp->id = (ack_id_t *)(sp->part + parts);
   sp->bytes = (char *)(sp->id + count);
@@ -690,6 +701,7 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
     ack_part_t *part = &sp->part[k];
     part->split = sp;
     part->relay = NULL;
+    part->bytes = 0;
     body.len = 0;
     part_body(&body, scan, acks, sp, k);
     mark_headers(&headers, req->path, tenant, tenant_len, body.len);
@@ -705,6 +717,8 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
                  ? ephd_peer_send(peer, &rq, on_part_answer, part, &part->relay)
                  : EPHD_PEER_E_INVALID;
     if (rc == 0) {
+      part->bytes = headers.len + body.len;
+      sp->held += part->bytes;
       sp->pending++;
     } else {
       forwarded[EPHD_CELL_ACK][OUT_FAILED]++;
@@ -720,6 +734,7 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
     return EPHD_RELAYED;
   }
   sp->deferred = ephd_http_defer(req, &SPLIT, sp);
+  ephd_deferred_account(sp->deferred, sp->held);
   return EPHD_RELAYED;
 }
 

@@ -21,6 +21,8 @@
  * deadline is that plus this margin for the way there and back, as a
  * relayed parked pop's (relay_edge.c). */
 #define PARK_MARGIN_MS 2000
+/* The longest refusal kept (whole.refusal): a refusal's JSON is short. */
+#define REFUSAL_MAX 512
 /* Where each (tenant, queue, group) starts its turn among the members: a
  * counter per hash bucket, no allocation; two queues sharing a bucket
  * still each move on at every pop of either. */
@@ -50,6 +52,14 @@ struct whole {
   int waits, auto_ack;
   int heard; /* some member answered the pop (empty or not) */
   uint64_t deadline_ms;
+  /* A member's refusal of a notify (the tenant's parked slots or queues
+   * there), kept for a pop no member parked: it hears that, as a local
+   * pop would, not an empty batch at once that a waiting client asks
+   * again for at once. */
+  int refused; /* its status, or 0 */
+  int waited;  /* a notify was parked, and ended: the timeout came */
+  char refusal[REFUSAL_MAX], retry_after[11];
+  size_t refusal_len;
   size_t size;        /* of the allocation */
   ephd_peer_t **peer; /* [n], NULL where the address does not parse */
   ask_t *ask;         /* [n] */
@@ -148,7 +158,14 @@ static void finish(whole_t *w) {
  * pop's timeout answers; a 503 when no member answered at all. */
 static void write_empty(whole_t *w) {
   ephd_conn_t *c = ephd_deferred_conn(w->deferred);
-  if (!w->heard) {
+  if (w->refused && !w->waited) {
+    char extra[32];
+    snprintf(extra, sizeof(extra), "Retry-After: %s\r\n", w->retry_after);
+    ephd_buf_t *o =
+        ephd_http_begin(c, w->refused, w->retry_after[0] ? extra : NULL);
+    ephd_buf_append(o, w->refusal, w->refusal_len);
+    ephd_http_end(c);
+  } else if (!w->heard) {
     ephd_error_write(ephd_http_begin_error(
                          c, EPHD_CODE_EPHEMERAL_FORWARD_FAILED,
                          ephd_code_status(EPHD_CODE_EPHEMERAL_FORWARD_FAILED),
@@ -187,6 +204,7 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
 static void notify_all(whole_t *w) {
   w->phase = NOTIFY;
   w->pending = 0;
+  w->refused = w->waited = 0;
   for (uint32_t m = 0; m < w->n; m++)
     if (ask(w, m, 1) == 0) w->pending++;
   if (w->pending == 0) answer_empty(w);
@@ -213,6 +231,31 @@ static int is_pop_answer(const ephd_peer_response_t *res) {
          memcmp(res->content_type.ptr, json, sizeof(json) - 1) == 0;
 }
 
+/* Keeps res when it is a member's refusal (a 4xx of the taxonomy, JSON,
+ * short): see whole.refused. */
+static void keep_refusal(whole_t *w, int result,
+                         const ephd_peer_response_t *res) {
+  static const char json[] = "application/json";
+  if (result != EPHD_PEER_OK || res->status < 400 || res->status >= 500 ||
+      ephd_status_index(res->status) >= EPHD_STATUS_COUNT ||
+      res->content_type.len != sizeof(json) - 1 ||
+      memcmp(res->content_type.ptr, json, sizeof(json) - 1) != 0 ||
+      res->body.len == 0 || res->body.len > REFUSAL_MAX)
+    return;
+  w->refused = res->status;
+  memcpy(w->refusal, res->body.ptr, res->body.len);
+  w->refusal_len = res->body.len;
+  size_t n = res->retry_after.len;
+  int seconds = n > 0 && n < sizeof(w->retry_after);
+  for (size_t i = 0; seconds && i < n; i++)
+    seconds = res->retry_after.ptr[i] >= '0' && res->retry_after.ptr[i] <= '9';
+  w->retry_after[0] = 0;
+  if (seconds) {
+    memcpy(w->retry_after, res->retry_after.ptr, n);
+    w->retry_after[n] = 0;
+  }
+}
+
 static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
   ask_t *a = data;
   whole_t *w = a->w;
@@ -230,8 +273,13 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
       drop_asks(w);
       w->phase = TAKE;
       if (ask(w, a->member, 0) != 0) notify_all(w);
-    } else if (--w->pending == 0) {
-      answer_empty(w);
+    } else {
+      if (ok)
+        w->waited = 1;
+      else
+        keep_refusal(w, result, res);
+      /* Every notify ended: refused everywhere, or the timeout. */
+      if (--w->pending == 0) answer_empty(w);
     }
   } else if (ok && count > 0) {
     deliver(w, a->member, res, &ids);
@@ -259,6 +307,7 @@ static void on_stop(void *data) {
   whole_t *w = data;
   ephd_relay_count_whole_pop(EPHD_WHOLE_STOPPED);
   w->heard = 1;
+  w->refused = 0;
   write_empty(w);
 }
 

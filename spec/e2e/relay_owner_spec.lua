@@ -236,7 +236,7 @@ describe("the relay, to an owner it waits on", function()
         os.execute("kill -TERM " .. a.pid)
         -- The leaving notice, answered as a member staying.
         local notice = assert(fake:accept())
-        assert.matches("^POST /api/v1/ephemeral/leaving ",
+        assert.matches("^POST /api/v1/ephemeral/leaving%?id=%x+&epoch=%d+ ",
                        read_request(notice))
         answer(notice, 200, '{"id":"' .. FAKE_ID .. '","leaving":false}')
         local res = assert(waiting:receive())
