@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 29 };
+enum { EPHD_FFI_ABI_VERSION = 30 };
 
 enum {
   EPHD_OK = 0,
@@ -76,6 +76,7 @@ typedef struct {
    * browser check takes without reading the header */
   int json;
   ephd_slice_t forward; /* X-Queen-Forward: the mark (core/cell/mark.h) */
+  ephd_slice_t session; /* X-Queen-Session: a peer session's opening */
   ephd_op_t *op;        /* what its parse hands its commit (below) */
 } ephd_request_t;
 
@@ -286,11 +287,12 @@ int ephd_ffi_cell_route(const ephd_request_t *req, ephd_cell_verb_t verb,
 const uint32_t *ephd_ffi_cell_size(void);
 
 /* A request marked as relayed by a member of the cell (req->forward):
- * EPHD_OK and the tenant the edge established, when the mark is signed
- * with this broker's cell token for this request within its time bound
- * (core/cell/mark.h) and its tenant is in the form the edge writes it (a
- * lowercase UUID); EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED
- * otherwise, and always at a broker without a token. */
+ * EPHD_OK and the tenant the edge established, when it came on a member's
+ * connection (its session opened with this broker's cell token, by this
+ * request's req->session or an earlier one's: core/cell/mark.h) and its
+ * tenant is in the form the edge writes it (a lowercase UUID);
+ * EPHD_E_BAD_REQUEST for another tenant; EPHD_E_REFUSED otherwise, and
+ * always at a broker without a token. */
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant);
 
 /* A partition handed over by its old owner (core/cell/transfer.h), sent with a

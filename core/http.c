@@ -61,6 +61,7 @@ struct ephd_conn {
   int open_handles;
   int turn_on_drain; /* ... once what it streamed so far is written */
   int streaming;     /* its answer is being sent as it is made */
+  int peer;     /* a member of the cell's: its session opened (cell/mark.h) */
   int refuse;   /* 400, 413 or 431 when a check of ours stopped the parser */
   int repeated; /* the EPHD_HDR_ whose repetition was refused; -1: a name's
                  * trailing whitespace was */
@@ -524,6 +525,14 @@ ephd_conn_t *ephd_http_conn(const ephd_request_t *req) {
       ->conn;
 }
 
+int ephd_http_peer(const ephd_request_t *req) {
+  return ephd_http_conn(req)->peer;
+}
+
+void ephd_http_trust_peer(const ephd_request_t *req) {
+  ephd_http_conn(req)->peer = 1;
+}
+
 ephd_deferred_t *ephd_http_defer(const ephd_request_t *req,
                                  const ephd_deferred_ops_t *ops, void *data) {
   ephd_conn_t *c = ephd_http_conn(req);
@@ -783,6 +792,7 @@ static void dispatch(ephd_conn_t *c, const char *method, int keep_alive,
   r->host = slice(c, c->headers[EPHD_HDR_HOST]);
   r->fetch_site = slice(c, c->headers[EPHD_HDR_FETCH_SITE]);
   r->forward = slice(c, c->headers[EPHD_HDR_FORWARD]);
+  r->session = slice(c, c->headers[EPHD_HDR_SESSION]);
   c->keep_alive = keep_alive;
   c->http10 = http10;
   c->answered = 0;

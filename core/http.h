@@ -58,6 +58,11 @@ void ephd_http_stop(void);
 size_t ephd_http_abort(void);
 
 ephd_conn_t *ephd_http_conn(const ephd_request_t *req);
+/* Whether req came on a connection a member of the cell opened a session
+ * on (core/cell/mark.h), and, once its session header is verified, that
+ * it did: the connection's later requests are the member's too. */
+int ephd_http_peer(const ephd_request_t *req);
+void ephd_http_trust_peer(const ephd_request_t *req);
 /* Starts a response on c and returns the buffer its body is appended to;
  * ephd_http_end fills in its Content-Length and sends it. */
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra);

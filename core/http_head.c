@@ -14,8 +14,8 @@
 #endif
 
 const char *const ephd_head_names[EPHD_N_HEADERS] = {
-    "x-queen-tenant", "Authorization",  "Content-Type",   "Origin",
-    "Host",           "Sec-Fetch-Site", "X-Queen-Forward"};
+    "x-queen-tenant", "Authorization",  "Content-Type",    "Origin",
+    "Host",           "Sec-Fetch-Site", "X-Queen-Forward", "X-Queen-Session"};
 
 /* Case-insensitive by one bit: the names are letters and '-', and of the
  * token bytes (and of the printable ones in a value) only those fold onto
@@ -64,8 +64,8 @@ int ephd_head_header_of(const char *f, size_t len) {
     case 14:
       h = (f[0] | 0x20) == 'x' ? EPHD_HDR_TENANT : EPHD_HDR_FETCH_SITE;
       break;
-    case 15:
-      h = EPHD_HDR_FORWARD;
+    case 15: /* X-Queen-Forward, X-Queen-Session */
+      h = (f[8] | 0x20) == 'f' ? EPHD_HDR_FORWARD : EPHD_HDR_SESSION;
       break;
   }
   return h >= 0 && same_name(f, ephd_head_names[h], len) ? h : -1;

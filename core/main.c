@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
   /* Without libcrypto's HMAC nothing can be signed or checked: the broker
    * then neither relays, trusts a mark, nor signs its row, as without a
    * token (each module is told the same). */
-  if (s.cell_token && ephd_mark_init(s.cell_token) != 0) {
+  if (ephd_mark_init(s.cell_token, s.advertise) != 0) {
     ephd_log("error", "mark_unavailable", "msg",
              "libcrypto gave no HMAC-SHA256: the cell token is ignored", NULL);
     s.cell_token = NULL;
@@ -253,6 +253,9 @@ int main(int argc, char **argv) {
       .max_peer_bytes = s.relay_max_peer_bytes,
   };
   ephd_peer_init(loop, &relay_limits);
+  /* Every connection to a member opens a peer session (cell/mark.h). */
+  if (s.cell_token)
+    ephd_peer_session(ephd_mark_session_write, EPHD_SESSION_LINE);
   ephd_relay_init(s.cell_token, s.relay_timeout_ms, s.max_body_bytes,
                   ephd_lua_host_refund);
   ephd_fanout_init(s.relay_timeout_ms);

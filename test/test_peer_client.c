@@ -252,8 +252,8 @@ static ephd_slice_t S(const char *s) {
 /* Sends GET target as request i; returns send's result. */
 static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
                  int parks) {
-  ephd_peer_request_t req = {S("GET"), S(target), S(""), S(""), timeout_ms,
-                             parks,    0,         NULL,  NULL};
+  ephd_peer_request_t req = {S("GET"),   S(target), S(""), S(""),
+                             timeout_ms, parks,     0,     NULL};
   return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -347,7 +347,6 @@ TEST_IMPL(peer_request_response) {
                              5000,
                              0,
                              0,
-                             NULL,
                              NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
@@ -396,7 +395,7 @@ static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_PEER_OK && --chain_left > 0) {
     ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                               0,        NULL,          NULL};
+                               0,        NULL};
     ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -416,7 +415,7 @@ TEST_IMPL(peer_keep_alive_reuse) {
   chain_peer = p;
   chain_left = 10;
   ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                             0,        NULL,          NULL};
+                             0,        NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -850,8 +849,8 @@ TEST_IMPL(peer_close_all_pending) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000,
-                             0,        0,          NULL,  NULL};
+  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""),
+                             5000,     0,          0,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -892,8 +891,7 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   char body[200];
   memset(body, 'b', sizeof(body));
   ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
-                             5000,      0,          1,     NULL,
-                             NULL};
+                             5000,      0,          1,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT(st()->bytes > sizeof(body));
   RUN_UNTIL(res[0].calls);
@@ -913,16 +911,18 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   return 0;
 }
 
-/* A request's stamp runs as it is written, not when it is sent: one that
- * waits in its lane's queue is stamped as it leaves it, in its own copy of
- * its headers, at their length. */
-static int stamps, stamped_right;
-static void stamp_count(char *headers, size_t len, ephd_slice_t method,
-                        ephd_slice_t target, size_t body_len) {
-  stamped_right = len == 12 && memcmp(headers, "X-Stamp: 0\r\n", 12) == 0 &&
-                  method.len == 3 && target.len == 7 &&
-                  memcmp(target.ptr, "/queued", 7) == 0 && body_len == 0;
-  headers[9] = (char)('0' + ++stamps);
+/* With a session writer set, the first request of each connection (and
+ * only it) carries the writer's line among its headers, written for the
+ * peer's authority; and the drain waits until nothing is out. */
+static int sessions_written;
+static void session_line(char *out, const char *authority) {
+  char line[64];
+  int n = snprintf(line, sizeof(line), "X-Session: %d %s", ++sessions_written,
+                   authority);
+  memset(out, '.', 48);
+  memcpy(out, line, (size_t)n < 46 ? (size_t)n : 46);
+  out[46] = '\r';
+  out[47] = '\n';
 }
 
 /* ephd_peer_drain's waiter, and what was still out when it was told. */
@@ -933,28 +933,29 @@ static void on_drained(void) {
   out_when_drained = st()->in_flight + st()->queued;
 }
 
-TEST_IMPL(peer_stamps_as_written_and_drains) {
+TEST_IMPL(peer_session_line_and_drain) {
   defaults();
   lim.max_conns = 1;
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  stamps = drained = 0;
+  sessions_written = drained = 0;
+  ephd_peer_session(session_line, 48);
   ASSERT_EQ(go(p, 0, "/hold"), 0);
-  ephd_peer_request_t req = {S("GET"), S("/queued"), S("X-Stamp: 0\r\n"),
-                             S(""),    5000,         0,
-                             0,        NULL,         stamp_count};
-  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  ASSERT_EQ(go(p, 1, "/queued"), 0);
   RUN_UNTIL(srv_held() == 1);
-  ASSERT_EQ(stamps, 0); /* queued behind /hold: not written yet */
+  ASSERT_EQ(sessions_written, 1);
+  ASSERT(strstr(srv.last, "X-Session: 1 127.0.0.1:") != NULL);
+  ASSERT(strstr(srv.last, "\r\n\r\n") != NULL);
   ephd_peer_drain(on_drained);
   uv_run(&loop, UV_RUN_NOWAIT);
   ASSERT_EQ(drained, 0);
   ASSERT(srv_release());
   RUN_UNTIL(res[1].calls);
   ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
-  ASSERT_EQ(stamps, 1);
-  ASSERT(stamped_right);
-  ASSERT(strstr(srv.last, "X-Stamp: 1\r\n") != NULL);
+  /* The same connection: no second session. */
+  ASSERT_EQ(sessions_written, 1);
+  ASSERT(strstr(srv.last, "GET /queued ") == srv.last);
+  ASSERT(strstr(srv.last, "X-Session") == NULL);
   RUN_UNTIL(drained);
   ASSERT_EQ(drained, 1);
   ASSERT_EQ(out_when_drained, 0);
@@ -963,6 +964,15 @@ TEST_IMPL(peer_stamps_as_written_and_drains) {
   ASSERT_EQ(drained, 1);
   uv_run(&loop, UV_RUN_NOWAIT);
   ASSERT_EQ(drained, 2);
+  /* A fresh connection opens its own. */
+  ASSERT_EQ(go(p, 2, "/close"), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(go(p, 3, "/after"), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
+  ASSERT_EQ(sessions_written, 2);
+  ASSERT(strstr(srv.last, "X-Session: 2 ") != NULL);
+  ephd_peer_session(NULL, 0);
   ASSERT_EQ(stop(), 0);
   return 0;
 }
@@ -994,8 +1004,7 @@ TEST_IMPL(peer_refuses_unusable_requests) {
   defaults();
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000,
-                           0,        0,       NULL,  NULL};
+  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0, 0, NULL};
   ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;

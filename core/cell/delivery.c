@@ -122,7 +122,7 @@ void ephd_delivery_ack(ephd_peer_t *peer, const char *tenant, size_t tenant_len,
   ephd_slice_t method = {"POST", 4}, target = {ACK_PATH, sizeof(ACK_PATH) - 1};
   if (h) {
     memcpy(h, JSON_CT, clen);
-    ephd_mark_write(h + clen, tenant, tenant_len, method, target, body.len);
+    ephd_mark_write(h + clen, tenant, tenant_len);
     ephd_peer_request_t rq = {
         .method = method,
         .target = target,

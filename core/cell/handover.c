@@ -272,15 +272,11 @@ static void send_job(job_t *j) {
   else
     snprintf(target, sizeof(target), "%s", TARGET);
   free(others);
-  /* Signed at each try: a retry may come later than the mark's window. */
   size_t target_len = strlen(target);
   ephd_buf_t headers;
   ephd_buf_init(&headers);
   char *mark = ephd_buf_reserve(&headers, ephd_mark_size(tl));
-  headers.len = (size_t)(ephd_mark_write(mark, t, tl, (ephd_slice_t){"POST", 4},
-                                         (ephd_slice_t){target, target_len},
-                                         j->body.len) -
-                         headers.base);
+  headers.len = (size_t)(ephd_mark_write(mark, t, tl) - headers.base);
   ephd_buf_appends(&headers, "Content-Type: " EPHD_TRANSFER_MEDIA_TYPE "\r\n");
   ephd_peer_t *peer = ephd_peer(j->address);
   ephd_peer_request_t rq = {

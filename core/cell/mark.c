@@ -1,28 +1,60 @@
-/* The forward mark: see mark.h. */
+/* Peer sessions and the forward mark: see mark.h. */
 #include "mark.h"
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/rand.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "buf.h"
 #include "uuid.h"
 
-#define PREFIX "ephd-forward-1\n"
-#define HEADER "X-Queen-Forward: "
+#define PREFIX "ephd-session-1\n"
+#define MARK "X-Queen-Forward: "
+#define SESSION "X-Queen-Session: "
 #define SIG_HEX 64   /* SHA-256's 32 bytes */
 #define MS_DIGITS 15 /* the wall clock's milliseconds until the year 33658 */
+#define NONCE_HEX 32 /* 16 random bytes */
 
-/* Keyed once: each mark duplicates it, which spares hashing the key's two
- * pads per mark. NULL without a token. */
+_Static_assert(sizeof(SESSION) - 1 + MS_DIGITS + 1 + NONCE_HEX + 1 + SIG_HEX +
+                       2 ==
+                   EPHD_SESSION_LINE,
+               "the session line's length");
+
+/* Keyed once: each HMAC duplicates it, which spares hashing the key's two
+ * pads each time. NULL without a token. */
 static EVP_MAC_CTX *keyed;
+/* This broker's authority (host:port of its advertised URL): what a
+ * session opened here must be signed for. */
+static char self[256];
 
-int ephd_mark_init(const char *cell_token) {
+/* The nonces of the sessions opened here within the window (twice it:
+ * the sender's clock may be ahead or behind), so none opens a second.
+ * Open addressing; a session is one per connection a member opens, a few
+ * hundred a minute in a busy cell, so the table is never near full but
+ * under an attack with the token itself, which is refused once it is. */
+#define NONCES 4096
+typedef struct {
+  unsigned char nonce[NONCE_HEX / 2];
+  uint64_t until_ms; /* 0: empty */
+} seen_t;
+static seen_t seen[NONCES];
+static uint32_t nseen;
+
+int ephd_mark_init(const char *cell_token, const char *advertise) {
   EVP_MAC_CTX_free(keyed);
   keyed = NULL;
+  memset(seen, 0, sizeof(seen));
+  nseen = 0;
+  const char *a = advertise ? advertise : "";
+  if (strncmp(a, "http://", 7) == 0) a += 7;
+  size_t n = strlen(a);
+  if (n && a[n - 1] == '/') n--;
+  snprintf(self, sizeof(self), "%.*s", (int)n, a);
   if (cell_token == NULL) return 0;
   EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
   if (mac == NULL) return -1;
@@ -51,6 +83,15 @@ static void add(EVP_MAC_CTX *c, const char *p, size_t n) {
   EVP_MAC_update(c, (const unsigned char *)p, n);
 }
 
+static const char HEX[] = "0123456789abcdef";
+
+static void hex(char *out, const unsigned char *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = HEX[b[i] >> 4];
+    out[2 * i + 1] = HEX[b[i] & 15];
+  }
+}
+
 /* Ends c, a duplicate of keyed fed its message, and writes the MAC's hex
  * at out (SIG_HEX bytes): 0, or -1 when libcrypto fails. */
 static int final_hex(EVP_MAC_CTX *c, char *out) {
@@ -58,38 +99,8 @@ static int final_hex(EVP_MAC_CTX *c, char *out) {
   size_t mac_len = 0;
   int ok = EVP_MAC_final(c, mac, &mac_len, sizeof(mac)) && mac_len == 32;
   EVP_MAC_CTX_free(c);
-  static const char hex[] = "0123456789abcdef";
-  for (size_t i = 0; i < 32; i++) {
-    out[2 * i] = hex[mac[i] >> 4];
-    out[2 * i + 1] = hex[mac[i] & 15];
-  }
+  hex(out, mac, 32);
   return ok ? 0 : -1;
-}
-
-/* The signature's hex of what mark.h lists, at out (SIG_HEX bytes): 0, or
- * -1 when libcrypto fails (no memory). */
-static int sign(char *out, const char *ms, size_t ms_len, const char *tenant,
-                size_t tenant_len, ephd_slice_t method, ephd_slice_t path,
-                ephd_slice_t query, size_t body_len) {
-  EVP_MAC_CTX *c = EVP_MAC_CTX_dup(keyed);
-  if (c == NULL) return -1;
-  char len[24];
-  size_t len_n = ephd_u64_format(len, body_len);
-  add(c, PREFIX, sizeof(PREFIX) - 1);
-  add(c, ms, ms_len);
-  add(c, "\n", 1);
-  add(c, tenant, tenant_len);
-  add(c, "\n", 1);
-  add(c, method.ptr, method.len);
-  add(c, "\n", 1);
-  add(c, path.ptr, path.len);
-  if (query.len) {
-    add(c, "?", 1);
-    add(c, query.ptr, query.len);
-  }
-  add(c, "\n", 1);
-  add(c, len, len_n);
-  return final_hex(c, out);
 }
 
 int ephd_mark_hmac_hex(const char *msg, size_t len, char *out) {
@@ -100,96 +111,152 @@ int ephd_mark_hmac_hex(const char *msg, size_t len, char *out) {
 }
 
 size_t ephd_mark_size(size_t tenant_len) {
-  return sizeof(HEADER) - 1 + tenant_len + 1 + MS_DIGITS + 1 + SIG_HEX + 2;
+  return sizeof(MARK) - 1 + tenant_len + 2;
 }
 
-/* The mark's line from its time on, at p, for a tenant written before it:
- * the time now, the signature and the line's end, which it returns. */
-static char *stamp(char *p, const char *tenant, size_t tenant_len,
-                   ephd_slice_t method, ephd_slice_t target, size_t body_len) {
+char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len) {
+  memcpy(p, MARK, sizeof(MARK) - 1);
+  p += sizeof(MARK) - 1;
+  memcpy(p, tenant, tenant_len);
+  p += tenant_len;
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+/* The session's signature of ms, nonce and authority at out (SIG_HEX
+ * bytes): 0, or -1 when libcrypto fails. */
+static int sign(char *out, const char *ms, const char *nonce,
+                const char *authority, size_t authority_len) {
+  EVP_MAC_CTX *c = keyed ? EVP_MAC_CTX_dup(keyed) : NULL;
+  if (c == NULL) return -1;
+  add(c, PREFIX, sizeof(PREFIX) - 1);
+  add(c, ms, MS_DIGITS);
+  add(c, "\n", 1);
+  add(c, nonce, NONCE_HEX);
+  add(c, "\n", 1);
+  add(c, authority, authority_len);
+  return final_hex(c, out);
+}
+
+void ephd_mark_session_write(char *out, const char *authority) {
+  char *p = out;
+  memcpy(p, SESSION, sizeof(SESSION) - 1);
+  p += sizeof(SESSION) - 1;
   /* Zero-padded to a fixed width: the line's length is known before. */
-  char ms[24];
-  size_t n = ephd_u64_format(ms, wall_ms());
+  char digits[24];
+  size_t n = ephd_u64_format(digits, wall_ms());
   memset(p, '0', MS_DIGITS - n);
-  memcpy(p + MS_DIGITS - n, ms, n);
-  char *ms_at = p;
+  memcpy(p + MS_DIGITS - n, digits, n);
+  char *ms = p;
   p += MS_DIGITS;
   *p++ = ' ';
-  const char *q = memchr(target.ptr, '?', target.len);
-  ephd_slice_t path = {target.ptr, q ? (size_t)(q - target.ptr) : target.len};
-  ephd_slice_t query = {q ? q + 1 : "", q ? target.len - path.len - 1 : 0};
-  if (sign(p, ms_at, MS_DIGITS, tenant, tenant_len, method, path, query,
-           body_len) != 0)
-    memset(p, '-', SIG_HEX); /* no memory: a mark no member trusts */
+  unsigned char raw[NONCE_HEX / 2];
+  char *nonce = p;
+  if (RAND_bytes(raw, sizeof(raw)) != 1) memset(raw, 0, sizeof(raw));
+  hex(p, raw, sizeof(raw));
+  p += NONCE_HEX;
+  *p++ = ' ';
+  if (sign(p, ms, nonce, authority, strlen(authority)) != 0)
+    memset(p, '-', SIG_HEX); /* no memory: a session no member opens */
   p += SIG_HEX;
   *p++ = '\r';
-  *p++ = '\n';
-  return p;
+  *p = '\n';
 }
 
-char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
-                      ephd_slice_t method, ephd_slice_t target,
-                      size_t body_len) {
-  memcpy(p, HEADER, sizeof(HEADER) - 1);
-  p += sizeof(HEADER) - 1;
-  memcpy(p, tenant, tenant_len);
-  p += tenant_len;
-  *p++ = ' ';
-  return stamp(p, tenant, tenant_len, method, target, body_len);
+static int unhex(unsigned char *out, const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int v = 0;
+    for (int k = 0; k < 2; k++) {
+      char ch = p[2 * i + k];
+      int d = ch >= '0' && ch <= '9'   ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                                       : -1;
+      if (d < 0) return -1;
+      v = v * 16 + d;
+    }
+    out[i] = (unsigned char)v;
+  }
+  return 0;
 }
 
-char *ephd_mark_blank(char *p, const char *tenant, size_t tenant_len) {
-  memcpy(p, HEADER, sizeof(HEADER) - 1);
-  p += sizeof(HEADER) - 1;
-  memcpy(p, tenant, tenant_len);
-  p += tenant_len;
-  *p++ = ' ';
-  memset(p, '0', MS_DIGITS);
-  p += MS_DIGITS;
-  *p++ = ' ';
-  memset(p, '-', SIG_HEX);
-  p += SIG_HEX;
-  *p++ = '\r';
-  *p++ = '\n';
-  return p;
+/* Slots never go back to empty, which would cut a probe's chain short and
+ * let a nonce further along it pass unseen: an expired entry is taken
+ * over in place, and once three quarters of the slots are used the live
+ * entries are put into a cleared table. */
+static uint32_t slot_of(const unsigned char *nonce) {
+  uint32_t h;
+  memcpy(&h, nonce, sizeof(h)); /* random bytes: any four hash well */
+  return h % NONCES;
 }
 
-void ephd_mark_restamp(char *headers, size_t len, ephd_slice_t method,
-                       ephd_slice_t target, size_t body_len) {
-  size_t h = sizeof(HEADER) - 1, tail = 1 + MS_DIGITS + 1 + SIG_HEX + 2;
-  if (len < h + tail || memcmp(headers, HEADER, h) != 0) return;
-  const char *end = memchr(headers, '\n', len);
-  if (end == NULL || (size_t)(end + 1 - headers) < h + tail) return;
-  char *ms = (char *)end + 1 - tail + 1;
-  stamp(ms, headers + h, (size_t)(ms - 1 - headers - h), method, target,
-        body_len);
+static void rebuild(uint64_t now) {
+  static seen_t live[NONCES];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < NONCES; i++)
+    if (seen[i].until_ms > now) live[n++] = seen[i];
+  memset(seen, 0, sizeof(seen));
+  nseen = n;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = slot_of(live[k].nonce);
+    while (seen[i].until_ms) i = (i + 1) % NONCES;
+    seen[i] = live[k];
+  }
 }
 
-int ephd_mark_verify(ephd_slice_t mark, ephd_slice_t method, ephd_slice_t path,
-                     ephd_slice_t query, size_t body_len,
-                     ephd_slice_t *tenant) {
-  if (keyed == NULL) return EPHD_E_REFUSED;
-  /* From the end: the signature, the time, and the tenant before them. */
-  const char *m = mark.ptr;
-  size_t len = mark.len;
-  if (len < SIG_HEX + 1 + MS_DIGITS + 1 + 1) return EPHD_E_REFUSED;
-  const char *sig = m + len - SIG_HEX;
-  const char *ms = sig - 1 - MS_DIGITS;
-  if (sig[-1] != ' ' || ms[-1] != ' ') return EPHD_E_REFUSED;
+/* Remembers nonce until until_ms: 0, or -1 when it was seen, or when the
+ * table is full of live ones. */
+static int remember(const unsigned char *nonce, uint64_t now,
+                    uint64_t until_ms) {
+  if (nseen >= NONCES * 3 / 4) rebuild(now);
+  if (nseen >= NONCES * 3 / 4) return -1;
+  uint32_t i = slot_of(nonce), take = UINT32_MAX;
+  for (; seen[i].until_ms; i = (i + 1) % NONCES) {
+    if (seen[i].until_ms <= now) {
+      if (take == UINT32_MAX) take = i;
+    } else if (memcmp(seen[i].nonce, nonce, sizeof(seen[i].nonce)) == 0) {
+      return -1;
+    }
+  }
+  if (take == UINT32_MAX) {
+    take = i; /* the chain's end: an empty slot */
+    nseen++;
+  }
+  memcpy(seen[take].nonce, nonce, sizeof(seen[take].nonce));
+  seen[take].until_ms = until_ms;
+  return 0;
+}
+
+int ephd_mark_session_open(ephd_slice_t session, ephd_slice_t host) {
+  if (keyed == NULL) return -1;
+  const char *v = session.ptr;
+  if (session.len != MS_DIGITS + 1 + NONCE_HEX + 1 + SIG_HEX ||
+      v[MS_DIGITS] != ' ' || v[MS_DIGITS + 1 + NONCE_HEX] != ' ')
+    return -1;
+  /* Signed for this broker, as the sender dialled it. */
+  if (host.len != strlen(self) || memcmp(host.ptr, self, host.len) != 0)
+    return -1;
   uint64_t at = 0;
   for (size_t i = 0; i < MS_DIGITS; i++) {
-    if (ms[i] < '0' || ms[i] > '9') return EPHD_E_REFUSED;
-    at = at * 10 + (uint64_t)(ms[i] - '0');
+    if (v[i] < '0' || v[i] > '9') return -1;
+    at = at * 10 + (uint64_t)(v[i] - '0');
   }
   uint64_t now = wall_ms();
   if (at > now + EPHD_MARK_WINDOW_MS || now > at + EPHD_MARK_WINDOW_MS)
-    return EPHD_E_REFUSED;
-  ephd_slice_t t = {m, (size_t)(ms - 1 - m)};
+    return -1;
+  const char *nonce = v + MS_DIGITS + 1;
+  unsigned char raw[NONCE_HEX / 2];
+  if (unhex(raw, nonce, sizeof(raw)) != 0) return -1;
   char want[SIG_HEX];
-  if (sign(want, ms, MS_DIGITS, t.ptr, t.len, method, path, query, body_len) !=
-          0 ||
-      CRYPTO_memcmp(want, sig, SIG_HEX) != 0)
-    return EPHD_E_REFUSED;
-  *tenant = t;
-  return ephd_uuid_canonical(t.ptr, t.len) ? EPHD_OK : EPHD_E_BAD_REQUEST;
+  if (sign(want, v, nonce, host.ptr, host.len) != 0 ||
+      CRYPTO_memcmp(want, nonce + NONCE_HEX + 1, SIG_HEX) != 0)
+    return -1;
+  /* Only a signed session is remembered: nobody without the token fills
+   * the table. Kept until it could no longer pass the window anyway. */
+  return remember(raw, now, at + EPHD_MARK_WINDOW_MS + 1);
+}
+
+int ephd_mark_tenant(ephd_slice_t mark, ephd_slice_t *tenant) {
+  *tenant = mark;
+  return ephd_uuid_canonical(mark.ptr, mark.len) ? EPHD_OK : EPHD_E_BAD_REQUEST;
 }

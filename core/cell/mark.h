@@ -1,26 +1,41 @@
-/* The forward mark: what a member of the cell puts on a request it sends
- * another member (a relayed push, pop or ack, a fanned-out admin verb, a
- * hand-over), and what the receiver trusts in place of identity, grant and
- * rate. One header, written and verified only here:
+/* How a member of the cell is known to another: a peer session per
+ * connection, and the forward mark on each request it carries.
  *
- *   X-Queen-Forward: <tenant> <ms> <sig>
+ * A connection one member opens to another (for a relayed push, pop or
+ * ack, a fanned-out admin verb, a hand-over, a leaving notice) carries on
+ * its first request one header more:
  *
- * ms is the sender's wall clock in milliseconds and sig the lowercase hex
- * HMAC-SHA256, keyed by the cell token, of
+ *   X-Queen-Session: <ms> <nonce> <sig>
  *
- *   "ephd-forward-1\n" ms "\n" tenant "\n" method "\n" target "\n" body length
+ * ms is the sender's wall clock in milliseconds, nonce 32 random hex
+ * digits, and sig the lowercase hex HMAC-SHA256, keyed by the cell token,
+ * of
  *
- * (target: the path, and "?" and the query when there is one). The token
- * itself never crosses the wire: a peer, or anyone reading the cell's
- * traffic, learns no credential from a mark. One mark is good for one
- * method, target and tenant within EPHD_MARK_WINDOW_MS of the receiver's
- * clock, which bounds a replay to that request, that window and a body of
- * that length. The body's bytes are not signed: hashing every relayed byte
- * twice (edge and owner) on the loop costs a millisecond a MiB and buys
- * integrity only against a writer on the path, which signing the rest
- * already keeps from forging any other request (docs/cell.md). The prefix
- * keeps a mark from ever being read as any other HMAC made with the same
- * token. */
+ *   "ephd-session-1\n" ms "\n" nonce "\n" authority
+ *
+ * where authority is the receiver's advertised host:port, which the sender
+ * dialled and names in Host. The receiver takes the connection for a
+ * member's when the signature is its token's, the authority is its own,
+ * the time is within EPHD_MARK_WINDOW_MS of its clock and the nonce was
+ * not seen within the window: a session header read off the wire cannot
+ * open a session anywhere else (the authority), later (the time) or again
+ * (the nonce). The token never crosses the wire.
+ *
+ * Every request a member sends carries the mark, the tenant the edge
+ * decided on:
+ *
+ *   X-Queen-Forward: <tenant>
+ *
+ * trusted only on a member's connection, where the receiver takes the
+ * tenant from it and runs none of identity, grant or rate again. What
+ * follows the session on its connection is as good as the session: an
+ * off-path sender cannot write into another's TCP stream, and one on the
+ * path (who could rewrite any request) is kept out only by a private
+ * network or a tunnel, which docs/cell.md asks for. Signing each request
+ * instead cost two HMACs per relayed request and left its body unsigned,
+ * so a mark read off the wire could carry another body of its length for
+ * 30 s; a session costs one HMAC per connection, and nothing read off the
+ * wire can be replayed. */
 #ifndef EPHD_MARK_H
 #define EPHD_MARK_H
 
@@ -30,16 +45,20 @@
 #include "ffi.h"
 
 /* How far the sender's clock may be from the receiver's: a cell's hosts
- * agree within milliseconds (NTP), and a mark is written at each send and
- * stamped again as a relayed request leaves the relay's queue, so only
- * the way there stands between the two. Fixed, not a knob: it is the replay
- * window, and hosts that disagree by more have a broken clock, which the
- * refusals' 401s make loud. */
+ * agree within milliseconds (NTP), and a session is opened as its
+ * connection is, so only the way there stands between the two. Fixed, not
+ * a knob: it is the replay window, and hosts that disagree by more have a
+ * broken clock, which the refusals' 401s make loud. */
 #define EPHD_MARK_WINDOW_MS 30000
 
-/* The cell token (NULL: none; no mark is written or trusted), which must
- * outlive the broker. 0, or -1 when libcrypto cannot make the HMAC. */
-int ephd_mark_init(const char *cell_token);
+/* The bytes of the session's header line, "\r\n" included. */
+#define EPHD_SESSION_LINE 132
+
+/* The cell token (NULL: none; no session is opened or trusted), which
+ * must outlive the broker, and this broker's advertised address (a URL:
+ * its authority is what a session must be signed for). 0, or -1 when
+ * libcrypto cannot make the HMAC. */
+int ephd_mark_init(const char *cell_token, const char *advertise);
 
 /* The cell token's HMAC-SHA256 of msg, as 64 lowercase hex digits at out
  * (no NUL): 0, or -1 without a token or when libcrypto fails. What else
@@ -51,32 +70,25 @@ int ephd_mark_hmac_hex(const char *msg, size_t len, char *out);
 /* The bytes of the mark's header line for a tenant, "\r\n" included. */
 size_t ephd_mark_size(size_t tenant_len);
 
-/* Writes the mark's header line at p (ephd_mark_size bytes), signed now
- * for method, target (path and query as sent) and body_len, and returns
- * its end. The token must be set. */
-char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len,
-                      ephd_slice_t method, ephd_slice_t target,
-                      size_t body_len);
+/* Writes the mark's header line at p (ephd_mark_size bytes) and returns
+ * its end. */
+char *ephd_mark_write(char *p, const char *tenant, size_t tenant_len);
 
-/* The mark's line for tenant at p, as ephd_mark_write's but unsigned (no
- * member trusts it), for ephd_mark_restamp to sign as it is sent; its end. */
-char *ephd_mark_blank(char *p, const char *tenant, size_t tenant_len);
+/* Writes the session's header line for the member at authority (its
+ * host:port) at out (EPHD_SESSION_LINE bytes), signed now: what the peer
+ * client puts on the first request of each connection. The token must be
+ * set. */
+void ephd_mark_session_write(char *out, const char *authority);
 
-/* The mark at the start of headers (len bytes), for method, target and
- * body_len, signed now in place, its tenant kept; headers that do not
- * start with a mark are left as they are. A relayed request is stamped so
- * as it is written (peer_client.h's stamp), after however long it waited
- * in the relay's queue: the wait does not make its mark expired on
- * arrival, and a request never sent is never signed. */
-void ephd_mark_restamp(char *headers, size_t len, ephd_slice_t method,
-                       ephd_slice_t target, size_t body_len);
+/* A session header as received (its value) on a request whose Host is
+ * host: 0 when it opens a member's session here, -1 otherwise (no token
+ * here, malformed, another key, another authority, out of the window, a
+ * nonce seen, or no room to remember one more). */
+int ephd_mark_session_open(ephd_slice_t session, ephd_slice_t host);
 
-/* The mark of a request as received: EPHD_OK and *tenant (pointing into
- * mark) when it is signed with this cell's token for this method, path,
- * query and body length within the window; EPHD_E_BAD_REQUEST when it is
- * and its tenant is not a canonical UUID; EPHD_E_REFUSED otherwise (no
- * token here, malformed, expired, or signed for another request). */
-int ephd_mark_verify(ephd_slice_t mark, ephd_slice_t method, ephd_slice_t path,
-                     ephd_slice_t query, size_t body_len, ephd_slice_t *tenant);
+/* The tenant of a mark received on a member's connection: EPHD_OK and
+ * *tenant (pointing into mark) when it is a canonical UUID,
+ * EPHD_E_BAD_REQUEST otherwise. */
+int ephd_mark_tenant(ephd_slice_t mark, ephd_slice_t *tenant);
 
 #endif

@@ -898,16 +898,13 @@ static void tell(void) {
   target[tlen++] = '?';
   tlen += (size_t)notice_query(target + tlen, sizeof(target) - tlen, self_id,
                                self.epoch);
-  /* The forward mark, signed as the hand-over's: the tenant is nobody's. */
+  /* The forward mark, as the hand-over's: the tenant is nobody's. */
   static const char nobody[] = "00000000-0000-0000-0000-000000000000";
   ephd_buf_t headers;
   ephd_buf_init(&headers);
   char *mark = ephd_buf_reserve(&headers, ephd_mark_size(sizeof(nobody) - 1));
-  headers.len =
-      (size_t)(ephd_mark_write(mark, nobody, sizeof(nobody) - 1,
-                               (ephd_slice_t){"POST", 4},
-                               (ephd_slice_t){target, tlen}, (size_t)len) -
-               headers.base);
+  headers.len = (size_t)(ephd_mark_write(mark, nobody, sizeof(nobody) - 1) -
+                         headers.base);
   ephd_buf_appends(&headers, "Content-Type: application/json\r\n");
   told_out = 1; /* held while sending, so no answer ends it early */
   for (uint32_t i = 0; i < ntold; i++) {

@@ -48,10 +48,7 @@ struct ephd_peer_call {
   int retried;
   int addrs_tried;
   void (*answer_bytes)(void *data, size_t bytes);
-  void (*stamp)(char *headers, size_t len, ephd_slice_t method,
-                ephd_slice_t target, size_t body_len);
-  uint32_t method_len, target_len; /* at the start of bytes */
-  size_t headers_off, headers_len, content_len;
+  size_t head_end;   /* in bytes: where the head's blank line begins */
   size_t answer_cap; /* what answer_bytes was last told */
   size_t total;      /* len and the body's: what the peer's bytes count */
   const char *body;  /* a borrowed body, written after bytes; or NULL */
@@ -74,6 +71,8 @@ struct conn {
   int addr;      /* which of the peer's addresses */
   uint32_t uses; /* answers it carried */
   int writing;
+  int sessioned; /* its first request carried the session line */
+  char session[EPHD_PEER_SESSION_MAX];
   int got_bytes; /* of the answer in progress */
   /* The answer being parsed; spans are offsets into in. */
   int hstate;
@@ -120,6 +119,9 @@ static uint64_t live;
 static void (*drain_done)(void);
 static uv_timer_t drain_timer;
 static llhttp_settings_t settings;
+/* Writes the line that opens a session on a connection (mark.h), or NULL. */
+static void (*session_write)(char *out, const char *authority);
+static size_t session_len;
 /* Where an idle connection reads: anything it gets (bytes, EOF, an
  * error) ends it, so nothing is kept. */
 static char idle_scratch[256];
@@ -216,6 +218,12 @@ static void on_drained(uv_timer_t *t) {
   void (*done)(void) = drain_done;
   drain_done = NULL;
   done();
+}
+
+void ephd_peer_session(void (*write)(char *out, const char *authority),
+                       size_t len) {
+  session_write = len <= EPHD_PEER_SESSION_MAX ? write : NULL;
+  session_len = len;
 }
 
 void ephd_peer_drain(void (*done)(void)) {
@@ -394,16 +402,23 @@ static int conn_send(conn_t *c, ephd_peer_call_t *r) {
   c->header_bytes = 0;
   c->got_bytes = 0;
   c->in.len = 0;
-  if (r->stamp)
-    r->stamp(r->bytes + r->headers_off, r->headers_len,
-             (ephd_slice_t){r->bytes, r->method_len},
-             (ephd_slice_t){r->bytes + r->method_len + 1, r->target_len},
-             r->content_len);
-  uv_buf_t b[2] = {uv_buf_init(r->bytes, (unsigned)r->len),
-                   uv_buf_init((char *)r->body, (unsigned)r->body_len)};
+  uv_buf_t b[4];
+  unsigned nb = 0;
+  if (session_write && !c->sessioned) {
+    /* The connection's first request opens its session: the line goes
+     * among its headers, written now, so its time is the sending's. */
+    session_write(c->session, r->peer->authority);
+    c->sessioned = 1;
+    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->head_end);
+    b[nb++] = uv_buf_init(c->session, (unsigned)session_len);
+    b[nb++] =
+        uv_buf_init(r->bytes + r->head_end, (unsigned)(r->len - r->head_end));
+  } else {
+    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->len);
+  }
+  if (r->body) b[nb++] = uv_buf_init((char *)r->body, (unsigned)r->body_len);
   c->write.data = c;
-  int rc =
-      uv_write(&c->write, (uv_stream_t *)&c->tcp, b, r->body ? 2 : 1, on_write);
+  int rc = uv_write(&c->write, (uv_stream_t *)&c->tcp, b, nb, on_write);
   if (rc == 0) c->writing = 1;
   return rc;
 }
@@ -967,8 +982,8 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   at = put(at, length, sizeof(length) - 1);
   at = put(at, digits + sizeof(digits) - nd, (size_t)nd);
   at = put(at, "\r\n", 2);
-  r->headers_off = (size_t)(at - r->bytes);
   if (req->headers.len) at = put(at, req->headers.ptr, req->headers.len);
+  r->head_end = (size_t)(at - r->bytes);
   at = put(at, "\r\n", 2);
   if (copied) at = put(at, req->body.ptr, copied);
   if (req->borrows && req->body.len) {
@@ -978,11 +993,6 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   r->len = len;
   r->total = total;
   r->answer_bytes = req->answer_bytes;
-  r->stamp = req->stamp;
-  r->method_len = (uint32_t)req->method.len;
-  r->target_len = (uint32_t)req->target.len;
-  r->headers_len = req->headers.len;
-  r->content_len = req->body.len;
   p->bytes += total;
   stats.bytes += total;
   r->peer = p;

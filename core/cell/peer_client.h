@@ -105,13 +105,6 @@ typedef struct {
    * it is read, so the asker can count them as its own (the client budget
    * counts a relayed answer before it is passed back). NULL: nobody is. */
   void (*answer_bytes)(void *data, size_t bytes);
-  /* Called with the request's own copy of its headers each time it is
-   * written to a connection (a resend on a fresh one too), to write again
-   * in place, at the same length, a header that holds when it was sent
-   * (ephd_mark_restamp): a request may wait in its lane's queue. NULL:
-   * sent as given. */
-  void (*stamp)(char *headers, size_t len, ephd_slice_t method,
-                ephd_slice_t target, size_t body_len);
 } ephd_peer_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
@@ -171,6 +164,15 @@ int ephd_peer_send(ephd_peer_t *peer, const ephd_peer_request_t *req,
  * one in flight closes its connection (its answer could not be told from
  * the next one's). Only for a handle whose callback has not run. */
 void ephd_peer_cancel(ephd_peer_call_t *r);
+/* The longest line ephd_peer_session may ask for. */
+#define EPHD_PEER_SESSION_MAX 160
+/* write(out, authority) writes len bytes (at most EPHD_PEER_SESSION_MAX),
+ * a header line with its "\r\n", that the first request of every
+ * connection carries among its headers, written as it is sent, for the
+ * peer at authority (its host:port, as in Host): a cell's peer session
+ * (core/cell/mark.h). NULL: none. */
+void ephd_peer_session(void (*write)(char *out, const char *authority),
+                       size_t len);
 /* done is called, from a timer of its own, once no request is queued or
  * in flight (on the next turn when none is): a stopping broker lets the
  * relays its clients wait on end with their owners' answers, each within

@@ -132,15 +132,14 @@ static void on_answer_bytes(void *data, size_t bytes) {
   if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
 }
 
-/* Sends f to owner, its mark signed as it is written: neither a wait in
- * the relay's queue nor a first send's long park makes it expired. */
+/* Sends f to owner, its headers written again (another owner's rehash
+ * reuses them). */
 static int send_to(forward_t *f, const ephd_member_t *owner) {
   ephd_peer_t *peer = ephd_peer(owner->address);
   if (peer == NULL) return EPHD_PEER_E_INVALID;
   ephd_slice_t method = f->verb == EPHD_CELL_POP ? (ephd_slice_t){"GET", 3}
                                                  : (ephd_slice_t){"POST", 4};
-  /* The mark first, signed as it is written (ephd_mark_restamp). */
-  char *h = ephd_mark_blank(f_headers(f), f_tenant(f), f->tenant_len);
+  char *h = ephd_mark_write(f_headers(f), f_tenant(f), f->tenant_len);
   if (f->body_len) put(h, MARKED_CT, sizeof(MARKED_CT) - 1);
   ephd_peer_request_t rq = {
       .method = method,
@@ -151,7 +150,6 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
       .parks = f->parks,
       .borrows = 1,
       .answer_bytes = on_answer_bytes,
-      .stamp = ephd_mark_restamp,
   };
   f->owner = owner->id;
   f->peer = peer;
@@ -325,11 +323,9 @@ static char *write_target(char *p, const ephd_request_t *req,
 char *ephd_relay_write_marked(char *p, const ephd_request_t *req,
                               const char *extra_query, const char *tenant,
                               size_t tenant_len) {
-  char *target = p;
   p = write_target(p, req, NULL, extra_query);
-  ephd_slice_t t = {target, (size_t)(p - target)};
   if (req->body.len) p = put(p, MARKED_CT, sizeof(MARKED_CT) - 1);
-  p = ephd_mark_write(p, tenant, tenant_len, req->method, t, req->body.len);
+  p = ephd_mark_write(p, tenant, tenant_len);
   return put(p, req->body.ptr, req->body.len);
 }
 
@@ -663,16 +659,12 @@ static ack_split_t *split_new(const ephd_view_t *view, const uint32_t *holder,
   return sp;
 }
 
-/* A part's headers: a JSON body, and the mark signed for it. */
-static void mark_headers(ephd_buf_t *b, ephd_slice_t target, const char *tenant,
-                         size_t tenant_len, size_t body_len) {
+/* A part's headers: a JSON body, and the mark. */
+static void mark_headers(ephd_buf_t *b, const char *tenant, size_t tenant_len) {
   b->len = 0;
   ephd_buf_appends(b, MARKED_CT);
   char *at = ephd_buf_reserve(b, ephd_mark_size(tenant_len));
-  b->len =
-      (size_t)(ephd_mark_write(at, tenant, tenant_len,
-                               (ephd_slice_t){"POST", 4}, target, body_len) -
-               b->base);
+  b->len = (size_t)(ephd_mark_write(at, tenant, tenant_len) - b->base);
 }
 
 int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
@@ -704,7 +696,7 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
     part->bytes = 0;
     body.len = 0;
     part_body(&body, scan, acks, sp, k);
-    mark_headers(&headers, req->path, tenant, tenant_len, body.len);
+    mark_headers(&headers, tenant, tenant_len);
     ephd_peer_t *peer = ephd_peer(view->members[member_of_part[k]].address);
     ephd_peer_request_t rq = {
         .method = {"POST", 4},
@@ -740,8 +732,12 @@ int ephd_relay_ack_split(const ephd_request_t *req, const ephd_view_t *view,
 
 int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
   if (token == NULL) return EPHD_E_REFUSED;
-  return ephd_mark_verify(req->forward, req->method, req->path, req->query,
-                          req->body.len, tenant);
+  if (!ephd_http_peer(req)) {
+    if (ephd_mark_session_open(req->session, req->host) != 0)
+      return EPHD_E_REFUSED;
+    ephd_http_trust_peer(req);
+  }
+  return ephd_mark_tenant(req->forward, tenant);
 }
 
 /* The pops naming no partition that whole_pop.c served over the cell, by

@@ -124,7 +124,7 @@ static int ask(whole_t *w, uint32_t m, int notify) {
   memcpy(buf, w->base, w->base_len);
   memcpy(buf + w->base_len, extra, elen);
   ephd_slice_t method = {"GET", 3}, target = {buf, tlen};
-  ephd_mark_blank(buf + tlen, w->tenant, w->tenant_len);
+  ephd_mark_write(buf + tlen, w->tenant, w->tenant_len);
   ephd_peer_request_t rq = {
       .method = method,
       .target = target,
@@ -132,7 +132,6 @@ static int ask(whole_t *w, uint32_t m, int notify) {
       .timeout_ms = notify ? left + PARK_MARGIN_MS : ephd_relay_timeout_ms(),
       .parks = notify,
       .answer_bytes = on_answer_bytes,
-      .stamp = ephd_mark_restamp,
   };
   w->ask[m].w = w;
   w->ask[m].member = m;

@@ -84,33 +84,42 @@ describe("a hostile neighbour", function()
         local a, b = ds[1], ds[2]
         local vb = b:cell().self
         local epoch = tonumber(vb.epoch, 16)
-        -- What any member's notice puts on the wire, as a neighbour sees
-        -- it: the mark of a member leaving (its target, and a body of this
-        -- length) ...
+        local NOBODY = "00000000-0000-0000-0000-000000000000"
+        local function notice(body, h)
+            h = h or {}
+            h["Content-Type"] = "application/json"
+            local id, ep = body:match('"id":"(%x+)","epoch":(%d+)')
+            return a:request("POST", "/api/v1/ephemeral/leaving?id=" .. id
+                             .. "&epoch=" .. ep, body, h)
+        end
+        -- What a member's notice puts on the wire, as a neighbour sees it:
+        -- a session opened with it (a member unknown here: nothing leaves).
         local told = ('{"id":"%s","epoch":%d}'):format("f00000000000000d",
                                                       epoch)
-        local NOTICE = "/api/v1/ephemeral/leaving?id=f00000000000000d&epoch="
-                       .. epoch
-        local seen = mark.sign(TOKEN, "00000000-0000-0000-0000-000000000000",
-                               "POST", NOTICE, #told)
-        -- ... sent again within its 30 s with a body naming b: as long, so
-        -- the mark still fits it.
+        local seen = mark.session(TOKEN, "127.0.0.1:" .. a.port)
+        local res = notice(told, mark.headers(TOKEN, a, NOBODY,
+                                              { session = seen }))
+        assert.equals(200, res.status, res.body)
+        -- Sent again with a notice naming b: the session is spent.
         local forged = ('{"id":"%s","epoch":%d}'):format(vb.id, epoch)
-        assert.equals(#told, #forged)
-        local res = a:request("POST", NOTICE, forged,
-                              { ["X-Queen-Forward"] = seen })
-        assert.equals(400, res.status, res.body)
-        assert.equals("ephemeral_bad_request", res.json.code)
-        -- Without any mark, or at the path the notice used to be signed
-        -- for: refused, and b stays.
-        res = a:request("POST", "/api/v1/ephemeral/leaving", forged)
+        res = notice(forged, mark.headers(TOKEN, a, NOBODY,
+                                          { session = seen }))
         assert.equals(401, res.status, res.body)
         assert.equals("unauthorized", res.json.code)
-        res = a:request("POST", "/api/v1/ephemeral/leaving", forged,
-            { ["X-Queen-Forward"] = mark.sign(TOKEN,
-                "00000000-0000-0000-0000-000000000000", "POST",
-                "/api/v1/ephemeral/leaving", #forged) })
+        -- Without any mark, or a mark alone: refused, and b stays.
+        res = notice(forged)
+        assert.equals(401, res.status, res.body)
+        res = notice(forged, { ["X-Queen-Forward"] = NOBODY })
+        assert.equals(401, res.status, res.body)
+        -- A member's own session with a target naming another member than
+        -- its body: refused as malformed.
+        res = a:request("POST", "/api/v1/ephemeral/leaving?id=f00000000000000d"
+                        .. "&epoch=" .. epoch, forged,
+                        mark.headers(TOKEN, a, NOBODY,
+                                     { extra = { ["Content-Type"] =
+                                                 "application/json" } }))
         assert.equals(400, res.status, res.body)
+        assert.equals("ephemeral_bad_request", res.json.code)
         for _ = 1, 5 do
             local v = a:cell()
             assert.equals(2, v.live)

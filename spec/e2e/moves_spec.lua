@@ -134,16 +134,16 @@ describe("ownership moves", function()
             QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH = "2" }) })
         finally(function() a:stop() end)
         local tenant = "00000000-0000-0000-0000-000000000001"
-        local function hand(body, mark)
-            return a:request("POST", "/api/v1/ephemeral/handover", body,
-                             { ["Content-Type"] = "application/vnd.ephd-transfer",
-                               ["X-Queen-Forward"] = mark })
+        -- A mark is a session's (mark.headers), or a value sent alone.
+        local function hand(body, m)
+            local h = type(m) == "table" and m or { ["X-Queen-Forward"] = m }
+            h["Content-Type"] = "application/vnd.ephd-transfer"
+            return a:request("POST", "/api/v1/ephemeral/handover", body, h)
         end
         local two = "ephd-transfer 1\n1 1 2 1\nqp\n0 1\n1\n0 1\n2\n"
                     .. "1 1 0\ng\n"
-        local function signed(body)
-            return mark.sign(TOKEN, tenant, "POST",
-                             "/api/v1/ephemeral/handover", #body)
+        local function signed()
+            return mark.headers(TOKEN, a, tenant)
         end
         -- Unmarked: refused, as any route refuses a body it does not take
         -- (400), and forbidden even when the body claims to be JSON.
@@ -155,10 +155,10 @@ describe("ownership moves", function()
         assert.equals("forbidden", res.json.code)
         res = hand(two, "not-the-token-at-all " .. tenant)
         assert.equals(401, res.status, res.body)
-        res = hand("ephd-transfer 1\n", signed("ephd-transfer 1\n"))
+        res = hand("ephd-transfer 1\n", signed())
         assert.equals(400, res.status, res.body)
         assert.equals("ephemeral_bad_request", res.json.code)
-        res = hand(two, signed(two))
+        res = hand(two, signed())
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         -- g had been given the first: it is given the second only.
@@ -170,7 +170,7 @@ describe("ownership moves", function()
         -- At maxLength 2 with reject, a hand-over is still taken whole:
         -- its messages were admitted under their old owner's share of the
         -- queue. The next push meets the bound.
-        res = hand(two, signed(two))
+        res = hand(two, signed())
         assert.equals(200, res.status, res.body)
         assert.equals(2, res.json.accepted)
         res = a:push("q", { "3" }, "p", { ["x-queen-tenant"] = tenant })

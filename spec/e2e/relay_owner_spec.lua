@@ -6,6 +6,7 @@
 -- on delivery, and a stop while relays are out.
 local cjson = require("cjson")
 local socket = require("socket")
+local mark = require("e2e.mark")
 local daemon = require("e2e.daemon")
 
 local TOKEN = "relay-owner-spec-token-0123456789"
@@ -66,10 +67,18 @@ describe("the relay, facing an owner that is not ephd", function()
             if ready[fake] then
                 local peer = assert(fake:accept())
                 local bytes, m = read_request(peer)
-                -- The mark is signed: the token itself never reaches a
-                -- peer, nor anyone reading the cell's traffic.
+                -- The token itself never reaches a peer, nor anyone
+                -- reading the cell's traffic: the connection's first
+                -- request opens a session signed for the peer it dialled,
+                -- and the mark names the tenant.
                 assert.is_nil(bytes:find(TOKEN, 1, true), bytes)
-                assert.matches("^[%x%-]+ %d+ " .. ("%x"):rep(64) .. "$", m)
+                assert.matches("^[%x%-]+$", m)
+                local ms, n = bytes:match("\r\nX%-Queen%-Session: (%d+) "
+                                          .. "(%x+) %x+\r\n")
+                assert.truthy(ms, bytes)
+                assert.truthy(bytes:find("X-Queen-Session: " .. mark.session(
+                    TOKEN, "127.0.0.1:" .. port, tonumber(ms), n), 1, true),
+                    bytes)
                 peer:send("HTTP/1.1 201 Created\r\nContent-Type: "
                           .. "application/json\r\nContent-Length: 12\r\n"
                           .. "Connection: close\r\n\r\n{\"pushed\":1}")

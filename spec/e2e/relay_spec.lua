@@ -115,66 +115,81 @@ describe("the relay", function()
                                 .. 'outcome="answered"} (%d+)'))
     end)
 
-    it("refuses a forward mark not signed with the cell token for this "
-       .. "request and now, with 401", function()
+    it("trusts a forward mark only on a connection a session signed with "
+       .. "the cell token for this broker and now opened, once", function()
         local ds = start(2)
         finally(function() daemon.stop_all(ds) end)
         daemon.await_cell(ds, 10)
-        local a = ds[1]
+        local a, b = ds[1], ds[2]
         local PATH = "/api/v1/ephemeral/push"
         local body = '{"queue":"forged","messages":[{"payload":1}]}'
-        local function push(m)
-            return a:request("POST", PATH, body,
-                             { ["Content-Type"] = "application/json",
-                               ["X-Queen-Forward"] = m })
+        local HERE = "127.0.0.1:" .. a.port
+        local function push(headers)
+            headers["Content-Type"] = "application/json"
+            return a:request("POST", PATH, body, headers)
         end
-        local now = math.floor(daemon.now() * 1000)
-        for _, m in ipairs({
-            -- The raw token, as marks were written before they were signed.
-            TOKEN .. " " .. TENANT, TENANT, TOKEN,
-            -- Signed with another key.
-            mark.sign("wrong-token-wrong-token-01234567", TENANT, "POST",
-                      PATH, #body),
-            -- Expired, and from too far ahead.
-            mark.sign(TOKEN, TENANT, "POST", PATH, #body, now - 31000),
-            mark.sign(TOKEN, TENANT, "POST", PATH, #body, now + 31000),
-            -- For another target, method, or body length.
-            mark.sign(TOKEN, TENANT, "POST", "/api/v1/ephemeral/ack", #body),
-            mark.sign(TOKEN, TENANT, "POST", PATH .. "?x=1", #body),
-            mark.sign(TOKEN, TENANT, "GET", PATH, #body),
-            mark.sign(TOKEN, TENANT, "POST", PATH, #body + 1),
-        }) do
-            local res = push(m)
-            assert.equals(401, res.status, m)
+        local function refused(res, what)
+            assert.equals(401, res.status, what)
             assert.equals("unauthorized", res.json.code)
             assert.truthy(res.json.error:find("token", 1, true), res.body)
         end
-        -- Signed, with a tenant no edge writes: not a UUID, or not in the
-        -- lowercase form an edge keeps tenants in.
+        local now = math.floor(daemon.now() * 1000)
+        -- A mark alone, whatever it holds (the raw token, as marks were
+        -- written before they were signed; a signed mark of the old form).
+        for _, m in ipairs({ TOKEN .. " " .. TENANT, TENANT, TOKEN }) do
+            refused(push({ Host = HERE, ["X-Queen-Forward"] = m }), m)
+        end
+        -- A session signed with another key, too old or too far ahead, or
+        -- for another broker (b's, sent to a as b, or as a).
+        for what, session in pairs({
+            key = mark.session("wrong-token-wrong-token-01234567", HERE),
+            old = mark.session(TOKEN, HERE, now - 31000),
+            ahead = mark.session(TOKEN, HERE, now + 31000),
+            other = mark.session(TOKEN, "127.0.0.1:" .. b.port),
+        }) do
+            refused(push(mark.headers(TOKEN, a, TENANT,
+                                      { session = session })), what)
+        end
+        local as_b = mark.headers(TOKEN, a, TENANT)
+        as_b.Host = "127.0.0.1:" .. b.port
+        as_b["X-Queen-Session"] = mark.session(TOKEN, as_b.Host)
+        refused(push(as_b), "b's session, sent to a")
+        -- Opened, a session's tenant must be one an edge writes: a
+        -- lowercase UUID.
         for _, tenant in ipairs({ "tenant-a",
                                   "0000000A-0000-0000-0000-00000000000B",
                                   TENANT .. "0" }) do
-            local res = push(mark.sign(TOKEN, tenant, "POST", PATH, #body))
+            local res = push(mark.headers(TOKEN, a, tenant))
             assert.equals(401, res.status, tenant)
             assert.equals("the forward mark's tenant must be a lowercase UUID",
                           res.json.error)
         end
         assert.equals(404, a:depth("forged").status)
-        -- Signed for this request, the mark stands for identity, grant and
-        -- rate.
-        local res = push(mark.sign(TOKEN, TENANT, "POST", PATH, #body))
-        assert.is_true(res.status == 201 or (res.status == 503
-                       and res.json.code == "owner_moved"), res.body)
+        -- A session opens its connection for the member: the mark stands
+        -- for identity, grant and rate there, request after request.
+        local session = mark.session(TOKEN, HERE)
+        local c = a:connect()
+        local first = c:request("POST", PATH, body,
+                                mark.headers(TOKEN, a, TENANT,
+                                             { session = session }))
+        assert.is_true(first.status == 201 or (first.status == 503
+                       and first.json.code == "owner_moved"), first.body)
+        local again = c:request("POST", PATH, body,
+                                { Host = HERE, ["X-Queen-Forward"] = TENANT })
+        assert.equals(first.status, again.status, again.body)
+        c:close()
+        -- Read off the wire, the same session opens nothing again.
+        refused(push(mark.headers(TOKEN, a, TENANT, { session = session })),
+                "a session replayed")
     end)
 
     it("refuses any mark at a broker without a cell token", function()
         local a = daemon.start()
         finally(function() a:stop() end)
         local body = '{"queue":"q","messages":[{"payload":1}]}'
-        local res = a:request("POST", "/api/v1/ephemeral/push", body,
-                              { ["Content-Type"] = "application/json",
-                                ["X-Queen-Forward"] = mark.sign(TOKEN, TENANT,
-                                    "POST", "/api/v1/ephemeral/push", #body) })
+        local h = mark.headers(TOKEN, a, TENANT)
+        h["Content-Type"] = "application/json"
+        local res = a:request("POST", "/api/v1/ephemeral/push", body, h)
         assert.equals(401, res.status)
         assert.equals("unauthorized", res.json.code)
     end)
@@ -197,10 +212,9 @@ describe("the relay", function()
         assert.truthy(part)
         local body = '{"queue":"moved","partition":"' .. part
                      .. '","messages":[{"payload":1}]}'
-        local res = a:request("POST", "/api/v1/ephemeral/push", body,
-                              { ["Content-Type"] = "application/json",
-                                ["X-Queen-Forward"] = mark.sign(TOKEN, TENANT,
-                                    "POST", "/api/v1/ephemeral/push", #body) })
+        local h = mark.headers(TOKEN, a, TENANT)
+        h["Content-Type"] = "application/json"
+        local res = a:request("POST", "/api/v1/ephemeral/push", body, h)
         assert.equals(503, res.status, res.body)
         assert.equals("owner_moved", res.json.code)
         assert.equals("1", res.headers["retry-after"])
