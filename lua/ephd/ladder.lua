@@ -58,14 +58,14 @@ local mark_tenant = ffi.new("ephd_slice_t")
 -- ladder. Trusted, it stands for identity, grant and rate, all charged at
 -- the edge; untrusted, it is a credential this broker does not know, so
 -- unauthorized (401), whatever else the request carries: nobody skips the
--- ladder without the token.
+-- ladder without the token. The tenant it carries, or nil, why, code.
 local function forwarded(ctx)
     local rc = C.ephd_ffi_forward_tenant(ctx.req, mark_tenant)
     if rc == C.EPHD_E_REFUSED then
-        return "the forward mark is not signed with this cell's token for "
-               .. "this request, or has expired", nil, "unauthorized"
+        return nil, "the forward mark is not signed with this cell's token "
+                    .. "for this request, or has expired", "unauthorized"
     elseif rc ~= C.EPHD_OK then
-        return "the forward mark's tenant must be a lowercase UUID", nil,
+        return nil, "the forward mark's tenant must be a lowercase UUID",
                "unauthorized"
     end
     -- What a member sends marked: a routed verb (core/cell/routing.h), an
@@ -74,10 +74,9 @@ local function forwarded(ctx)
     -- is refused.
     local route, handler = ctx.route, ctx.handler
     if not (handler.routed or handler.members_send) then
-        return route.name .. " is never relayed", nil, "forbidden"
+        return nil, route.name .. " is never relayed", "forbidden"
     end
-    ctx.tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
-    ctx.level = route.level
+    return ffi_string(mark_tenant.ptr, mark_tenant.len)
 end
 
 -- What a hook's request holds, read from C's request.
@@ -108,11 +107,12 @@ function _M.budget(refusals)
     error("no rung for refusal bits " .. tostring(refusals))
 end
 
--- ctx.code and ctx.rung say what the live policy answered, for a shadow
--- policy to be compared with (ephd.shadow); only a refusal writes them.
+-- ctx.refused says what the live policy answered, for a shadow policy to
+-- be compared with (ephd.shadow); only a refusal writes it.
 local function refused(ctx, code, message, headers, rung)
-    ctx.code, ctx.rung = code, rung
-    if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
+    local r, d = ctx.refused, ctx.decided
+    r.code, r.rung = code, rung
+    if d.taken then rate.refund(d.tenant, d.taken) end
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
 
@@ -121,7 +121,9 @@ end
 local cell_size = C.ephd_ffi_cell_size()
 
 -- After every rung has passed: the handler's commit, whose budget bits
--- answer by the outermost rung holding one. A routed verb in a cell, or a
+-- answer by the outermost rung holding one; or its own refusal, a code
+-- and message it returns after them (a depth's unknown queue, a
+-- declaration without a database). A routed verb in a cell, or a
 -- member's relay, asks first where it is served (core/cell/routing.h):
 -- decided once, here, for every verb, and answered by C when it is not
 -- this broker (relayed, or owner_moved), so no commit knows of the cell.
@@ -129,19 +131,21 @@ local function committed(ctx)
     local handler = ctx.handler
     local verb = handler.routed
     if verb and (cell_size[0] > 1 or ctx.forwarded) then
-        local tenant = ctx.tenant
+        local d = ctx.decided
+        local tenant = d.tenant
         if C.ephd_ffi_cell_route(ctx.req, verb, tenant, #tenant,
-                                 ctx.taken or 0) ~= C.EPHD_OK then
+                                 d.taken or 0) ~= C.EPHD_OK then
             return
         end
     end
-    local refusals = handler.commit(ctx)
+    local refusals, code, message = handler.commit(ctx)
     if refusals and refusals ~= 0 then
         local rung = _M.budget(refusals)
-        local message = rungs.budget_message(rung, refusals, BIT,
-                                             ctx.limits)
+        message = rungs.budget_message(rung, refusals, BIT,
+                                       ctx.decided.limits)
         return refused(ctx, rung.code, message, rung.headers, "commit")
     end
+    if code then return refused(ctx, code, message, nil, "commit") end
 end
 
 -- With QUEEN_EPHEMERAL_LOG_REQUESTS on, each decision is logged

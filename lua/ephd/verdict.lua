@@ -10,6 +10,7 @@
 -- forward mark, the engine's budgets at commit) are the same for any
 -- policy; ephd.shadow answers them as the live ladder did. In place of
 -- the engine's commit it estimates the tenant's bytes, from its footprint.
+local context = require("ephd.context")
 local contract = require("ephd.contract")
 local grants = require("ephd.grants")
 local limits = require("ephd.limits")
@@ -67,14 +68,15 @@ local QUOTA = rungs.RUNG.ephemeral_quota_exceeded
 -- engine's rule is monotone in it, and its footprint may end a little
 -- over (a slot array's growth is charged after the check, core/engine.c).
 local function within_budget(env, ctx)
-    local counters, l = env.counters, ctx.limits
-    if not counters or not ctx.bytes or not l or l.max_bytes == 0 then
+    local counters, d = env.counters, ctx.decided
+    local l, bytes = d.limits, ctx.parsed.bytes
+    if not counters or not bytes or not l or l.max_bytes == 0 then
         return
     end
     local fits = ctx.req.fits
     if fits and fits ~= 0 and l.max_bytes >= fits then return end
-    local held = counters(ctx.tenant)
-    if held and held.bytes + ctx.bytes > l.max_bytes then
+    local held = counters(d.tenant)
+    if held and held.bytes + bytes > l.max_bytes then
         return QUOTA.prefix .. QUOTA.which.TENANT_BYTES(l, ", estimated")
     end
 end
@@ -85,8 +87,14 @@ Judge.__index = Judge
 -- p: what ephd.policy.load returns; env: see docs (grant, require_grant,
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
+    -- Its request context (ephd.context), made once and refilled by
+    -- decide: the rungs write ctx.decided as they do live; decide stands
+    -- for the dispatcher and the handler's parse, from what it is asked
+    -- about.
+    local ctx = context.new()
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
-                                holder = { active = p }, ctx = nil }, Judge)
+                                holder = { active = p }, ctx = ctx,
+                                owed = false }, Judge)
     local hook_call = env.call or plain_call
     -- Calls a hook p defines; raises when it raised or ran out of budget.
     -- A request that comes with its identity (replay's: credentials are
@@ -127,17 +135,20 @@ function _M.new(p, env)
         require_grant = env.require_grant,
         limits = self.limits.get, take = self.rate.take,
         clock = function() return self.now_ms end,
-    }, function(ctx, code, message, _, rung)
-        if ctx.taken then refund(ctx.tenant, ctx.taken) end
-        ctx.taken = false
+    }, function(c, code, message, _, rung)
+        local d = c.decided
+        if d.taken then refund(d.tenant, d.taken) end
         return code, rung, message
-    end, function(ctx)
-        local message = within_budget(env, ctx)
+    end, function(c)
+        local message = within_budget(env, c)
+        local d = c.decided
         if message then
-            refund(ctx.tenant, ctx.taken or 0)
-            ctx.taken = false
+            refund(d.tenant, d.taken or 0)
             return "ephemeral_quota_exceeded", "budget", message
         end
+        -- Passed: what it took is owed back should the live ladder have
+        -- refused after the policy's rungs (undo).
+        self.owed = d.taken
     end, p.hooks)
     return self
 end
@@ -154,14 +165,16 @@ function Judge:decide(request, now_ms)
     local row = ROUTE[request.route]
     if not row then error("ephd.verdict: no route " .. tostring(request.route)) end
     self.now_ms = now_ms
-    local ctx = {
-        req = request, route = row, family = row.class == "family",
-        forwarded = false, request = false, tenant = false, level = false,
-        limits = false, taken = false, queue = request.queue,
-        partition = request.partition, group = request.group,
-        messages = request.messages, bytes = request.bytes,
-    }
-    self.ctx = ctx
+    self.owed = false
+    local ctx = self.ctx
+    ctx.req, ctx.route, ctx.family = request, row, row.class == "family"
+    local d, p = ctx.decided, ctx.parsed
+    d.request, d.tenant, d.level, d.limits, d.taken = false, false, false,
+                                                      false, false
+    p.queue, p.partition, p.group = request.queue or false,
+                                    request.partition or false,
+                                    request.group or false
+    p.messages, p.bytes = request.messages or false, request.bytes or false
     return self.run(ctx)
 end
 
@@ -169,10 +182,9 @@ end
 -- request it passed was refused after the policy's rungs (by its shape or
 -- the engine), as the live ladder refunds.
 function Judge:undo()
-    local ctx = self.ctx
-    if ctx and ctx.taken then
-        self.rate.refund(ctx.tenant, ctx.taken)
-        ctx.taken = false
+    if self.owed then
+        self.rate.refund(self.ctx.decided.tenant, self.owed)
+        self.owed = false
     end
 end
 

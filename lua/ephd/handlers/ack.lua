@@ -33,11 +33,13 @@ function _M.parse(ctx)
     end
     if not ok then return err end
     -- What admit sees.
-    ctx.queue, ctx.group = queue, group ~= "" and group or false
+    local p = ctx.parsed
+    p.queue, p.group = queue, group ~= "" and group or false
 end
 
 function _M.commit(ctx)
-    C.ephd_ffi_ack_commit(ctx.req, ctx.tenant, #ctx.tenant)
+    local tenant = ctx.decided.tenant
+    C.ephd_ffi_ack_commit(ctx.req, tenant, #tenant)
     return 0
 end
 

@@ -5,7 +5,6 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 local body = require("ephd.body")
 local options = require("ephd.options")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -30,18 +29,18 @@ function _M.parse(ctx)
         ffi.string(req.body.ptr, req.body.len), "options"))
     if not opts then return err end
     options.in_force(opts, config, ctx.req.op.options)
-    ctx.queue = queue
+    ctx.parsed.queue = queue
 end
 
 function _M.commit(ctx)
-    local tenant, queue = ctx.tenant, ctx.queue
+    local d = ctx.decided
+    local tenant, queue = d.tenant, ctx.parsed.queue
     local rc = C.ephd_ffi_configure(ctx.req, tenant, #tenant, queue, #queue,
-                                ctx.limits.c)
+                                d.limits.c)
     if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then
-        reply.refuse_commit(ctx, "ephemeral_unavailable",
-                        "no database connection is available for a "
-                        .. "declaration write")
+        return 0, "ephemeral_unavailable", "no database connection is "
+                  .. "available for a declaration write"
     end
     return 0
 end

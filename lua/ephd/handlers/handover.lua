@@ -26,8 +26,9 @@ end
 
 -- The commit answers its own 200.
 function _M.commit(ctx)
-    local rc = C.ephd_ffi_transfer_commit(ctx.req, ctx.tenant, #ctx.tenant,
-                                          ctx.limits.c)
+    local d = ctx.decided
+    local rc = C.ephd_ffi_transfer_commit(ctx.req, d.tenant, #d.tenant,
+                                          d.limits.c)
     if rc ~= C.EPHD_OK then return ctx.req.op.refusals end
     return 0
 end

@@ -14,7 +14,8 @@ local _M = {}
 _M.family = {
     parse = function() end,
     commit = function(ctx)
-        C.ephd_ffi_queues(ctx.req, ctx.tenant, #ctx.tenant)
+        local tenant = ctx.decided.tenant
+        C.ephd_ffi_queues(ctx.req, tenant, #tenant)
         return 0
     end,
 }
@@ -36,10 +37,11 @@ _M.system = {
         if q.tenant and not tenancy.valid(q.tenant) then
             return "tenant must be a UUID"
         end
-        ctx.param = q.tenant and q.tenant:lower() or ctx.tenant
+        ctx.parsed.args = q.tenant and q.tenant:lower() or ctx.decided.tenant
     end,
     commit = function(ctx)
-        C.ephd_ffi_queues(ctx.req, ctx.param, #ctx.param)
+        local tenant = ctx.parsed.args
+        C.ephd_ffi_queues(ctx.req, tenant, #tenant)
         return 0
     end,
 }
