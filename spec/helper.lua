@@ -130,20 +130,18 @@ function helper.route(name)
     error("no route " .. name)
 end
 
--- A request context (ephd.context) as the ladder hands it to a handler:
--- past the rungs, for `tenant`, with no limits unless given; `anchor`
--- keeps the request's strings alive.
+-- A request context as the ladder hands it to a handler: past the rungs,
+-- for `tenant`, with no limits unless given.
 function helper.ctx(t, tenant, limits)
     declare()
-    local ctx = require("ephd.context").new()
     local req, anchor = helper.request(t)
-    ctx.req, ctx.anchor, ctx.param, ctx.family = req, anchor, t.param or false,
-                                                 true
-    local d = ctx.decided
-    d.tenant = tenant or "00000000-0000-0000-0000-000000000001"
-    d.limits = { rate = 0, burst = 1,
-                 c = ffi.new("ephd_tenant_limits_t", limits or {}) }
-    return ctx
+    return {
+        req = req, anchor = anchor, param = t.param,
+        family = true,
+        tenant = tenant or "00000000-0000-0000-0000-000000000001",
+        limits = { rate = 0, burst = 1,
+                   c = ffi.new("ephd_tenant_limits_t", limits or {}) },
+    }
 end
 
 -- A spy for ephd_ffi_respond: records every answer written.

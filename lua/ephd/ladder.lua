@@ -107,12 +107,11 @@ function _M.budget(refusals)
     error("no rung for refusal bits " .. tostring(refusals))
 end
 
--- ctx.refused says what the live policy answered, for a shadow policy to
--- be compared with (ephd.shadow); only a refusal writes it.
+-- ctx.code and ctx.rung say what the live policy answered, for a shadow
+-- policy to be compared with (ephd.shadow); only a refusal writes them.
 local function refused(ctx, code, message, headers, rung)
-    local r, d = ctx.refused, ctx.decided
-    r.code, r.rung = code, rung
-    if d.taken then rate.refund(d.tenant, d.taken) end
+    ctx.code, ctx.rung = code, rung
+    if ctx.taken then rate.refund(ctx.tenant, ctx.taken) end
     return reply.refuse(ctx.req, code, message, nil, headers)
 end
 
@@ -131,18 +130,16 @@ local function committed(ctx)
     local handler = ctx.handler
     local verb = handler.routed
     if verb and (cell_size[0] > 1 or ctx.forwarded) then
-        local d = ctx.decided
-        local tenant = d.tenant
+        local tenant = ctx.tenant
         if C.ephd_ffi_cell_route(ctx.req, verb, tenant, #tenant,
-                                 d.taken or 0) ~= C.EPHD_OK then
+                                 ctx.taken or 0) ~= C.EPHD_OK then
             return
         end
     end
     local refusals, code, message = handler.commit(ctx)
     if refusals and refusals ~= 0 then
         local rung = _M.budget(refusals)
-        message = rungs.budget_message(rung, refusals, BIT,
-                                       ctx.decided.limits)
+        message = rungs.budget_message(rung, refusals, BIT, ctx.limits)
         return refused(ctx, rung.code, message, rung.headers, "commit")
     end
     if code then return refused(ctx, code, message, nil, "commit") end

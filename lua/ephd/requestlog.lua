@@ -24,7 +24,7 @@ _M.requests = core.config.log_requests ~= 0
 
 -- The request being dispatched: ephd.dispatch hands its one context over
 -- once (its tenant is false until the identity rung established one).
-local current = { decided = {} }
+local current = {}
 
 function _M.context(ctx)
     current = ctx
@@ -60,11 +60,12 @@ end
 -- that is its handler's commit (every rung passed) or the refusal of the
 -- rung named `rung`.
 function _M.decided(ctx, committing, rung)
-    local req, route, d, p = ctx.req, ctx.route, ctx.decided, ctx.parsed
-    local queue, partition = p.queue or nil, p.partition or nil
+    local req = ctx.req
+    local route = ctx.route
+    local queue, partition = ctx.queue or nil, ctx.partition or nil
     if not queue then
         queue, partition = scanned(ctx, committing
-                                         or (p.messages and rung ~= "shape"))
+                                         or (ctx.messages and rung ~= "shape"))
     end
     line = {
         route = route.name,
@@ -73,15 +74,15 @@ function _M.decided(ctx, committing, rung)
         -- The tenant as read before any hook (the header, or the
         -- default); nothing when the header was no tenant id. A relayed
         -- request's is the one the edge established.
-        tenant = ctx.forwarded and (d.tenant or nil)
+        tenant = ctx.forwarded and (ctx.tenant or nil)
                  or (tenancy.tenant(req)),
         -- Who the identity rung established, and its access level (not
         -- `level`, which is the line's own).
-        identity = d.tenant or nil,
-        access = d.level or nil,
+        identity = ctx.tenant or nil,
+        access = ctx.level or nil,
         forwarded = ctx.forwarded or nil,
-        queue = queue, partition = partition, group = p.group or nil,
-        messages = p.messages or nil, bytes = p.bytes or nil,
+        queue = queue, partition = partition, group = ctx.group or nil,
+        messages = ctx.messages or nil, bytes = ctx.bytes or nil,
         -- Which rung refused, if one does: the commit's budgets (or its
         -- handler's own refusal), or the rung ephd.ladder names.
         rung = committing and "commit" or nil,
@@ -94,7 +95,7 @@ function _M.refused(code, status, message)
     if _M.refusals then
         local route = current.route
         log.info("refused", {
-            tenant = current.decided.tenant or nil,
+            tenant = current.tenant or nil,
             route = route and route.name or nil,
             status = status, code = code, error = message,
         })
@@ -108,7 +109,7 @@ function _M.done(ctx)
     if not line.code then
         line.code, line.rung = "pass", nil
     elseif not line.rung then
-        line.rung = ctx.refused.rung or nil
+        line.rung = ctx.rung or nil
     end
     log.line("request", log.ordered(KEYS, line))
     line = nil

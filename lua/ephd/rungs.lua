@@ -35,12 +35,11 @@
 --   forwarded(ctx)    the tenant a member's forward mark carries, or nil,
 --                 why, code
 --   not_json(req) a POST's body that is not JSON, or nil
--- A request is a context of ephd.dispatch's layout (PARTS there): its own
--- fields route (its row), family, req (what tenant, seen, foreign and
--- not_json read), forwarded and handler (its parse, when the shape rung
--- runs); ctx.parsed, once parsed, queue, partition, group, messages,
--- bytes. The rungs write ctx.decided alone: request, tenant, level,
--- limits and taken.
+-- A request is a context (ephd.context): the router's route (its row),
+-- family, req (what tenant, seen, foreign and not_json read), forwarded
+-- and handler (its parse, when the shape rung runs), and, once parsed,
+-- the handler's queue, partition, group, messages, bytes. The rungs write
+-- their part alone: request, tenant, level, limits and taken.
 local access = require("ephd.access")
 local contract = require("ephd.contract")
 local rate = require("ephd.rate")
@@ -166,11 +165,10 @@ local function checks(st)
     -- a table of its own per request, since a hook may keep it, and none
     -- at all while the policy defines neither paused nor authenticate.
     local function hook_request(ctx)
-        local d = ctx.decided
-        local request = d.request
+        local request = ctx.request
         if not request then
             request = contract.request(ctx.route.name, seen(ctx.req))
-            d.request = request
+            ctx.request = request
         end
         return request
     end
@@ -206,11 +204,10 @@ local function checks(st)
             local why = foreign(ctx.req)
             if why then return why, nil, "forbidden" end
         end
-        local d = ctx.decided
         if ctx.forwarded then
             local tenant, why, code = forwarded(ctx)
             if not tenant then return why, nil, code end
-            d.tenant, d.level = tenant, ctx.route.level
+            ctx.tenant, ctx.level = tenant, ctx.route.level
             return
         end
         local tenant, why = tenant_of(ctx.req)
@@ -233,8 +230,8 @@ local function checks(st)
         end
         -- Established before the level is checked, so a refusal for the
         -- level names who was refused (ephd.requestlog).
-        d.tenant = tenant
-        d.level = level
+        ctx.tenant = tenant
+        ctx.level = level
         local route = ctx.route
         if not allows(level, route.level) then
             return _M.no_access(route, level), nil, "forbidden"
@@ -246,11 +243,10 @@ local function checks(st)
     -- was admitted at its edge.
     function c.admit(ctx)
         if not ctx.family or ctx.forwarded then return end
-        local d, p = ctx.decided, ctx.parsed
         local ok, code, message, after = call("admit", admission(
-            ctx.route.name, d.tenant, d.level, p.queue or nil,
-            p.partition or nil, p.group or nil, p.messages or nil,
-            p.bytes or nil))
+            ctx.route.name, ctx.tenant, ctx.level, ctx.queue or nil,
+            ctx.partition or nil, ctx.group or nil, ctx.messages or nil,
+            ctx.bytes or nil))
         if not ok then return HOOK_FAILED, nil, "ephemeral_unavailable" end
         local bad = check.admit(code, message, after)
         if bad then return failed("admit", bad) end
@@ -262,7 +258,7 @@ local function checks(st)
 
     function c.grant(ctx)
         if ctx.family and not ctx.forwarded
-           and gated(ctx.decided.tenant, require_grant) then
+           and gated(ctx.tenant, require_grant) then
             return _M.NOT_GRANTED
         end
     end
@@ -284,29 +280,28 @@ local function checks(st)
     -- tenant ids are the client's to choose.
     function c.rate(ctx)
         if not ctx.family then return end
-        local d, p = ctx.decided, ctx.parsed
-        local tenant = d.tenant
-        local l = limits(tenant)
+        local l = limits(ctx.tenant)
         if not l then return HOOK_FAILED, nil, "ephemeral_unavailable" end
-        d.limits = l
-        local cost = p.messages
+        ctx.limits = l
+        local cost = ctx.messages
         if not cost or ctx.forwarded then return end
         if not holder.active.messages_cost then
             local ok
-            ok, cost = call("cost", push(tenant, p.queue or nil,
-                                         p.partition or nil, cost, p.bytes))
+            ok, cost = call("cost", push(ctx.tenant, ctx.queue or nil,
+                                         ctx.partition or nil, cost,
+                                         ctx.bytes))
             if not ok then
                 return HOOK_FAILED, nil, "ephemeral_unavailable"
             end
             local bad = check.cost(cost)
             if bad then return failed("cost", bad) end
         end
-        local taken, wait = take(tenant, cost, l.rate, l.burst,
+        local taken, wait = take(ctx.tenant, cost, l.rate, l.burst,
                                  tonumber(clock()))
         if not taken then
             return over_rate(l.rate, cost, l.burst), retry_after(wait)
         end
-        d.taken = cost
+        ctx.taken = cost
     end
 
     return c

@@ -192,8 +192,7 @@ local OUTER_THAN_BUDGET = { rate_limited = true, queue_full = true }
 -- (a route's method, but for a GET route's HEAD, and the path of a route
 -- without a parameter are its row's: no string made per request).
 local function request_of(ctx)
-    local req, seen, route = ctx.req, ctx.decided.request, ctx.route
-    local p = ctx.parsed
+    local req, seen, route = ctx.req, ctx.request, ctx.route
     return {
         route = route.name,
         method = seen and seen.method
@@ -206,23 +205,22 @@ local function request_of(ctx)
                         or ffi_string(req.authorization.ptr,
                                       req.authorization.len),
         tenant = tenancy.tenant(req),
-        messages = p.messages or nil, bytes = p.bytes or nil,
-        queue = p.queue or nil, partition = p.partition or nil,
-        group = p.group or nil,
+        messages = ctx.messages or nil, bytes = ctx.bytes or nil,
+        queue = ctx.queue or nil, partition = ctx.partition or nil,
+        group = ctx.group or nil,
     }
 end
 
--- Judges ctx, which the live ladder decided (ctx.refused's code and
--- rung: what it refused with and where, false when it passed), with
--- shadow s, if it is on a route s judges. A request relayed by a member of the cell was
+-- Judges ctx, which the live ladder decided (ctx.code and ctx.rung: what
+-- it refused with and where, false when it passed), with shadow s, if it
+-- is on a route s judges. A request relayed by a member of the cell was
 -- judged at its edge and is not judged again.
 function _M.observe(ctx, s)
     if s.state ~= "running" or ctx.forwarded
        or not (ctx.family or s.all_routes) then
         return
     end
-    local live, at = ctx.refused.code or "pass", ctx.refused.rung
-    local d = ctx.decided
+    local live, at = ctx.code or "pass", ctx.rung
     local shadow, rung
     local r
     if at == "authenticate" and browser.foreign(ctx.req) then
@@ -238,7 +236,7 @@ function _M.observe(ctx, s)
             r.messages, r.bytes = nil, nil
         end
         if live == "pass" and r.bytes then
-            served, r.fits = r.bytes, d.limits and d.limits.max_bytes
+            served, r.fits = r.bytes, ctx.limits and ctx.limits.max_bytes
         else
             served = 0
         end
@@ -265,7 +263,7 @@ function _M.observe(ctx, s)
     end
     if live ~= shadow and not rung then rung = "live:" .. at end
     record(s, live, shadow, rung, ctx.route.name,
-           d.tenant or (r and r.tenant) or nil)
+           ctx.tenant or (r and r.tenant) or nil)
 end
 
 -- GET /api/v1/system/policy/shadow's body.

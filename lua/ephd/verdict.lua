@@ -68,15 +68,14 @@ local QUOTA = rungs.RUNG.ephemeral_quota_exceeded
 -- engine's rule is monotone in it, and its footprint may end a little
 -- over (a slot array's growth is charged after the check, core/engine.c).
 local function within_budget(env, ctx)
-    local counters, d = env.counters, ctx.decided
-    local l, bytes = d.limits, ctx.parsed.bytes
-    if not counters or not bytes or not l or l.max_bytes == 0 then
+    local counters, l = env.counters, ctx.limits
+    if not counters or not ctx.bytes or not l or l.max_bytes == 0 then
         return
     end
     local fits = ctx.req.fits
     if fits and fits ~= 0 and l.max_bytes >= fits then return end
-    local held = counters(d.tenant)
-    if held and held.bytes + bytes > l.max_bytes then
+    local held = counters(ctx.tenant)
+    if held and held.bytes + ctx.bytes > l.max_bytes then
         return QUOTA.prefix .. QUOTA.which.TENANT_BYTES(l, ", estimated")
     end
 end
@@ -88,12 +87,11 @@ Judge.__index = Judge
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
     -- Its request context (ephd.context), made once and refilled by
-    -- decide: the rungs write ctx.decided as they do live; decide stands
-    -- for the dispatcher and the handler's parse, from what it is asked
-    -- about.
-    local ctx = context.new()
+    -- decide, which stands for the dispatcher and the handler's parse; the
+    -- rungs write their part as they do live. owed: the tokens a decision
+    -- that passed took, until the next (undo gives them back).
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
-                                holder = { active = p }, ctx = ctx,
+                                holder = { active = p }, ctx = context.new(),
                                 owed = false }, Judge)
     local hook_call = env.call or plain_call
     -- Calls a hook p defines; raises when it raised or ran out of budget.
@@ -135,20 +133,16 @@ function _M.new(p, env)
         require_grant = env.require_grant,
         limits = self.limits.get, take = self.rate.take,
         clock = function() return self.now_ms end,
-    }, function(c, code, message, _, rung)
-        local d = c.decided
-        if d.taken then refund(d.tenant, d.taken) end
+    }, function(ctx, code, message, _, rung)
+        if ctx.taken then refund(ctx.tenant, ctx.taken) end
         return code, rung, message
-    end, function(c)
-        local message = within_budget(env, c)
-        local d = c.decided
+    end, function(ctx)
+        local message = within_budget(env, ctx)
         if message then
-            refund(d.tenant, d.taken or 0)
+            refund(ctx.tenant, ctx.taken or 0)
             return "ephemeral_quota_exceeded", "budget", message
         end
-        -- Passed: what it took is owed back should the live ladder have
-        -- refused after the policy's rungs (undo).
-        self.owed = d.taken
+        self.owed = ctx.taken
     end, p.hooks)
     return self
 end
@@ -164,17 +158,15 @@ end
 function Judge:decide(request, now_ms)
     local row = ROUTE[request.route]
     if not row then error("ephd.verdict: no route " .. tostring(request.route)) end
-    self.now_ms = now_ms
-    self.owed = false
+    self.now_ms, self.owed = now_ms, false
     local ctx = self.ctx
     ctx.req, ctx.route, ctx.family = request, row, row.class == "family"
-    local d, p = ctx.decided, ctx.parsed
-    d.request, d.tenant, d.level, d.limits, d.taken = false, false, false,
-                                                      false, false
-    p.queue, p.partition, p.group = request.queue or false,
-                                    request.partition or false,
-                                    request.group or false
-    p.messages, p.bytes = request.messages or false, request.bytes or false
+    ctx.request, ctx.tenant, ctx.level, ctx.limits, ctx.taken = false, false,
+                                                  false, false, false
+    ctx.queue, ctx.partition = request.queue or false,
+                               request.partition or false
+    ctx.group, ctx.messages = request.group or false, request.messages or false
+    ctx.bytes = request.bytes or false
     return self.run(ctx)
 end
 
@@ -183,7 +175,7 @@ end
 -- the engine), as the live ladder refunds.
 function Judge:undo()
     if self.owed then
-        self.rate.refund(self.ctx.decided.tenant, self.owed)
+        self.rate.refund(self.ctx.tenant, self.owed)
         self.owed = false
     end
 end

@@ -79,32 +79,34 @@ local function run(b, t)
         method = route.method, path = route.path, tenant = t.tenant,
         authorization = t.auth })
     local C = b.C
-    local ctx = require("ephd.context").new()
-    ctx.req, ctx.anchor, ctx.route = req, anchor, route
-    ctx.family = route.class == "family"
-    ctx.handler = {
-        parse = function(c)
-            local p = c.parsed
-            if route.name == "push" then
-                p.queue, p.partition = t.queue or "q", "Default"
-                p.messages, p.bytes = t.messages or 1, t.bytes or 10
-            elseif route.name == "pop" then
-                p.queue, p.group = t.queue or "q", t.group or false
-            end
-            return t.shape
-        end,
-        commit = function(c)
-            if t.full then return C.EPHD_REFUSE_QUEUE_FULL end
-            local bytes, d = c.parsed.bytes, c.decided
-            if not bytes then return 0 end
-            local held = b.held[d.tenant] or 0
-            local max = d.limits and d.limits.max_bytes or 0
-            if max > 0 and held + bytes > max then
-                return C.EPHD_REFUSE_TENANT_BYTES
-            end
-            b.held[d.tenant] = held + bytes
-            return 0
-        end,
+    local ctx = {
+        req = req, anchor = anchor, route = route,
+        family = route.class == "family", request = false, tenant = false,
+        level = false, limits = false, taken = false, queue = false,
+        partition = false, messages = false, bytes = false, forwarded = false,
+        code = false, rung = false,
+        handler = {
+            parse = function(c)
+                if route.name == "push" then
+                    c.queue, c.partition = t.queue or "q", "Default"
+                    c.messages, c.bytes = t.messages or 1, t.bytes or 10
+                elseif route.name == "pop" then
+                    c.queue, c.group = t.queue or "q", t.group or false
+                end
+                return t.shape
+            end,
+            commit = function(c)
+                if t.full then return C.EPHD_REFUSE_QUEUE_FULL end
+                if not c.bytes then return 0 end
+                local held = b.held[c.tenant] or 0
+                local max = c.limits and c.limits.max_bytes or 0
+                if max > 0 and held + c.bytes > max then
+                    return C.EPHD_REFUSE_TENANT_BYTES
+                end
+                b.held[c.tenant] = held + c.bytes
+                return 0
+            end,
+        },
     }
     local before = #b.answers
     b.ladder.run(ctx)

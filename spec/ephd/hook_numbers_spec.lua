@@ -32,19 +32,19 @@ describe("numbers from hooks", function()
     local function push()
         local req, anchor = helper.request({})
         local committed = false
-        local ctx = require("ephd.context").new()
-        ctx.req, ctx.anchor, ctx.route = req, anchor, helper.route("push")
-        ctx.family = true
-        ctx.handler = {
-            parse = function(c)
-                c.parsed.messages, c.parsed.bytes = 1, 1
-            end,
-            commit = function()
-                committed = true
-                return 0
-            end,
-        }
-        ladder.run(ctx)
+        ladder.run({
+            req = req, anchor = anchor, route = helper.route("push"),
+            family = true,
+            handler = {
+                parse = function(ctx)
+                    ctx.messages, ctx.bytes = 1, 1
+                end,
+                commit = function()
+                    committed = true
+                    return 0
+                end,
+            },
+        })
         local a = answers[#answers]
         answers[#answers] = nil
         return a and cjson.decode(a.body).code, a, committed

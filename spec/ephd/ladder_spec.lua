@@ -54,22 +54,21 @@ describe("ephd.ladder", function()
         local req, anchor = helper.request({
             authorization = t.authorization or "" })
         local committed = false
-        local ctx = require("ephd.context").new()
-        ctx.req, ctx.anchor, ctx.route = req, anchor, helper.route("push")
-        ctx.family = true
-        ctx.handler = {
-            parse = function(c)
-                local p = c.parsed
-                p.queue, p.partition = t.queue or "q", "Default"
-                p.messages, p.bytes = t.messages or 1, 1
-                return t.shape
-            end,
-            commit = function()
-                committed = true
-                return t.bits or 0
-            end,
-        }
-        ladder.run(ctx)
+        ladder.run({
+            req = req, anchor = anchor, route = helper.route("push"),
+            family = true,
+            handler = {
+                parse = function(ctx)
+                    ctx.queue, ctx.partition = t.queue or "q", "Default"
+                    ctx.messages, ctx.bytes = t.messages or 1, 1
+                    return t.shape
+                end,
+                commit = function()
+                    committed = true
+                    return t.bits or 0
+                end,
+            },
+        })
         local a = answers[#answers]
         return a and cjson.decode(a.body).code, a, committed
     end

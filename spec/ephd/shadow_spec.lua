@@ -16,9 +16,9 @@ local function push(tenant, code, rung)
     local ctx = helper.ctx({ method = "POST",
                              path = "/api/v1/ephemeral/push" }, tenant)
     ctx.route = helper.route("push")
-    local p = ctx.parsed
-    p.messages, p.bytes, p.queue = 1, 1, "q"
-    ctx.refused.code, ctx.refused.rung = code or false, rung or false
+    ctx.messages, ctx.bytes, ctx.queue = 1, 1, "q"
+    ctx.request, ctx.forwarded = false, false
+    ctx.code, ctx.rung = code or false, rung or false
     return ctx
 end
 
@@ -119,7 +119,7 @@ describe("ephd.shadow", function()
             .. 'limits = function() return { rate = 1, burst = 1 } end, '
             .. 'cost = function(p) return #p.queue end } }')
         local ctx = push("t1", "ephemeral_bad_request", "shape")
-        ctx.parsed.messages, ctx.parsed.queue = 5, false
+        ctx.messages, ctx.queue = 5, false
         shadow.observe(ctx, s)
         assert.equals("running", s.state)
         assert.equals(1, s.decisions)

@@ -33,13 +33,11 @@ function _M.parse(ctx)
     end
     if not ok then return err end
     -- What admit sees.
-    local p = ctx.parsed
-    p.queue, p.group = queue, group ~= "" and group or false
+    ctx.queue, ctx.group = queue, group ~= "" and group or false
 end
 
 function _M.commit(ctx)
-    local tenant = ctx.decided.tenant
-    C.ephd_ffi_ack_commit(ctx.req, tenant, #tenant)
+    C.ephd_ffi_ack_commit(ctx.req, ctx.tenant, #ctx.tenant)
     return 0
 end
 

@@ -29,14 +29,13 @@ function _M.parse(ctx)
         ffi.string(req.body.ptr, req.body.len), "options"))
     if not opts then return err end
     options.in_force(opts, config, ctx.req.op.options)
-    ctx.parsed.queue = queue
+    ctx.queue = queue
 end
 
 function _M.commit(ctx)
-    local d = ctx.decided
-    local tenant, queue = d.tenant, ctx.parsed.queue
+    local tenant, queue = ctx.tenant, ctx.queue
     local rc = C.ephd_ffi_configure(ctx.req, tenant, #tenant, queue, #queue,
-                                d.limits.c)
+                                ctx.limits.c)
     if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then
         return 0, "ephemeral_unavailable", "no database connection is "

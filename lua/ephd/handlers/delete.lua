@@ -12,12 +12,12 @@ _M.members_send = true
 
 function _M.parse(ctx)
     local queue, err = validate.segment(ctx.param, "queue")
-    ctx.parsed.queue = queue or false
+    ctx.queue = queue or false
     return err
 end
 
 function _M.commit(ctx)
-    local tenant, queue = ctx.decided.tenant, ctx.parsed.queue
+    local tenant, queue = ctx.tenant, ctx.queue
     if C.ephd_ffi_delete(ctx.req, tenant, #tenant, queue, #queue)
             == C.EPHD_E_UNAVAILABLE then
         return 0, "ephemeral_unavailable", "no database connection is "

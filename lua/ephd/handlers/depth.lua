@@ -23,13 +23,11 @@ function _M.parse(ctx)
         group, err = validate.name(group, "group")
         if not group then return err end
     end
-    local p = ctx.parsed
-    p.queue, p.group = queue, group
+    ctx.queue, ctx.group = queue, group
 end
 
 function _M.commit(ctx)
-    local p = ctx.parsed
-    local tenant, queue, group = ctx.decided.tenant, p.queue, p.group
+    local tenant, queue, group = ctx.tenant, ctx.queue, ctx.group
     if C.ephd_ffi_depth(ctx.req, tenant, #tenant, queue, #queue, group,
                     group and #group or 0) == C.EPHD_E_NOT_FOUND then
         return 0, "ephemeral_queue_not_found", "no queue " .. queue

@@ -26,9 +26,8 @@ end
 
 -- The commit answers its own 200.
 function _M.commit(ctx)
-    local d = ctx.decided
-    local rc = C.ephd_ffi_transfer_commit(ctx.req, d.tenant, #d.tenant,
-                                          d.limits.c)
+    local rc = C.ephd_ffi_transfer_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                          ctx.limits.c)
     if rc ~= C.EPHD_OK then return ctx.req.op.refusals end
     return 0
 end

@@ -62,10 +62,10 @@ function _M.parse(ctx)
         notify, err = validate.boolean(q.notify, "notify", false)
     end
     if err then return err end
-    -- The strings stay referenced from ctx.parsed while C reads them (and
-    -- are what admit sees).
-    local p = ctx.parsed
-    p.queue, p.partition, p.group = queue, partition or false, group or false
+    -- The strings stay referenced from ctx while C reads them (and are
+    -- what admit sees).
+    ctx.queue, ctx.partition, ctx.group = queue, partition or false,
+                                          group or false
     local args = ctx.req.op.pop
     args.queue, args.queue_len = queue, #queue
     args.partition, args.partition_len = partition, partition and #partition
@@ -81,14 +81,13 @@ function _M.parse(ctx)
 end
 
 function _M.commit(ctx)
-    local d, op = ctx.decided, ctx.req.op
-    local tenant = d.tenant
+    local tenant, op = ctx.tenant, ctx.req.op
     local args = op.pop
     args.tenant, args.tenant_len = tenant, #tenant
-    args.limits = d.limits.c
+    args.limits = ctx.limits.c
     local rc = C.ephd_ffi_pop(ctx.req)
     if rc == C.EPHD_E_NEW_QUEUE then
-        implicit.fill(ctx.req, tenant, ctx.parsed.queue)
+        implicit.fill(ctx.req, tenant, ctx.queue)
         rc = C.ephd_ffi_pop(ctx.req)
     end
     if rc == C.EPHD_E_REFUSED then return op.refusals end

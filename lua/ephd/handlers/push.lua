@@ -34,13 +34,11 @@ function _M.parse(ctx)
         clean = scan.names_clean ~= 0
     end
     -- What the rate rung takes.
-    local p = ctx.parsed
-    p.messages, p.bytes = messages, bytes
+    ctx.messages, ctx.bytes = messages, bytes
     -- C checked the names as it scanned them, and the default cost needs
     -- none: Lua reads them only to say why C did not pass one, or for a
     -- cost or admit hook, the live policy's or a shadow's (which judges
-    -- after the answer, when the scan is gone: it reads them here, in
-    -- ctx.parsed).
+    -- after the answer, when the scan is gone: it reads them here, in ctx).
     if clean and not hooks.active.reads_names then
         local s = shadow.current
         if not s or not s.p.reads_names then return end
@@ -57,7 +55,7 @@ function _M.parse(ctx)
         partition, err = validate.name(partition, "partition")
         if not partition then return err end
     end
-    p.queue, p.partition = queue, partition
+    ctx.queue, ctx.partition = queue, partition
 end
 
 local function queue_of(op)
@@ -73,13 +71,13 @@ function _M.commit(ctx)
         return 0
     end
     -- EPHD_OK was answered by C.
-    local d = ctx.decided
-    local tenant = d.tenant
-    local rc = C.ephd_ffi_push_commit(ctx.req, tenant, #tenant, d.limits.c)
+    local rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                      ctx.limits.c)
     if rc == C.EPHD_OK then return 0 end
     if rc == C.EPHD_E_NEW_QUEUE then
-        implicit.fill(ctx.req, tenant, queue_of(op))
-        rc = C.ephd_ffi_push_commit(ctx.req, tenant, #tenant, d.limits.c)
+        implicit.fill(ctx.req, ctx.tenant, queue_of(op))
+        rc = C.ephd_ffi_push_commit(ctx.req, ctx.tenant, #ctx.tenant,
+                                    ctx.limits.c)
         if rc == C.EPHD_OK then return 0 end
     end
     return op.refusals

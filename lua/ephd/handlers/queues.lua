@@ -14,8 +14,7 @@ local _M = {}
 _M.family = {
     parse = function() end,
     commit = function(ctx)
-        local tenant = ctx.decided.tenant
-        C.ephd_ffi_queues(ctx.req, tenant, #tenant)
+        C.ephd_ffi_queues(ctx.req, ctx.tenant, #ctx.tenant)
         return 0
     end,
 }
@@ -37,11 +36,10 @@ _M.system = {
         if q.tenant and not tenancy.valid(q.tenant) then
             return "tenant must be a UUID"
         end
-        ctx.parsed.args = q.tenant and q.tenant:lower() or ctx.decided.tenant
+        ctx.args = q.tenant and q.tenant:lower() or ctx.tenant
     end,
     commit = function(ctx)
-        local tenant = ctx.parsed.args
-        C.ephd_ffi_queues(ctx.req, tenant, #tenant)
+        C.ephd_ffi_queues(ctx.req, ctx.args, #ctx.args)
         return 0
     end,
 }

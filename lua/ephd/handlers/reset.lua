@@ -21,14 +21,12 @@ function _M.parse(ctx)
     local obj, err = body.object(ctx.req, FIELDS)
     if not obj then return err end
     if type(obj.queue) ~= "string" then return "queue must be a string" end
-    local queue
-    queue, err = validate.name(obj.queue, "queue")
-    ctx.parsed.queue = queue or false
+    ctx.queue, err = validate.name(obj.queue, "queue")
     return err
 end
 
 function _M.commit(ctx)
-    local tenant, queue = ctx.decided.tenant, ctx.parsed.queue
+    local tenant, queue = ctx.tenant, ctx.queue
     local dropped = C.ephd_ffi_reset(tenant, #tenant, queue, #queue)
     local answer = '{"queue":' .. encode(queue) .. ',"dropped":'
                    .. tostring(tonumber(dropped)) .. '}'

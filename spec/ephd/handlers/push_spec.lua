@@ -44,9 +44,8 @@ describe("ephd.handlers.push", function()
         scanned("q", "room-7", 3, 120)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        local p = ctx.parsed
         assert.same({ "q", "room-7", 3, 120 },
-                    { p.queue, p.partition, p.messages, p.bytes })
+                    { ctx.queue, ctx.partition, ctx.messages, ctx.bytes })
         assert.truthy(keep)
     end)
 
@@ -94,15 +93,15 @@ describe("ephd.handlers.push", function()
         scanned(("q"):rep(513), "p\1", 1, 1, true)
         local ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        assert.equals("p\1", ctx.parsed.partition)
+        assert.equals("p\1", ctx.partition)
         -- The default's cost needs no name: none is read.
         hooks.active.messages_cost = true
         hooks.active.reads_names = false
         ctx = helper.ctx({})
         assert.is_nil(push.parse(ctx))
-        assert.same({ 1, 1 }, { ctx.parsed.messages, ctx.parsed.bytes })
-        assert.is_falsy(ctx.parsed.queue)
-        assert.is_falsy(ctx.parsed.partition)
+        assert.same({ 1, 1 }, { ctx.messages, ctx.bytes })
+        assert.is_falsy(ctx.queue)
+        assert.is_falsy(ctx.partition)
     end)
 
     it("hands the budget bits C reported back to the ladder", function()
