@@ -821,16 +821,34 @@ static void on_told_deadline(uv_timer_t *t) {
     drained();
 }
 
-/* Sends the notice to every member of the view; told_all once each
- * answered or timeout_ms passed. */
+/* Whether a row is told this broker leaves: every member live by its row
+ * and not leaving, ready or not yet. One that joined a moment ago is not
+ * in the view until it answers a probe, while its own view already holds
+ * this broker (it probed it at its boot): untold, it would relay this
+ * broker's partitions here until the row goes, and hear its connections
+ * refused (ephemeral_forward_failed) for the whole hand-over. */
+static int told_of(const row_t *r) {
+  return in_view(r) || (r->live && !r->leaving);
+}
+
+/* Sends the notice to every member live by its row (told_of); told_all
+ * once each answered or timeout_ms passed. */
 static void tell(void) {
   phase = TELLING;
   told_ms = uv_now(loop);
-  ntold = view.count;
+  ntold = 0;
+  for (uint32_t i = 0; i < nrows; i++) ntold += told_of(&rows[i]) != 0;
+  if (ntold == 0) ntold = 1; /* no read yet: this broker alone */
   told = calloc(ntold, sizeof(*told));
   staying = calloc(ntold, 1);
   if (told == NULL || staying == NULL) abort();
-  memcpy(told, view.members, ntold * sizeof(*told));
+  if (nrows == 0) {
+    told[0] = self;
+  } else {
+    /* In the rows' order, by id, as the view's. */
+    for (uint32_t i = 0, n = 0; i < nrows; i++)
+      if (told_of(&rows[i])) told[n++] = rows[i].m;
+  }
   if (token == NULL || ntold < 2) {
     told_all();
     return;
