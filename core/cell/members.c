@@ -58,7 +58,9 @@ static int ever_failed;
 static uint64_t *ignored;
 static uint32_t nignored;
 static int leaving;
-static int going; /* stopping: the leaving notice is sent */
+static int going;      /* stopping: the leaving notice is sent */
+static int read_going; /* the beat out began once going */
+static uint64_t await_ms;
 static void (*on_left)(void);
 static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
                          const ephd_view_t *view);
@@ -71,7 +73,7 @@ static uint32_t ntold, told_out;
 static ephd_member_t *kept;
 static ephd_view_t after;
 static uv_timer_t told_timer;
-static enum { IDLE, AWAITING, TELLING, DRAINING, DONE } phase;
+static enum { IDLE, READING, AWAITING, TELLING, DRAINING, DONE } phase;
 static uint64_t tell_ms, told_ms;
 static void (*on_told)(void);
 
@@ -332,6 +334,8 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
 }
 
 static void tell(void);
+static void read_done(void);
+static void read_answered(void);
 static int promised_pending(void);
 
 /* After the view was made again: its changes logged and told. */
@@ -479,6 +483,7 @@ static void on_beat(void *data, PGresult *res, const char *err) {
       ephd_log("warn", "cell_heartbeat_failed", "reason", err, "msg",
                "keeping the last view of the cell", NULL);
     failing = 1;
+    if (phase == READING) read_done();
     return;
   }
   failing = 0;
@@ -496,6 +501,7 @@ static void on_beat(void *data, PGresult *res, const char *err) {
   ever_read = 1;
   stale = 0;
   taken_over = 1;
+  read_answered();
 }
 
 static void beat(void) {
@@ -523,6 +529,7 @@ static void beat(void) {
     return;
   }
   beating = 1;
+  read_going = going;
   beat_ms = uv_now(loop);
 }
 
@@ -813,7 +820,9 @@ static void on_notice(void *data, int result, const ephd_peer_response_t *res) {
 
 static void on_told_deadline(uv_timer_t *t) {
   (void)t;
-  if (phase == AWAITING)
+  if (phase == READING)
+    read_done();
+  else if (phase == AWAITING)
     tell();
   else if (phase == TELLING)
     told_all();
@@ -903,22 +912,49 @@ static int promised_pending(void) {
   return 0;
 }
 
+/* The read the stop tells from is in (or failed, or took too long). A
+ * member that stopped a moment before this broker was told it stays, and
+ * hands its partitions here: this broker listens on until that member's
+ * row is gone (its hand-over over), then hands them on with its own. */
+static void read_done(void) {
+  uv_timer_stop(&told_timer);
+  if (database && token && promised_pending()) {
+    phase = AWAITING;
+    uv_timer_start(&told_timer, on_told_deadline, await_ms, 0);
+    return;
+  }
+  tell();
+}
+
+/* A beat's answer, or its failure, while the stop reads the rows: one
+ * that began before the stop may not hold a row written since. */
+static void read_answered(void) {
+  if (phase != READING) return;
+  if (read_going)
+    read_done();
+  else
+    beat();
+}
+
 void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
                            void (*done)(void)) {
   going = 1;
   on_told = done;
   tell_ms = timeout_ms;
+  await_ms = wait_ms;
   uv_timer_init(loop, &told_timer);
-  /* A member that stopped a moment before this broker was told it stays,
-   * and hands its partitions here: this broker listens on until that
-   * member's row is gone (its hand-over over), then hands them on with
-   * its own. */
-  if (database && token && promised_pending()) {
-    phase = AWAITING;
-    uv_timer_start(&told_timer, on_told_deadline, wait_ms, 0);
+  /* The rows are read once more, from now on (probes already answer that
+   * this broker stops): a member whose row was written since the last
+   * read has probed this broker ready and routes to it, and is told only
+   * if it is read (told_of). */
+  if (database && token) {
+    phase = READING;
+    uv_timer_start(&told_timer, on_told_deadline, timeout_ms, 0);
+    if (!beating) beat();
+    if (!beating) read_done(); /* the database is away: tell from the view */
     return;
   }
-  tell();
+  read_done();
 }
 
 const ephd_view_t *ephd_members_staying(void) {
