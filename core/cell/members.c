@@ -290,6 +290,11 @@ static ephd_member_t *install(row_t *next, uint32_t n) {
   return rebuild();
 }
 
+const ephd_member_t *ephd_members_live(uint64_t id) {
+  const row_t *r = find_row(id);
+  return r && r->live && !r->leaving && id != self.id ? &r->m : NULL;
+}
+
 static const row_t *row_of(const row_t *list, uint32_t n, uint64_t id) {
   for (uint32_t i = 0; i < n; i++)
     if (list[i].m.id == id) return &list[i];

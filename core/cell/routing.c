@@ -21,7 +21,7 @@ static int to_owner(const ephd_request_t *req, ephd_cell_verb_t verb,
       ephd_placement_owner(view, tenant, tenant_len, queue.ptr, queue.len,
                            partition.ptr, partition.len);
   if (owner == &view->members[view->self]) return EPHD_OK;
-  if (req->forward.len > 0) return ephd_relay_owner_moved(req, verb);
+  if (req->forward.len > 0) return ephd_relay_owner_moved(req, verb, owner);
   return ephd_relay_to(req, verb, owner, park_ms, taken, tenant, tenant_len,
                        queue, partition);
 }
