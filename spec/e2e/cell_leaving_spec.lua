@@ -24,12 +24,19 @@ local function read_request(c)
     return line
 end
 
+local function answer(c, body)
+    c:send("HTTP/1.1 200 OK\r\nContent-Type: application/json"
+           .. "\r\nContent-Length: " .. #body
+           .. "\r\nConnection: close\r\n\r\n" .. body)
+end
+
 -- Stops d while playing the member behind fake: answers its leaving
--- notice (as leaving too, so nothing is handed to it) and says whether
--- one came; probes are answered with a closed connection.
-local function stop_told(d, fake, id)
+-- notice (as leaving too, so nothing is handed to it, unless staying)
+-- and says whether one came, and how many hand-overs it was sent (each
+-- accepted); probes are answered with a closed connection.
+local function stop_told(d, fake, id, staying)
     os.execute("kill -TERM " .. d.pid)
-    local told
+    local told, handed = false, 0
     fake:settimeout(0.05)
     daemon.wait_until("the broker to exit", function()
         local c = fake:accept()
@@ -37,16 +44,17 @@ local function stop_told(d, fake, id)
             local line = read_request(c)
             if line and line:find("^POST /api/v1/ephemeral/leaving ") then
                 told = true
-                local body = '{"id":"' .. id .. '","leaving":true}'
-                c:send("HTTP/1.1 200 OK\r\nContent-Type: application/json"
-                       .. "\r\nContent-Length: " .. #body
-                       .. "\r\nConnection: close\r\n\r\n" .. body)
+                answer(c, '{"id":"' .. id .. '","leaving":'
+                          .. (staying and "false" or "true") .. '}')
+            elseif line and line:find("^POST /api/v1/ephemeral/handover") then
+                handed = handed + 1
+                answer(c, '{"accepted":1}')
             end
             c:close()
         end
         return not d:alive()
     end)
-    return told
+    return told, handed
 end
 
 describe("a stopping broker", function()
@@ -98,5 +106,42 @@ describe("a stopping broker", function()
         end)
         daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 9, 600000)
         assert.is_true(stop_told(d, fake, id), "the member was not told")
+    end)
+
+    it("hands its partitions to a member that said it stays, even one its "
+       .. "view has not taken in", function()
+        local fake = assert(socket.bind("127.0.0.1", 0))
+        local _, port = fake:getsockname()
+        local id = "f0000000000000c3"
+        local d = daemon.start({ db = true, env = {
+            QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+            QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400" } })
+        finally(function()
+            d.stopped = false
+            d:stop()
+            fake:close()
+            daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
+                       .. id .. "'")
+        end)
+        -- Alone in its view (the member never answers a probe as itself),
+        -- it serves every partition.
+        daemon.member_row(TOKEN, id, "http://127.0.0.1:" .. port, 9, 600000)
+        daemon.wait_until("the row read", function()
+            for _, m in ipairs(d:cell().members) do
+                if m.id == id then return not m.live end
+            end
+        end)
+        for i = 1, 4 do
+            assert.equals(201, d:push("kept", { tostring(i) }, "p-" .. i).status)
+        end
+        local log = d:read_log()
+        local told, handed = stop_told(d, fake, id, true)
+        assert.is_true(told)
+        -- Its view holds it alone; the member that answered as staying is
+        -- where its partitions go, not nowhere.
+        log = d:read_log()
+        assert.equals(4, handed, log)
+        assert.truthy(log:find("event=partitions_handed_over partitions=4 "
+                               .. "messages=4 dropped=0", 1, true), log)
     end)
 end)
