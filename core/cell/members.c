@@ -310,8 +310,12 @@ static const char *reason_left(uint64_t id) {
  * both views in id order. A member leaves because its row is gone (it
  * stopped cleanly, or was collected) or because it went unseen. Returns
  * how many joined or left. */
+/* Views that took in a member so far (ephd_members_joins). */
+static uint64_t joins = 1;
+
 static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
   char id[17], epoch[12], count[12];
+  int joined = 0;
   snprintf(count, sizeof(count), "%" PRIu32, view.count);
   uint32_t i = 0, j = 0, changes = 0;
   while (i < nwas || j < view.count) {
@@ -333,10 +337,14 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
                view.members[j].address, "epoch", epoch, "live", count, NULL);
       j++;
       changes++;
+      joined = 1;
     }
   }
+  if (joined) joins++;
   return changes;
 }
+
+uint64_t ephd_members_joins(void) { return joins; }
 
 static void tell(void);
 static void read_done(void);

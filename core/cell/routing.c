@@ -42,9 +42,10 @@ static int route_pop(const ephd_request_t *req, const ephd_view_t *view,
   const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
   uint64_t park_ms = a->wait ? a->timeout_ms : 0;
   ephd_slice_t queue = {a->queue, a->queue_len};
-  /* A group this broker has not seen is made known to the whole cell
-   * first, so no member frees what it has not read (groups.h). */
-  if (req->forward.len == 0 && !ephd_pop_knows_group(a, tenant, tenant_len))
+  /* A group this broker has not seen, or not since a member joined, is
+   * made known to the whole cell first, so no member frees what it has
+   * not read (groups.h). */
+  if (req->forward.len == 0)
     ephd_groups_announce(req, view, tenant, tenant_len);
   if (a->partition)
     return to_owner(req, EPHD_CELL_POP, view, park_ms, 0, tenant, tenant_len,

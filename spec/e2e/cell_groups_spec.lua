@@ -101,3 +101,49 @@ describe("a queue's groups in a cell", function()
         assert.equals(12, n)
     end)
 end)
+
+describe("a queue's groups in a cell that a member joins", function()
+    it("reach the newcomer at the groups' next pops, so it keeps what a "
+       .. "group has not read", function()
+        local ds = daemon.start_cell(2, ENV)
+        finally(function() daemon.stop_all(ds) end)
+        settled(ds)
+        local a, b = ds[1], ds[2]
+        -- Both groups know the queue, which holds no partition: a member
+        -- joining is handed nothing of it, groups included.
+        assert.equals(0, #pop(a, "queue=late&group=g1"))
+        assert.equals(0, #pop(a, "queue=late&group=g2"))
+        ds[3] = daemon.start({ db = true, env = ENV })
+        settled(ds)
+        -- The groups go on popping, through brokers that knew them before
+        -- the join.
+        assert.equals(0, #pop(a, "queue=late&group=g2"))
+        assert.equals(0, #pop(b, "queue=late&group=g1"))
+        local on = {}
+        for i = 1, 24 do
+            assert.equals(201, a:push("late", { tostring(i) }, "p-" .. i).status)
+            on[holder(ds, "late", "p-" .. i)] = true
+        end
+        assert.truthy(on[ds[3]], "no partition on the newcomer: "
+                      .. require("cjson").encode({ ds[1]:held("late"),
+                          ds[2]:held("late"), ds[3]:held("late"),
+                          ds[3]:cell().live, ds[1]:cell().live }))
+        local n = 0
+        for _ = 1, 60 do
+            local m = pop(b, "queue=late&group=g1&batch=5")
+            if #m == 0 then break end
+            local acks = {}
+            for i, x in ipairs(m) do acks[i] = { x.id } end
+            b:ack("late", "g1", acks)
+            n = n + #m
+        end
+        assert.equals(24, n)
+        n = 0
+        for _ = 1, 60 do
+            local m = pop(a, "queue=late&group=g2&batch=5")
+            if #m == 0 then break end
+            n = n + #m
+        end
+        assert.equals(24, n)
+    end)
+end)
