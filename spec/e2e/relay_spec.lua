@@ -518,7 +518,7 @@ describe("the relay", function()
                    .. idc .. "'")
     end)
     it("serves a pop naming no partition from another member's "
-       .. "partitions, making nothing here, and wakes a waiting one there "
+       .. "partitions, holding nothing here, and wakes a waiting one there "
        .. "(whole_pop_spec has the rest)", function()
         local ds = start(3)
         finally(function() daemon.stop_all(ds) end)
@@ -537,9 +537,19 @@ describe("the relay", function()
         assert.equals(1, #res.json.messages)
         assert.equals("Default", res.json.messages[1].partition)
         assert.equals(7, res.json.messages[1].payload)
-        -- Asked before anything was made here, or at y.
-        assert.equals(404, x:depth("whole").status)
-        assert.equals(404, y:depth("whole").status)
+        -- Taken at the owner: nothing is held here or at y, which know
+        -- the queue and its group (queue mode's), as the pop's
+        -- announcement made them (docs/cell.md, "A queue's groups").
+        for _, d in ipairs({ x, y }) do
+            local depth = daemon.wait_until("the queue's group at :" .. d.port,
+                function()
+                    local r = d:depth("whole")
+                    return r.status == 200 and #r.json.groups == 1 and r.json
+                end)
+            assert.equals(0, depth.pending)
+            assert.equals(0, #depth.partitions)
+            assert.equals("__QUEUE_MODE__", depth.groups[1].group)
+        end
         -- Waiting, it waits at the owner too; a push through y wakes it.
         local conn = x:connect()
         conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=whole"
