@@ -24,6 +24,12 @@ extern ephd_engine_t *ephd_commands_engine;
 int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
                         size_t tenant_len);
 
+/* Whether this broker's copy of a pop's queue knows the pop's group (queue
+ * mode's cursor for none): a group it has not seen is announced to the
+ * cell before the pop is served (core/cell/groups.h). */
+int ephd_pop_knows_group(const ephd_pop_args_t *a, const char *tenant,
+                         size_t tenant_len);
+
 /* Answers a pop of queue on c with an empty batch, making nothing: a take
  * that finds nothing, a relayed wait cut short by a stop. */
 void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len);

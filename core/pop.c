@@ -167,6 +167,15 @@ int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
                                    ephd_ffi_now_ms());
 }
 
+int ephd_pop_knows_group(const ephd_pop_args_t *a, const char *tenant,
+                         size_t tenant_len) {
+  ephd_queue_t *q = ephd_engine_queue(ephd_commands_engine, tenant, tenant_len,
+                                      a->queue, a->queue_len);
+  uint32_t g;
+  return q != NULL &&
+         ephd_queue_group_find(q, a->group ? a->group : "", group_len(a), &g);
+}
+
 void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len) {
   ephd_buf_appends(begin_answer(c, queue, len), "]}");
   ephd_http_end(c);

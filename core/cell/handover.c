@@ -144,11 +144,14 @@ static void drop(job_t *j) {
   job_free(j);
 }
 
-/* The cell a partition may go to now: the view, without this broker once
- * it is leaving (self is then one past the members, an entry no owner can
- * be). others has room for the view's members. */
+/* The cell a partition may go to now: the view; once this broker is
+ * leaving, the members that answered its notice as staying, without it
+ * (self is then one past the members, an entry no owner can be): a member
+ * told that stays is a target even before this broker's view took it in
+ * (it had not answered a probe yet), and the partitions were placed over
+ * those when the stop wrote them out. others has room for the members. */
 static ephd_view_t current_view(ephd_member_t *others) {
-  const ephd_view_t *v = ephd_members_view();
+  const ephd_view_t *v = leaving ? ephd_members_staying() : ephd_members_view();
   if (!leaving) return *v;
   uint32_t n = 0;
   for (uint32_t i = 0; i < v->count; i++)
@@ -243,7 +246,7 @@ static void send_job(job_t *j) {
     drop(j);
     return;
   }
-  const ephd_view_t *v = ephd_members_view();
+  const ephd_view_t *v = leaving ? ephd_members_staying() : ephd_members_view();
   ephd_member_t *others = calloc(v->count ? v->count : 1, sizeof(*others));
   if (others == NULL) abort();
   ephd_view_t view = current_view(others);

@@ -62,7 +62,9 @@ static uint32_t nignored;
  * (a table filled with rows must not fill the log too). */
 #define IGNORED_LOGGED 8
 static int leaving;
-static int going; /* stopping: the leaving notice is sent */
+static int going;      /* stopping: the leaving notice is sent */
+static int read_going; /* the beat out began once going */
+static uint64_t await_ms;
 static void (*on_left)(void);
 static void (*on_change)(const ephd_member_t *was, uint32_t nwas,
                          const ephd_view_t *view);
@@ -75,7 +77,7 @@ static uint32_t ntold, told_out;
 static ephd_member_t *kept;
 static ephd_view_t after;
 static uv_timer_t told_timer;
-static enum { IDLE, AWAITING, TELLING, DRAINING, DONE } phase;
+static enum { IDLE, READING, AWAITING, TELLING, DRAINING, DONE } phase;
 static uint64_t tell_ms, told_ms;
 static void (*on_told)(void);
 
@@ -314,6 +316,11 @@ static ephd_member_t *install(row_t *next, uint32_t n) {
   return rebuild();
 }
 
+const ephd_member_t *ephd_members_live(uint64_t id) {
+  const row_t *r = find_row(id);
+  return r && r->live && !r->leaving && id != self.id ? &r->m : NULL;
+}
+
 static const row_t *row_of(const row_t *list, uint32_t n, uint64_t id) {
   for (uint32_t i = 0; i < n; i++)
     if (list[i].m.id == id) return &list[i];
@@ -329,8 +336,12 @@ static const char *reason_left(uint64_t id) {
  * both views in id order. A member leaves because its row is gone (it
  * stopped cleanly, or was collected) or because it went unseen. Returns
  * how many joined or left. */
+/* Views that took in a member so far (ephd_members_joins). */
+static uint64_t joins = 1;
+
 static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
   char id[17], epoch[12], count[12];
+  int joined = 0;
   snprintf(count, sizeof(count), "%" PRIu32, view.count);
   uint32_t i = 0, j = 0, changes = 0;
   while (i < nwas || j < view.count) {
@@ -352,12 +363,18 @@ static uint32_t log_changes(const ephd_member_t *was, uint32_t nwas) {
                view.members[j].address, "epoch", epoch, "live", count, NULL);
       j++;
       changes++;
+      joined = 1;
     }
   }
+  if (joined) joins++;
   return changes;
 }
 
+uint64_t ephd_members_joins(void) { return joins; }
+
 static void tell(void);
+static void read_done(void);
+static void read_answered(void);
 static int promised_pending(void);
 
 /* After the view was made again: its changes logged and told. */
@@ -519,6 +536,7 @@ static void on_beat(void *data, PGresult *res, const char *err) {
       ephd_log("warn", "cell_heartbeat_failed", "reason", err, "msg",
                "keeping the last view of the cell", NULL);
     failing = 1;
+    if (phase == READING) read_done();
     return;
   }
   failing = 0;
@@ -536,6 +554,7 @@ static void on_beat(void *data, PGresult *res, const char *err) {
   ever_read = 1;
   stale = 0;
   taken_over = 1;
+  read_answered();
 }
 
 static void beat(void) {
@@ -563,6 +582,7 @@ static void beat(void) {
     return;
   }
   beating = 1;
+  read_going = going;
   beat_ms = uv_now(loop);
 }
 
@@ -866,7 +886,9 @@ static void on_notice(void *data, int result, const ephd_peer_response_t *res) {
 
 static void on_told_deadline(uv_timer_t *t) {
   (void)t;
-  if (phase == AWAITING)
+  if (phase == READING)
+    read_done();
+  else if (phase == AWAITING)
     tell();
   else if (phase == TELLING)
     told_all();
@@ -874,16 +896,34 @@ static void on_told_deadline(uv_timer_t *t) {
     drained();
 }
 
-/* Sends the notice to every member of the view; told_all once each
- * answered or timeout_ms passed. */
+/* Whether a row is told this broker leaves: every member live by its row
+ * and not leaving, ready or not yet. One that joined a moment ago is not
+ * in the view until it answers a probe, while its own view already holds
+ * this broker (it probed it at its boot): untold, it would relay this
+ * broker's partitions here until the row goes, and hear its connections
+ * refused (ephemeral_forward_failed) for the whole hand-over. */
+static int told_of(const row_t *r) {
+  return in_view(r) || (r->live && !r->leaving);
+}
+
+/* Sends the notice to every member live by its row (told_of); told_all
+ * once each answered or timeout_ms passed. */
 static void tell(void) {
   phase = TELLING;
   told_ms = uv_now(loop);
-  ntold = view.count;
+  ntold = 0;
+  for (uint32_t i = 0; i < nrows; i++) ntold += told_of(&rows[i]) != 0;
+  if (ntold == 0) ntold = 1; /* no read yet: this broker alone */
   told = calloc(ntold, sizeof(*told));
   staying = calloc(ntold, 1);
   if (told == NULL || staying == NULL) abort();
-  memcpy(told, view.members, ntold * sizeof(*told));
+  if (nrows == 0) {
+    told[0] = self;
+  } else {
+    /* In the rows' order, by id, as the view's. */
+    for (uint32_t i = 0, n = 0; i < nrows; i++)
+      if (told_of(&rows[i])) told[n++] = rows[i].m;
+  }
   if (token == NULL || ntold < 2) {
     told_all();
     return;
@@ -940,22 +980,49 @@ static int promised_pending(void) {
   return 0;
 }
 
+/* The read the stop tells from is in (or failed, or took too long). A
+ * member that stopped a moment before this broker was told it stays, and
+ * hands its partitions here: this broker listens on until that member's
+ * row is gone (its hand-over over), then hands them on with its own. */
+static void read_done(void) {
+  uv_timer_stop(&told_timer);
+  if (database && token && promised_pending()) {
+    phase = AWAITING;
+    uv_timer_start(&told_timer, on_told_deadline, await_ms, 0);
+    return;
+  }
+  tell();
+}
+
+/* A beat's answer, or its failure, while the stop reads the rows: one
+ * that began before the stop may not hold a row written since. */
+static void read_answered(void) {
+  if (phase != READING) return;
+  if (read_going)
+    read_done();
+  else
+    beat();
+}
+
 void ephd_members_announce(uint64_t wait_ms, uint64_t timeout_ms,
                            void (*done)(void)) {
   going = 1;
   on_told = done;
   tell_ms = timeout_ms;
+  await_ms = wait_ms;
   uv_timer_init(loop, &told_timer);
-  /* A member that stopped a moment before this broker was told it stays,
-   * and hands its partitions here: this broker listens on until that
-   * member's row is gone (its hand-over over), then hands them on with
-   * its own. */
-  if (database && token && promised_pending()) {
-    phase = AWAITING;
-    uv_timer_start(&told_timer, on_told_deadline, wait_ms, 0);
+  /* The rows are read once more, from now on (probes already answer that
+   * this broker stops): a member whose row was written since the last
+   * read has probed this broker ready and routes to it, and is told only
+   * if it is read (told_of). */
+  if (database && token) {
+    phase = READING;
+    uv_timer_start(&told_timer, on_told_deadline, timeout_ms, 0);
+    if (!beating) beat();
+    if (!beating) read_done(); /* the database is away: tell from the view */
     return;
   }
-  tell();
+  read_done();
 }
 
 const ephd_view_t *ephd_members_staying(void) {

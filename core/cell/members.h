@@ -33,6 +33,16 @@ void ephd_members_boot(uint64_t timeout_ms);
 /* The live members, sorted by id; this broker is always one of them. Valid
  * until the next heartbeat's read is applied (a later turn of the loop). */
 const ephd_view_t *ephd_members_view(void);
+/* The member of id whose row the last read found live and signed, not
+ * leaving, whether or not it is in the view yet (it may not have answered
+ * a probe): where a member's owner_moved says a partition is now
+ * (relay_edge.h). NULL when there is none, or it is this broker. */
+const ephd_member_t *ephd_members_live(uint64_t id);
+/* A count of the views that took in a member: it moves on at each read
+ * that adds one (a join, a restart, a member answering its first probe),
+ * never goes back, and starts above 0. What a member learnt from this
+ * broker before it joined, it learns again (core/cell/groups.h). */
+uint64_t ephd_members_joins(void);
 /* The stop's first step: tells every other live member that this broker
  * leaves (POST /api/v1/ephemeral/leaving, forward-marked), so they stop
  * placing anything on it at once, and stops answering ready; calls done

@@ -25,7 +25,7 @@ enum { LANE_SHORT, LANE_PARKS, NLANES };
 enum { R_QUEUED, R_ACTIVE, R_FAILING, R_DONE };
 enum { C_CONNECTING, C_BUSY, C_IDLE, C_CLOSED };
 enum { H_NONE, H_FIELD, H_VALUE };
-enum { HDR_CONTENT_TYPE, HDR_RETRY_AFTER, NHDR };
+enum { HDR_CONTENT_TYPE, HDR_RETRY_AFTER, HDR_OWNER, NHDR };
 
 typedef struct {
   size_t off, len;
@@ -583,6 +583,7 @@ static void deliver(conn_t *c, int reusable) {
   res.status = c->parser.status_code;
   res.content_type = slice_of(&kept, c->hdr[HDR_CONTENT_TYPE]);
   res.retry_after = slice_of(&kept, c->hdr[HDR_RETRY_AFTER]);
+  res.owner = slice_of(&kept, c->hdr[HDR_OWNER]);
   span_t body = {c->body_off, c->body_started ? c->body_len : 0};
   res.body = slice_of(&kept, body);
   ephd_buf_init(&c->in);
@@ -728,6 +729,8 @@ static int on_header_value_complete(llhttp_t *p) {
     h = HDR_CONTENT_TYPE;
   else if (c->field.len == 11 && strncasecmp(f, "retry-after", 11) == 0)
     h = HDR_RETRY_AFTER;
+  else if (c->field.len == 13 && strncasecmp(f, "x-queen-owner", 13) == 0)
+    h = HDR_OWNER;
   if (h >= 0 && c->hdr[h].len == 0) c->hdr[h] = c->value;
   return 0;
 }

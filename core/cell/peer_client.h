@@ -113,6 +113,7 @@ typedef struct {
   int status;
   ephd_slice_t content_type;
   ephd_slice_t retry_after;
+  ephd_slice_t owner; /* X-Queen-Owner: a member's owner_moved (relay_edge.h) */
   ephd_slice_t body;
 } ephd_peer_response_t;
 

@@ -204,6 +204,19 @@ static int says_owner_moved(const ephd_peer_response_t *res) {
          memmem(res->body.ptr, res->body.len, code, sizeof(code) - 1) != NULL;
 }
 
+/* The member an owner_moved names (X-Queen-Owner), when this broker read
+ * its row live; NULL otherwise. */
+static const ephd_member_t *named_owner(const ephd_peer_response_t *res) {
+  char id[17];
+  if (res->owner.len != 16) return NULL;
+  memcpy(id, res->owner.ptr, 16);
+  id[16] = 0;
+  char *end;
+  uint64_t v = strtoull(id, &end, 16);
+  if (*end != 0 || id[0] == '-' || id[0] == '+' || id[0] == ' ') return NULL;
+  return ephd_members_live(v);
+}
+
 /* owner_moved: the owner's view and ours differ. Once, and only when our
  * own view now names another member than the one asked, send there;
  * otherwise (the same owner) the client has the 503 and its Retry-After.
@@ -211,7 +224,7 @@ static int says_owner_moved(const ephd_peer_response_t *res) {
  * own listener: the request's operation here was read for a relay and is
  * spent, and the marked copy is served as a member's relay is (its ladder
  * already run, its rate already charged), so the client sees one answer. */
-static int rehash(forward_t *f) {
+static int rehash(forward_t *f, const ephd_peer_response_t *res) {
   /* An ack went where its ids' epoch said, which no view changes. */
   if (f->rehashed || f->verb == EPHD_CELL_ACK) return 0;
   const ephd_view_t *v = ephd_members_view();
@@ -220,7 +233,10 @@ static int rehash(forward_t *f) {
           ? ephd_placement_owner(v, f_tenant(f), f->tenant_len, f_queue(f),
                                  f->queue_len, f_partition(f), f->partition_len)
           : &v->members[v->self];
-  if (owner->id == f->owner) return 0;
+  /* The same member by this view: the one the answer names, when this
+   * broker read its row live (a member that joined, not probed here yet). */
+  if (owner->id == f->owner) owner = named_owner(res);
+  if (owner == NULL || owner->id == f->owner) return 0;
   f->rehashed = 1;
   return send_to(f, owner) == 0;
 }
@@ -244,7 +260,7 @@ static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   f->relay = NULL;
   if (result == EPHD_PEER_OK && !is_ephd_answer(res))
     result = EPHD_PEER_E_MALFORMED;
-  if (result == EPHD_PEER_OK && says_owner_moved(res) && rehash(f)) {
+  if (result == EPHD_PEER_OK && says_owner_moved(res) && rehash(f, res)) {
     forwarded[f->verb][OUT_REHASHED]++;
     return;
   }
@@ -387,10 +403,18 @@ static void hold(const ephd_request_t *req, forward_t *f) {
   ephd_deferred_account(f->deferred, f->size);
 }
 
-int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb) {
+int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb,
+                           const ephd_member_t *owner) {
   forwarded[verb][OUT_MOVED]++;
-  refuse(ephd_http_conn(req), EPHD_CODE_OWNER_MOVED,
-         "this broker does not own the partition; retry soon");
+  char extra[64];
+  snprintf(extra, sizeof(extra),
+           RETRY_AFTER "X-Queen-Owner: %016" PRIx64 "\r\n", owner->id);
+  ephd_conn_t *c = ephd_http_conn(req);
+  ephd_code_t code = EPHD_CODE_OWNER_MOVED;
+  ephd_error_write(
+      ephd_http_begin_error(c, code, ephd_code_status(code), extra), code,
+      "this broker does not own the partition; retry soon");
+  ephd_http_end(c);
   return EPHD_RELAYED;
 }
 

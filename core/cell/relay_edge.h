@@ -72,9 +72,13 @@ int ephd_relay_to(const ephd_request_t *req, ephd_cell_verb_t verb,
                   ephd_slice_t partition);
 
 /* A marked request (a member's relay) for a partition this broker's view
- * gives another member: answered owner_moved, never relayed again, so two
- * views cannot send a request around. EPHD_RELAYED. */
-int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb);
+ * gives owner: answered owner_moved, never relayed again, so two views
+ * cannot send a request around. The answer names owner's id for the edge
+ * alone (X-Queen-Owner, never passed to a client): an edge whose own view
+ * has not taken in a member that just joined (not probed yet) sends its
+ * one retry there rather than to the same member again. EPHD_RELAYED. */
+int ephd_relay_owner_moved(const ephd_request_t *req, ephd_cell_verb_t verb,
+                           const ephd_member_t *owner);
 
 /* Settles id i of an ack here and says how it went. */
 typedef ephd_outcome_t (*ephd_relay_ack_here_fn)(void *data, uint32_t i);

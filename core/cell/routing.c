@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "commands.h"
+#include "groups.h"
 #include "id.h"
 #include "members.h"
 #include "op.h"
@@ -20,7 +21,7 @@ static int to_owner(const ephd_request_t *req, ephd_cell_verb_t verb,
       ephd_placement_owner(view, tenant, tenant_len, queue.ptr, queue.len,
                            partition.ptr, partition.len);
   if (owner == &view->members[view->self]) return EPHD_OK;
-  if (req->forward.len > 0) return ephd_relay_owner_moved(req, verb);
+  if (req->forward.len > 0) return ephd_relay_owner_moved(req, verb, owner);
   return ephd_relay_to(req, verb, owner, park_ms, taken, tenant, tenant_len,
                        queue, partition);
 }
@@ -41,15 +42,22 @@ static int route_pop(const ephd_request_t *req, const ephd_view_t *view,
   const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
   uint64_t park_ms = a->wait ? a->timeout_ms : 0;
   ephd_slice_t queue = {a->queue, a->queue_len};
+  /* A group this broker has not seen, or not since a member joined, is
+   * made known to the whole cell first, so no member frees what it has
+   * not read (groups.h). */
+  if (req->forward.len == 0)
+    ephd_groups_announce(req, view, tenant, tenant_len);
   if (a->partition)
     return to_owner(req, EPHD_CELL_POP, view, park_ms, 0, tenant, tenant_len,
                     queue, (ephd_slice_t){a->partition, a->partition_len});
   /* The whole queue, over the cell (whole_pop.h). A member's take or
    * notify is served from what this broker holds; a take that finds
-   * nothing makes nothing here. */
+   * nothing makes nothing here, while a notify (a waiting one, or a
+   * group's announcement: groups.h) makes the queue and its group. */
   if (req->forward.len == 0)
     return ephd_whole_pop(req, view, tenant, tenant_len);
-  if (park_ms || ephd_pop_finds_here(a, tenant, tenant_len)) return EPHD_OK;
+  if (park_ms || a->notify || ephd_pop_finds_here(a, tenant, tenant_len))
+    return EPHD_OK;
   ephd_pop_answer_empty(ephd_http_conn(req), a->queue, a->queue_len);
   return EPHD_RELAYED;
 }

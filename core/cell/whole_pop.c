@@ -23,6 +23,9 @@
 #define PARK_MARGIN_MS 2000
 /* The longest refusal kept (whole.refusal): a refusal's JSON is short. */
 #define REFUSAL_MAX 512
+/* A waiting pop's answer at its timeout waits this much more for a take
+ * already in flight. */
+#define TAKE_MARGIN_MS 100
 /* Where each (tenant, queue, group) starts its turn among the members: a
  * counter per hash bucket, no allocation; two queues sharing a bucket
  * still each move on at every pop of either. */
@@ -292,7 +295,13 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
   ephd_buf_free(&ids);
 }
 
-static void on_deadline(void *data) { answer_empty(data); }
+/* A waiting pop's timeout: an empty batch, as a local pop's, whether or
+ * not a member answered yet. */
+static void on_deadline(void *data) {
+  whole_t *w = data;
+  if (w->waits) w->heard = 1;
+  answer_empty(w);
+}
 
 static void on_cancel(void *data) {
   ephd_relay_count_whole_pop(EPHD_WHOLE_CANCELLED);
@@ -362,11 +371,17 @@ int ephd_whole_pop(const ephd_request_t *req, const ephd_view_t *view,
   }
   w->deferred = ephd_http_defer(req, &WHOLE, w);
   ephd_deferred_account(w->deferred, size);
-  /* A backstop: every ask has its own deadline, and a sweep asks each
-   * member once. */
+  /* A pop that waits is answered at its timeout, as a local one is, even
+   * while a member that does not answer (stopped, its loop stuck) holds
+   * the sweep for the relay's deadline: a moment past it, so a take in
+   * flight at the timeout most often lands. One that does not wait has a
+   * backstop: every ask has its own deadline, and a sweep asks each member
+   * once. */
   uint64_t timeout = ephd_relay_timeout_ms();
-  ephd_deferred_deadline(
-      w->deferred, w->deadline_ms + PARK_MARGIN_MS + (uint64_t)n * timeout);
+  ephd_deferred_deadline(w->deferred, w->waits
+                                          ? w->deadline_ms + TAKE_MARGIN_MS
+                                          : w->deadline_ms + PARK_MARGIN_MS +
+                                                (uint64_t)n * timeout);
   sweep_on(w);
   return EPHD_RELAYED;
 }

@@ -2,6 +2,7 @@
 -- it, then runs the open route's handler or the ladder; observe (after
 -- dispatch, while a shadow is loaded) hands the request the ladder decided
 -- to the shadow. Each route's handler is resolved here from its row.
+local context = require("ephd.context")
 local core = require("ephd.core")
 local ladder = require("ephd.ladder")
 local reply = require("ephd.reply")
@@ -27,24 +28,12 @@ end
 
 local _M = {}
 
--- One context, refilled per request: dispatch is never re-entered (a push
--- that wakes a parked pop answers it in C) and nothing keeps a context
--- past its request. Every field the rungs and handlers fill is here from
--- the start, so filling one never grows the table; building it per
--- request, and rehashing it as it grew, had been a tenth of a push.
--- `request` is what policy hooks see, made only for a hook that runs
--- (ephd.ladder).
--- What a handler's parse hands its commit in C (a scan, a pop's arguments,
--- a configure's options) is the request's own operation, ctx.req.op, and
--- is read through the request each time: a cdata pointer stored in this
--- table would be boxed, an allocation per request.
-local ctx = {
-    req = false, route = false, param = false, handler = false,
-    family = false, request = false, tenant = false, level = false,
-    limits = false, taken = false, queue = false,
-    partition = false, messages = false, bytes = false, group = false,
-    switch = false, forwarded = false, code = false, rung = false,
-}
+-- One context (ephd.context: its parts, and the one module that writes
+-- each), refilled per request: dispatch is never re-entered (a push that
+-- wakes a parked pop answers it in C) and nothing keeps a context past its
+-- request. Dispatch writes the router's part, and clears the rungs' and
+-- the handler's as a request starts.
+local ctx = context.new()
 
 requestlog.context(ctx)
 
@@ -86,7 +75,7 @@ function _M.dispatch()
     c.request, c.tenant, c.level, c.limits, c.taken = false, false, false,
                                                       false, false
     c.queue, c.partition, c.messages, c.bytes = false, false, false, false
-    c.group, c.switch = false, false
+    c.group, c.args = false, false
     -- Marked as relayed by a member of the cell: the identity rung trusts
     -- the mark or refuses the request (ephd.ladder). Read here, not in
     -- the rung: there the same read cost a push ~300 instructions more

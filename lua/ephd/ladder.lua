@@ -58,14 +58,14 @@ local mark_tenant = ffi.new("ephd_slice_t")
 -- ladder. Trusted, it stands for identity, grant and rate, all charged at
 -- the edge; untrusted, it is a credential this broker does not know, so
 -- unauthorized (401), whatever else the request carries: nobody skips the
--- ladder without the token.
+-- ladder without the token. The tenant it carries, or nil, why, code.
 local function forwarded(ctx)
     local rc = C.ephd_ffi_forward_tenant(ctx.req, mark_tenant)
     if rc == C.EPHD_E_REFUSED then
-        return "the forward mark is not signed with this cell's token for "
-               .. "this request, or has expired", nil, "unauthorized"
+        return nil, "the forward mark is not signed with this cell's token "
+                    .. "for this request, or has expired", "unauthorized"
     elseif rc ~= C.EPHD_OK then
-        return "the forward mark's tenant must be a lowercase UUID", nil,
+        return nil, "the forward mark's tenant must be a lowercase UUID",
                "unauthorized"
     end
     -- What a member sends marked: a routed verb (core/cell/routing.h), an
@@ -74,10 +74,9 @@ local function forwarded(ctx)
     -- is refused.
     local route, handler = ctx.route, ctx.handler
     if not (handler.routed or handler.members_send) then
-        return route.name .. " is never relayed", nil, "forbidden"
+        return nil, route.name .. " is never relayed", "forbidden"
     end
-    ctx.tenant = ffi_string(mark_tenant.ptr, mark_tenant.len)
-    ctx.level = route.level
+    return ffi_string(mark_tenant.ptr, mark_tenant.len)
 end
 
 -- What a hook's request holds, read from C's request.
@@ -121,7 +120,9 @@ end
 local cell_size = C.ephd_ffi_cell_size()
 
 -- After every rung has passed: the handler's commit, whose budget bits
--- answer by the outermost rung holding one. A routed verb in a cell, or a
+-- answer by the outermost rung holding one; or its own refusal, a code
+-- and message it returns after them (a depth's unknown queue, a
+-- declaration without a database). A routed verb in a cell, or a
 -- member's relay, asks first where it is served (core/cell/routing.h):
 -- decided once, here, for every verb, and answered by C when it is not
 -- this broker (relayed, or owner_moved), so no commit knows of the cell.
@@ -135,13 +136,13 @@ local function committed(ctx)
             return
         end
     end
-    local refusals = handler.commit(ctx)
+    local refusals, code, message = handler.commit(ctx)
     if refusals and refusals ~= 0 then
         local rung = _M.budget(refusals)
-        local message = rungs.budget_message(rung, refusals, BIT,
-                                             ctx.limits)
+        message = rungs.budget_message(rung, refusals, BIT, ctx.limits)
         return refused(ctx, rung.code, message, rung.headers, "commit")
     end
+    if code then return refused(ctx, code, message, nil, "commit") end
 end
 
 -- With QUEEN_EPHEMERAL_LOG_REQUESTS on, each decision is logged

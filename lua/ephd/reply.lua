@@ -34,15 +34,6 @@ function _M.refuse(req, code, message, status, headers)
     C.ephd_ffi_refuse(req, errors.INDEX[code], status, headers, body, #body)
 end
 
--- A handler's own refusal at its commit, every rung passed: ctx says so,
--- as ephd.ladder's refusals do, for a shadow policy to compare with (a
--- candidate refusing the request earlier disagrees with this code, not
--- with a pass).
-function _M.refuse_commit(ctx, code, message)
-    ctx.code, ctx.rung = code, "commit"
-    _M.refuse(ctx.req, code, message)
-end
-
 function _M.bad_request(req, message)
     _M.refuse(req, "ephemeral_bad_request", message)
 end

@@ -32,12 +32,14 @@
 --   take(tenant, cost, rate, burst, now_ms), clock(): its rate buckets
 --   and, the broker's alone (a rung without them is not run):
 --   foreign(req)  a browser's forgery, or nil
---   forwarded(ctx)    the identity a member's forward mark carries
+--   forwarded(ctx)    the tenant a member's forward mark carries, or nil,
+--                 why, code
 --   not_json(req) a POST's body that is not JSON, or nil
--- A request (ctx) carries route (its row), family, req (what tenant, seen,
--- foreign and not_json read), forwarded, handler (its parse, when the
--- shape rung runs), and, once parsed, queue, partition, group, messages,
--- bytes; the rungs write request, tenant, level, limits and taken.
+-- A request is a context (ephd.context): the router's route (its row),
+-- family, req (what tenant, seen, foreign and not_json read), forwarded
+-- and handler (its parse, when the shape rung runs), and, once parsed,
+-- the handler's queue, partition, group, messages, bytes. The rungs write
+-- their part alone: request, tenant, level, limits and taken.
 local access = require("ephd.access")
 local contract = require("ephd.contract")
 local rate = require("ephd.rate")
@@ -202,7 +204,12 @@ local function checks(st)
             local why = foreign(ctx.req)
             if why then return why, nil, "forbidden" end
         end
-        if ctx.forwarded then return forwarded(ctx) end
+        if ctx.forwarded then
+            local tenant, why, code = forwarded(ctx)
+            if not tenant then return why, nil, code end
+            ctx.tenant, ctx.level = tenant, ctx.route.level
+            return
+        end
         local tenant, why = tenant_of(ctx.req)
         if not tenant then return why or _M.NO_TENANT, nil, "unauthorized" end
         local level = unvouched()
@@ -280,8 +287,9 @@ local function checks(st)
         if not cost or ctx.forwarded then return end
         if not holder.active.messages_cost then
             local ok
-            ok, cost = call("cost", push(ctx.tenant, ctx.queue,
-                                         ctx.partition, cost, ctx.bytes))
+            ok, cost = call("cost", push(ctx.tenant, ctx.queue or nil,
+                                         ctx.partition or nil, cost,
+                                         ctx.bytes))
             if not ok then
                 return HOOK_FAILED, nil, "ephemeral_unavailable"
             end

@@ -10,6 +10,7 @@
 -- forward mark, the engine's budgets at commit) are the same for any
 -- policy; ephd.shadow answers them as the live ladder did. In place of
 -- the engine's commit it estimates the tenant's bytes, from its footprint.
+local context = require("ephd.context")
 local contract = require("ephd.contract")
 local grants = require("ephd.grants")
 local limits = require("ephd.limits")
@@ -85,8 +86,13 @@ Judge.__index = Judge
 -- p: what ephd.policy.load returns; env: see docs (grant, require_grant,
 -- defaults, tenancy_header, call, and optionally paused and counters).
 function _M.new(p, env)
+    -- Its request context (ephd.context), made once and refilled by
+    -- decide, which stands for the dispatcher and the handler's parse; the
+    -- rungs write their part as they do live. owed: the tokens a decision
+    -- that passed took, until the next (undo gives them back).
     local self = setmetatable({ p = p, env = env, rate = rate.new(),
-                                holder = { active = p }, ctx = nil }, Judge)
+                                holder = { active = p }, ctx = context.new(),
+                                owed = false }, Judge)
     local hook_call = env.call or plain_call
     -- Calls a hook p defines; raises when it raised or ran out of budget.
     -- A request that comes with its identity (replay's: credentials are
@@ -129,15 +135,14 @@ function _M.new(p, env)
         clock = function() return self.now_ms end,
     }, function(ctx, code, message, _, rung)
         if ctx.taken then refund(ctx.tenant, ctx.taken) end
-        ctx.taken = false
         return code, rung, message
     end, function(ctx)
         local message = within_budget(env, ctx)
         if message then
             refund(ctx.tenant, ctx.taken or 0)
-            ctx.taken = false
             return "ephemeral_quota_exceeded", "budget", message
         end
+        self.owed = ctx.taken
     end, p.hooks)
     return self
 end
@@ -153,15 +158,15 @@ end
 function Judge:decide(request, now_ms)
     local row = ROUTE[request.route]
     if not row then error("ephd.verdict: no route " .. tostring(request.route)) end
-    self.now_ms = now_ms
-    local ctx = {
-        req = request, route = row, family = row.class == "family",
-        forwarded = false, request = false, tenant = false, level = false,
-        limits = false, taken = false, queue = request.queue,
-        partition = request.partition, group = request.group,
-        messages = request.messages, bytes = request.bytes,
-    }
-    self.ctx = ctx
+    self.now_ms, self.owed = now_ms, false
+    local ctx = self.ctx
+    ctx.req, ctx.route, ctx.family = request, row, row.class == "family"
+    ctx.request, ctx.tenant, ctx.level, ctx.limits, ctx.taken = false, false,
+                                                  false, false, false
+    ctx.queue, ctx.partition = request.queue or false,
+                               request.partition or false
+    ctx.group, ctx.messages = request.group or false, request.messages or false
+    ctx.bytes = request.bytes or false
     return self.run(ctx)
 end
 
@@ -169,10 +174,9 @@ end
 -- request it passed was refused after the policy's rungs (by its shape or
 -- the engine), as the live ladder refunds.
 function Judge:undo()
-    local ctx = self.ctx
-    if ctx and ctx.taken then
-        self.rate.refund(ctx.tenant, ctx.taken)
-        ctx.taken = false
+    if self.owed then
+        self.rate.refund(self.ctx.tenant, self.owed)
+        self.owed = false
     end
 end
 

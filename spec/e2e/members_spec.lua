@@ -141,9 +141,9 @@ describe("the cell's membership", function()
             end
             return true
         end, 10)
-        -- Not live can also mean never ready (nothing listens at its
-        -- address): the clamp itself is the next beat's, waited for.
-        daemon.wait_until("the future row clamped to now()", function()
+        -- Never ready, it is never listed live: what says it was clamped
+        -- is its row, at the next beat.
+        daemon.wait_until("the future row clamped", function()
             return daemon.sql("SELECT last_seen <= now() FROM "
                               .. "queen.ephemeral_members WHERE id = "
                               .. "'f000000000000007'") == "t"

@@ -147,6 +147,24 @@ local function answer(peer, status, body)
     peer:close()
 end
 
+-- A group's first pop through the broker is announced to every member
+-- (docs/cell.md, "A queue's groups"): a marked pop with notify=true, which
+-- the fake answers as a member that holds nothing.
+local function announcement(request)
+    return request:match("^[^\r]*"):find("notify=true", 1, true) ~= nil
+end
+
+-- The next request relayed to the fake, its announcements answered on the
+-- way: the connection, and the request's bytes and mark.
+local function accept_relayed(fake)
+    while true do
+        local peer = assert(fake:accept())
+        local request, m = read_request(peer)
+        if not announcement(request) then return peer, request, m end
+        answer(peer, 200, '{"queue":"q","messages":[]}')
+    end
+end
+
 -- A broker with a fake member beside it, which owns some partitions: the
 -- fake's socket, a partition of queue q it owns (found by relayed pops that
 -- make nothing at the broker), and a cleanup.
@@ -172,15 +190,19 @@ local function beside_a_fake()
             local c = a:connect()
             c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q"
                                         .. "&partition=p" .. i))
-            local ready = socket.select({ fake, c.sock }, nil, 5)
-            if ready[fake] then
+            -- Until the client's answer comes: the fake answers what it
+            -- is sent, announcements included.
+            local relayed = false
+            while true do
+                local ready = socket.select({ fake, c.sock }, nil, 5)
+                if not ready[fake] then break end
                 local peer = assert(fake:accept())
-                read_request(peer)
+                relayed = relayed or not announcement(read_request(peer))
                 answer(peer, 200, '{"queue":"q","messages":[]}')
             end
             assert.equals(200, assert(c:receive()).status)
             c:close()
-            if ready[fake] then return "p" .. i end
+            if relayed then return "p" .. i end
         end
         error("no partition of the fake owner's in 64")
     end)
@@ -200,8 +222,7 @@ describe("the relay, to an owner it waits on", function()
         c:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q&partition="
                                     .. part .. "&group=g&commitOnDelivery=true"
                                     .. "&batch=5"))
-        local peer = assert(fake:accept())
-        local request = read_request(peer)
+        local peer, request = accept_relayed(fake)
         -- Sent on without it: committed at the owner before the client has
         -- it, a batch whose answer never arrives would be lost.
         assert.matches("^GET /api/v1/ephemeral/pop%?", request)
@@ -234,14 +255,12 @@ describe("the relay, to an owner it waits on", function()
         waiting:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=q"
                                           .. "&partition=" .. part
                                           .. "&wait=true&timeout=30000"))
-        local parked = assert(fake:accept())
-        read_request(parked)
+        local parked = accept_relayed(fake)
         local pushing = a:connect()
         pushing:send(daemon.format("POST", "/api/v1/ephemeral/push",
                                    '{"queue":"q","partition":"' .. part
                                    .. '","messages":[{"payload":1}]}'))
-        local push = assert(fake:accept())
-        read_request(push)
+        local push = accept_relayed(fake)
         os.execute("kill -TERM " .. a.pid)
         -- The leaving notice, answered as a member staying.
         local notice = assert(fake:accept())

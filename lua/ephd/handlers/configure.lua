@@ -5,7 +5,6 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 local body = require("ephd.body")
 local options = require("ephd.options")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -39,9 +38,8 @@ function _M.commit(ctx)
                                 ctx.limits.c)
     if rc == C.EPHD_E_REFUSED then return ctx.req.op.refusals end
     if rc == C.EPHD_E_UNAVAILABLE then
-        reply.refuse_commit(ctx, "ephemeral_unavailable",
-                        "no database connection is available for a "
-                        .. "declaration write")
+        return 0, "ephemeral_unavailable", "no database connection is "
+                  .. "available for a declaration write"
     end
     return 0
 end

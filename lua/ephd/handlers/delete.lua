@@ -1,7 +1,6 @@
 -- DELETE /api/v1/ephemeral/queue/:queue: the declaration first, then the
 -- contents and cursors. C answers {queue, deleted, declared}; never a 404.
 local core = require("ephd.core")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -13,7 +12,7 @@ _M.members_send = true
 
 function _M.parse(ctx)
     local queue, err = validate.segment(ctx.param, "queue")
-    ctx.queue = queue
+    ctx.queue = queue or false
     return err
 end
 
@@ -21,9 +20,8 @@ function _M.commit(ctx)
     local tenant, queue = ctx.tenant, ctx.queue
     if C.ephd_ffi_delete(ctx.req, tenant, #tenant, queue, #queue)
             == C.EPHD_E_UNAVAILABLE then
-        reply.refuse_commit(ctx, "ephemeral_unavailable",
-                        "no database connection is available to remove the "
-                        .. "declaration")
+        return 0, "ephemeral_unavailable", "no database connection is "
+                  .. "available to remove the declaration"
     end
     return 0
 end

@@ -2,7 +2,6 @@
 -- family that answers 404.
 local ffi = require("ffi")
 local core = require("ephd.core")
-local reply = require("ephd.reply")
 local validate = require("ephd.validate")
 
 local C = core.C
@@ -31,8 +30,7 @@ function _M.commit(ctx)
     local tenant, queue, group = ctx.tenant, ctx.queue, ctx.group
     if C.ephd_ffi_depth(ctx.req, tenant, #tenant, queue, #queue, group,
                     group and #group or 0) == C.EPHD_E_NOT_FOUND then
-        reply.refuse_commit(ctx, "ephemeral_queue_not_found",
-                        "no queue " .. queue)
+        return 0, "ephemeral_queue_not_found", "no queue " .. queue
     end
     return 0
 end

@@ -81,10 +81,10 @@ _M.set = {
                        .. string.format("%.0f", max)
             end
         end
-        ctx.param = obj
+        ctx.args = obj
     end,
     commit = function(ctx)
-        local g = ctx.param
+        local g = ctx.args
         local tenant = g.tenant:lower()
         row.tenant.ptr, row.tenant.len = tenant, #tenant
         row.enabled = g.enabled == false and 0 or 1
@@ -104,10 +104,10 @@ _M.set = {
 _M.delete = {
     parse = function(ctx)
         if not tenancy.valid(ctx.param) then return "tenant must be a UUID" end
-        ctx.param = ctx.param:lower()
+        ctx.args = ctx.param:lower()
     end,
     commit = function(ctx)
-        local tenant = ctx.param
+        local tenant = ctx.args
         if C.ephd_ffi_grant_delete(ctx.req, tenant, #tenant)
                 == C.EPHD_E_UNAVAILABLE then
             unavailable(ctx.req)

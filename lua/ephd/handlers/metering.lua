@@ -47,7 +47,7 @@ function _M.parse(ctx)
         if not tenancy.valid(q.tenant) then
             return "tenant must be a UUID"
         end
-        ctx.param = { tenant = q.tenant:lower() }
+        ctx.args = { tenant = q.tenant:lower() }
         return
     end
     local limit
@@ -56,11 +56,11 @@ function _M.parse(ctx)
     if limit < 1 or limit > METERING_MAX then
         return "limit must be from 1 to " .. METERING_MAX
     end
-    ctx.param = { limit = limit }
+    ctx.args = { limit = limit }
 end
 
 function _M.commit(ctx)
-    local p = ctx.param
+    local p = ctx.args
     if p.tenant then
         local t = metering.of(p.tenant)
         if t then t.tenant = p.tenant end

@@ -36,10 +36,10 @@ _M.system = {
         if q.tenant and not tenancy.valid(q.tenant) then
             return "tenant must be a UUID"
         end
-        ctx.param = q.tenant and q.tenant:lower() or ctx.tenant
+        ctx.args = q.tenant and q.tenant:lower() or ctx.tenant
     end,
     commit = function(ctx)
-        C.ephd_ffi_queues(ctx.req, ctx.param, #ctx.param)
+        C.ephd_ffi_queues(ctx.req, ctx.args, #ctx.args)
         return 0
     end,
 }

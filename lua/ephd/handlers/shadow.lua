@@ -51,16 +51,16 @@ _M.load = {
         if obj.routes ~= nil and not ROUTES[obj.routes] then
             return 'routes must be "family" or "all"'
         end
-        ctx.param = { dir = dir, routes = obj.routes or "family" }
+        ctx.args = { dir = dir, routes = obj.routes or "family" }
     end,
     commit = function(ctx)
-        local dir = ctx.param.dir
+        local dir = ctx.args.dir
         if C.ephd_ffi_policy_shadow(ctx.req, dir, #dir)
                 == C.EPHD_E_UNAVAILABLE then
             reply.refuse(ctx.req, "ephemeral_unavailable",
                          "a policy load or reload is already running")
         else
-            shadow.loading_routes = ctx.param.routes
+            shadow.loading_routes = ctx.args.routes
         end
         return 0
     end,

@@ -64,10 +64,10 @@ _M.switch = {
                                   or #obj.reason > 512) then
             return "reason must be a string of at most 512 bytes"
         end
-        ctx.switch = obj
+        ctx.args = obj
     end,
     commit = function(ctx)
-        local s = ctx.switch
+        local s = ctx.args
         killswitch.set(not s.enabled, s.retryAfter, s.reason,
                        C.ephd_ffi_wall_time())
         log.info("surface_switched", { enabled = s.enabled,

@@ -1,5 +1,4 @@
 -- queues and depth: C writes the bodies; Lua checks what the route takes.
-local cjson = require("cjson")
 local ffi = require("ffi")
 local helper = require("helper")
 
@@ -59,13 +58,14 @@ describe("ephd.handlers status reads", function()
         assert.same({ "depth", "t", "q" }, calls[2])
     end)
 
-    it("depth answers 404 ephemeral_queue_not_found", function()
+    it("depth refuses ephemeral_queue_not_found", function()
         local depth = require("ephd.handlers.depth")
         found = false
-        run(depth, { param = "nope" })
-        assert.equals(404, answers[1].status)
-        assert.equals("ephemeral_queue_not_found",
-                      cjson.decode(answers[1].body).code)
+        -- Its own refusal, which the ladder answers (ephd.ladder).
+        local bits, code, message = run(depth, { param = "nope" })
+        assert.equals(0, bits)
+        assert.equals("ephemeral_queue_not_found", code)
+        assert.equals("no queue nope", message)
     end)
 
     it("depth refuses a bad group and ignores an unknown parameter",
