@@ -42,7 +42,7 @@ local function stop_told(d, fake, id, staying)
         local c = fake:accept()
         if c then
             local line = read_request(c)
-            if line and line:find("^POST /api/v1/ephemeral/leaving ") then
+            if line and line:find("^POST /api/v1/ephemeral/leaving[ ?]") then
                 told = true
                 answer(c, '{"id":"' .. id .. '","leaving":'
                           .. (staying and "false" or "true") .. '}')
