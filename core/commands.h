@@ -30,6 +30,11 @@ int ephd_pop_finds_here(const ephd_pop_args_t *a, const char *tenant,
 int ephd_pop_knows_group(const ephd_pop_args_t *a, const char *tenant,
                          size_t tenant_len);
 
+/* A hash of a pop's (tenant, queue, group), the queue mode's group as
+ * empty: what the cell keeps per group of a queue is found by it. */
+uint64_t ephd_pop_group_hash(const char *tenant, size_t tenant_len,
+                             const ephd_pop_args_t *a);
+
 /* Answers a pop of queue on c with an empty batch, making nothing: a take
  * that finds nothing, a relayed wait cut short by a stop. */
 void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len);

@@ -176,6 +176,19 @@ int ephd_pop_knows_group(const ephd_pop_args_t *a, const char *tenant,
          ephd_queue_group_find(q, a->group ? a->group : "", group_len(a), &g);
 }
 
+uint64_t ephd_pop_group_hash(const char *tenant, size_t tenant_len,
+                             const ephd_pop_args_t *a) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  const char *parts[3] = {tenant, a->queue, a->group};
+  size_t lens[3] = {tenant_len, a->queue_len, a->group ? a->group_len : 0};
+  for (int i = 0; i < 3; i++) {
+    for (size_t j = 0; j < lens[i]; j++)
+      h = (h ^ (unsigned char)parts[i][j]) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  }
+  return h;
+}
+
 void ephd_pop_answer_empty(ephd_conn_t *c, const char *queue, size_t len) {
   ephd_buf_appends(begin_answer(c, queue, len), "]}");
   ephd_http_end(c);

@@ -34,23 +34,11 @@ static void on_announced(void *data, int result,
 #define TOLD 4096
 static struct { uint64_t hash, joins; } told[TOLD];
 
-static uint64_t hash_of(const char *tenant, size_t tenant_len,
-                        const ephd_pop_args_t *a) {
-  uint64_t h = 14695981039346656037ull; /* FNV-1a */
-  const char *parts[3] = {tenant, a->queue, a->group};
-  size_t lens[3] = {tenant_len, a->queue_len, a->group ? a->group_len : 0};
-  for (int i = 0; i < 3; i++) {
-    for (size_t j = 0; j < lens[i]; j++)
-      h = (h ^ (unsigned char)parts[i][j]) * 1099511628211ull;
-    h = (h ^ 0xff) * 1099511628211ull;
-  }
-  return h;
-}
-
 void ephd_groups_announce(const ephd_request_t *req, const ephd_view_t *view,
                           const char *tenant, size_t tenant_len) {
   const ephd_pop_args_t *a = &ephd_op_of(req)->pub.pop;
-  uint64_t h = hash_of(tenant, tenant_len, a), joins = ephd_members_joins();
+  uint64_t h = ephd_pop_group_hash(tenant, tenant_len, a),
+           joins = ephd_members_joins();
   uint32_t slot = (uint32_t)(h % TOLD);
   if (told[slot].hash == h && told[slot].joins == joins &&
       ephd_pop_knows_group(a, tenant, tenant_len))

@@ -153,14 +153,18 @@ static ephd_peer_call_t *relay_of(ephd_node_t *n) {
 /* Ends a connection in any state; its request, if any, stays where it is
  * (the caller decides its fate). The write and connect requests libuv
  * still holds come back cancelled before the handle's close callback. */
-static void conn_close(conn_t *c) {
-  if (c->state == C_CLOSED) return;
+static int conn_end(conn_t *c) {
+  if (c->state == C_CLOSED) return 0;
   if (c->state == C_IDLE) ephd_list_remove(&c->peer->idle, &c->idle_link);
   if (c->req) c->req->conn = NULL;
   c->req = NULL;
   c->state = C_CLOSED;
   stats.connections_open--;
-  uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+  return 1;
+}
+
+static void conn_close(conn_t *c) {
+  if (conn_end(c)) uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
 /* Ends a connection whose request is given up before its answer (a
@@ -170,12 +174,7 @@ static void conn_close(conn_t *c) {
  * whole cell cancels its other members' notifies) ran out of ports to its
  * members. The peer hears the reset as a client that left. */
 static void conn_abort(conn_t *c) {
-  if (c->state == C_CLOSED) return;
-  if (c->state == C_IDLE) ephd_list_remove(&c->peer->idle, &c->idle_link);
-  if (c->req) c->req->conn = NULL;
-  c->req = NULL;
-  c->state = C_CLOSED;
-  stats.connections_open--;
+  if (!conn_end(c)) return;
   /* Refused only for a socket not open yet, or one shut down: closed. */
   if (uv_tcp_close_reset(&c->tcp, on_conn_closed) != 0)
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);

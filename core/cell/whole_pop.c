@@ -73,15 +73,7 @@ struct whole {
 
 static uint32_t turn_of(const char *tenant, size_t tenant_len,
                         const ephd_pop_args_t *a) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  const char *parts[3] = {tenant, a->queue, a->group};
-  size_t lens[3] = {tenant_len, a->queue_len, a->group ? a->group_len : 0};
-  for (int i = 0; i < 3; i++) {
-    for (size_t j = 0; j < lens[i]; j++)
-      h = (h ^ (unsigned char)parts[i][j]) * 16777619u;
-    h = (h ^ 0xff) * 16777619u;
-  }
-  return turns[h % TURNS]++;
+  return turns[ephd_pop_group_hash(tenant, tenant_len, a) % TURNS]++;
 }
 
 /* Whether a query's parameter is one the edge sets itself at each send
