@@ -37,6 +37,7 @@ struct load_conn {
   load_connect_cb on_connect;
   void *owner;    /* the scenario's state for this connection */
   uint64_t stamp; /* the scenario's clock mark */
+  uint64_t sends; /* the scenario's count of sends on this connection */
   uint32_t index, outstanding;
 };
 

@@ -46,6 +46,41 @@ describe("ephd-load", function()
         assert.near(s * 1e6 / 10000, us, 0.01, out)
     end)
 
+    it("reports its own CPU over the run, per message", function()
+        local out, code = load(d, "pushpop --count 10000")
+        assert.equals(0, code, out)
+        local s = tonumber(out:match(" gen_cpu_s=([%d.]+)"))
+        local us = tonumber(out:match(" gen_cpu_us=([%d.]+)"))
+        assert.is_true(s and s > 0, out)
+        -- gen_cpu_s is printed to the millisecond: 0.1 us a message here.
+        assert.near(s * 1e6 / 10000, us, 0.1, out)
+    end)
+
+    -- bench/run's round-robin cell: a connection's pushes walk the
+    -- partitions, one name a push (half relayed) or two (all its own).
+    local function pending(queue)
+        local names = {}
+        for _, p in ipairs(d:depth(queue).json.partitions) do
+            names[p.partition] = p.pending
+        end
+        return names
+    end
+
+    it("walks a connection's pushes over the partitions", function()
+        local out, code = load(d, "push --count 6 --size 16 --conns 1 "
+                                  .. "--queue w1 --partitions a,b,c,d --walk 1")
+        assert.equals(0, code, out)
+        assert.same({ a = 2, b = 2, c = 1, d = 1 }, pending("w1"))
+        out, code = load(d, "push --count 6 --size 16 --conns 1 "
+                            .. "--queue w2 --partitions a,b,c,d --walk 2")
+        assert.equals(0, code, out)
+        assert.same({ a = 3, c = 3 }, pending("w2"))
+        out, code = load(d, "push --count 6 --size 16 --conns 1 "
+                            .. "--queue w3 --partitions a,b,c,d")
+        assert.equals(0, code, out)
+        assert.same({ a = 6 }, pending("w3"))
+    end)
+
     it("fails when a drain finds fewer messages than were pushed", function()
         assert.equals(0, select(2, load(d, "push --count 100 --batch 10 "
                                             .. "--queue l2 --conns 2")))
