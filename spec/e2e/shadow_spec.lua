@@ -100,6 +100,22 @@ describe("a shadow policy", function()
             cjson.encode({ dir = STRICT, routes = "system" })))
     end)
 
+    it("records a system route's refusal at its commit as the live answer, "
+       .. "not as a pass", function()
+        local d = plan_tiers()
+        finally(function() d:stop() end)
+        assert.equals(200, d:request("POST", SHADOW, cjson.encode({
+            dir = STRICT, routes = "all" })).status)
+        -- No database: the grant write is refused at its commit.
+        local res = d:request("POST", "/api/v1/system/grants", cjson.encode({
+            tenant = DEFAULT_TENANT, enabled = true }))
+        assert.refused_with("ephemeral_unavailable", res)
+        local s = shadow_of(d)
+        assert.equals(1, pair(s, "ephemeral_unavailable",
+                              "ephemeral_unavailable"), cjson.encode(s.pairs))
+        assert.equals(0, pair(s, "pass", "pass"))
+    end)
+
     it("serves what the candidate would refuse, and names exactly those "
        .. "requests; promote makes the refusals real", function()
         local d = plan_tiers()

@@ -15,10 +15,9 @@ local config = core.config
 
 local _M = {}
 
-local function unavailable(req)
-    reply.refuse(req, "ephemeral_unavailable",
-                 "no database connection is available for a grant write")
-end
+-- A grant write with no database: the ladder answers it, as every
+-- refusal at commit (and a shadow sees it as refused).
+local UNAVAILABLE = "no database connection is available for a grant write"
 
 local function json_limit(v)
     return v and ("%d"):format(v) or "null"
@@ -93,7 +92,7 @@ _M.set = {
         row.max_msgs_per_sec = g.maxMsgsPerSec or -1
         -- C copies the tenant before it returns.
         if C.ephd_ffi_grant_set(ctx.req, row) == C.EPHD_E_UNAVAILABLE then
-            unavailable(ctx.req)
+            return 0, "ephemeral_unavailable", UNAVAILABLE
         end
         return 0
     end,
@@ -110,7 +109,7 @@ _M.delete = {
         local tenant = ctx.args
         if C.ephd_ffi_grant_delete(ctx.req, tenant, #tenant)
                 == C.EPHD_E_UNAVAILABLE then
-            unavailable(ctx.req)
+            return 0, "ephemeral_unavailable", UNAVAILABLE
         end
         return 0
     end,

@@ -57,11 +57,10 @@ _M.load = {
         local dir = ctx.args.dir
         if C.ephd_ffi_policy_shadow(ctx.req, dir, #dir)
                 == C.EPHD_E_UNAVAILABLE then
-            reply.refuse(ctx.req, "ephemeral_unavailable",
-                         "a policy load or reload is already running")
-        else
-            shadow.loading_routes = ctx.args.routes
+            return 0, "ephemeral_unavailable",
+                   "a policy load or reload is already running"
         end
+        shadow.loading_routes = ctx.args.routes
         return 0
     end,
 }
@@ -92,22 +91,18 @@ _M.promote = {
     commit = function(ctx)
         local s = shadow.current
         if not s then
-            reply.refuse(ctx.req, "ephemeral_bad_request",
-                         "no shadow policy is loaded")
-            return 0
+            return 0, "ephemeral_bad_request", "no shadow policy is loaded"
         end
         if s.state ~= "running" then
-            reply.refuse(ctx.req, "ephemeral_bad_request",
-                         "the shadow policy is disabled (its " .. s.disabled.hook
-                         .. " hook failed: " .. s.disabled.error
-                         .. "): load it again once fixed")
-            return 0
+            return 0, "ephemeral_bad_request",
+                   "the shadow policy is disabled (its " .. s.disabled.hook
+                   .. " hook failed: " .. s.disabled.error
+                   .. "): load it again once fixed"
         end
         if C.ephd_ffi_policy_promote() ~= C.EPHD_OK then
-            reply.refuse(ctx.req, "ephemeral_unavailable",
-                         "a policy load or reload is running: promote once "
-                         .. "it is done")
-            return 0
+            return 0, "ephemeral_unavailable",
+                   "a policy load or reload is running: promote once it "
+                   .. "is done"
         end
         s.p.candidate = nil -- the live policy's whole memory cap from now on
         ladder.use(s.p)
