@@ -95,12 +95,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data += 2;
   size -= 2;
   calls = 0;
-  ephd_peer_request_t req = {{flags & 1 ? "HEAD" : "GET", 3 + (flags & 1)},
-                              {"/fuzz", 5},
-                              {"", 0},
-                              {"", 0},
-                              2000,
-                              (flags & 2) != 0};
+  ephd_peer_request_t req = {
+      .method = {flags & 1 ? "HEAD" : "GET", 3 + (flags & 1)},
+      .target = {"/fuzz", 5},
+      .headers = {"", 0},
+      .body = {"", 0},
+      .timeout_ms = 2000,
+      .parks = (flags & 2) != 0,
+  };
   ephd_peer_call_t *r;
   if (ephd_peer_send(peer, &req, on_done, NULL, &r) != 0) abort();
   int fd = -1, cancelled = 0;
