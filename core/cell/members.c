@@ -266,6 +266,35 @@ static int in_view(const row_t *r) {
   return r->m.id == self.id || (r->live && r->ready && !r->leaving);
 }
 
+/* The view's version (ephd_members_version): FNV-1a over each member's
+ * id, epoch and address, in the view's order. Made from what the view
+ * holds rather than counted, so brokers holding the same view show the
+ * same version, and a client that read two of them can tell they agree. */
+static uint64_t version;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    h ^= ((const unsigned char *)p)[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+static uint64_t version_of(const ephd_view_t *v) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint32_t i = 0; i < v->count; i++) {
+    const ephd_member_t *m = &v->members[i];
+    char head[32];
+    int n = snprintf(head, sizeof(head), "%016" PRIx64 " %08" PRIx32 " ", m->id,
+                     m->epoch);
+    h = fnv(h, head, (size_t)n);
+    h = fnv(h, m->address, strlen(m->address) + 1); /* its NUL ends it */
+  }
+  return h;
+}
+
+uint64_t ephd_members_version(void) { return version; }
+
 /* Makes the view again from the rows; returns the view's old members for
  * the caller to compare and free. */
 static ephd_member_t *rebuild(void) {
@@ -282,6 +311,7 @@ static ephd_member_t *rebuild(void) {
   }
   view.members = live;
   view.count = count;
+  version = version_of(&view);
   return was;
 }
 
@@ -736,7 +766,7 @@ static void count_owned(void *arg, const char *tenant, size_t tenant_len,
                                    partition_len) == &view.members[view.self];
 }
 
-void ephd_ffi_cell(ephd_cell_t *cell) {
+void ephd_ffi_cell(ephd_cell_t *cell, int partitions) {
   memset(cell, 0, sizeof(*cell));
   cell->members = nrows;
   cell->live = view.count;
@@ -744,6 +774,8 @@ void ephd_ffi_cell(ephd_cell_t *cell) {
   cell->database = database;
   cell->fresh = fresh();
   cell->ttl_ms = ttl_ms;
+  cell->version = version;
+  if (!partitions) return;
   /* A cell of one owns all it holds, and is never hashed. */
   tally_t t = {0, 0};
   ephd_engine_each_partition(engine, view.count > 1 ? count_owned : count_held,
