@@ -363,7 +363,10 @@ function Client:refresh_view()
         v = c and c:request("GET", "/api/v1/ephemeral/cell")
         if v then break end
     end
-    if not v then return nil, err end
+    if not v then
+        self.view_stale = true -- tried again within a second
+        return nil, err
+    end
     if v.version == self.view_version then return v end
     placement = placement or require("ephd.placement")
     local members = {}
@@ -410,7 +413,10 @@ local function holder(members, id)
     if not epoch then return nil end
     epoch = epoch:lower()
     for _, m in ipairs(members) do
-        if m.epoch == epoch then return m end
+        if m.epoch == epoch then
+            return not (m.down_until and m.down_until > socket.gettime())
+                   and m or nil
+        end
     end
 end
 
@@ -430,7 +436,11 @@ local function owner_of(self, queue, partition, acks)
         return m
     end
     if not partition then return nil end
-    return placement.owner(members, self.view_tenant, queue, partition)
+    local m = placement.owner(members, self.view_tenant, queue, partition)
+    -- A member this client could not reach is left to url for a while
+    -- (its advertised address may be one only the cell can dial).
+    if m.down_until and m.down_until > socket.gettime() then return nil end
+    return m
 end
 
 -- One request to member (nil: the broker at url). A member that could not
@@ -442,6 +452,7 @@ local function exchange_at(self, member, method, path, body, wait_s)
     local r, text = exchange(c, method, path, body, wait_s)
     if not r and text.unsent and c ~= self then
         self.view_stale = true
+        member.down_until = socket.gettime() + self.view_ttl
         c = self
         r, text = exchange(c, method, path, body, wait_s)
     end

@@ -177,5 +177,10 @@ describe("ephd.client's routing to owners", function()
         assert.equals(1, assert(c:push("q", { 1 }, { partition = p })))
         assert.same({ VIEW_LINE, PUSH }, home)
         assert.is_true(c.view_stale)
+        -- Not dialled again for a while: straight to url.
+        c.peers[gone] = nil
+        assert.equals(1, assert(c:push("q", { 1 }, { partition = p })))
+        assert.same({ VIEW_LINE, PUSH, PUSH }, home)
+        assert.is_nil(c.peers[gone])
     end)
 end)
