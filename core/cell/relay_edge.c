@@ -188,20 +188,20 @@ static int says_owner_moved(const ephd_peer_response_t *res) {
          memmem(res->body.ptr, res->body.len, code, sizeof(code) - 1) != NULL;
 }
 
-/* The advertised address of the member that answered, by this broker's
- * view (the member named by id), when it is still there and its address
- * can be a header's value; NULL otherwise. A few members to look at, once
- * per relayed answer: nothing is kept per request for it. */
+/* The advertised address of the member that answered (by id): in this
+ * broker's view, or live by its last read (one an owner_moved named
+ * before this broker probed it), and when its address can be a header's
+ * value; NULL otherwise. A few members to look at, once per relayed
+ * answer: nothing is kept per request for it. */
 static const char *owner_address(uint64_t id) {
   const ephd_view_t *v = ephd_members_view();
-  for (uint32_t i = 0; i < v->count; i++) {
-    if (v->members[i].id != id) continue;
-    const char *a = v->members[i].address;
-    for (const char *p = a; *p; p++)
-      if (*p <= ' ' || *p > '~') return NULL;
-    return *a ? a : NULL;
-  }
-  return NULL;
+  const ephd_member_t *m = NULL;
+  for (uint32_t i = 0; i < v->count && m == NULL; i++)
+    if (v->members[i].id == id) m = &v->members[i];
+  if (m == NULL && (m = ephd_members_live(id)) == NULL) return NULL;
+  for (const char *p = m->address; *p; p++)
+    if (*p <= ' ' || *p > '~') return NULL;
+  return m->address[0] ? m->address : NULL;
 }
 
 /* The owner's answer (one is_ephd_answer accepts): status, Retry-After
