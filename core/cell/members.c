@@ -272,11 +272,11 @@ static int in_view(const row_t *r) {
  * same version, and a client that read two of them can tell they agree. */
 static uint64_t version;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= ((const unsigned char *)p)[i];
-    h *= 0x100000001b3ULL;
-  }
+#define FNV_PRIME 0x100000001b3ULL
+
+/* n bytes of x, least significant first: the same on every byte order. */
+static uint64_t fnv_le(uint64_t h, uint64_t x, int n) {
+  for (int i = 0; i < n; i++, x >>= 8) h = (h ^ (x & 0xff)) * FNV_PRIME;
   return h;
 }
 
@@ -284,11 +284,12 @@ static uint64_t version_of(const ephd_view_t *v) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (uint32_t i = 0; i < v->count; i++) {
     const ephd_member_t *m = &v->members[i];
-    char head[32];
-    int n = snprintf(head, sizeof(head), "%016" PRIx64 " %08" PRIx32 " ", m->id,
-                     m->epoch);
-    h = fnv(h, head, (size_t)n);
-    h = fnv(h, m->address, strlen(m->address) + 1); /* its NUL ends it */
+    h = fnv_le(h, m->id, 8);
+    h = fnv_le(h, m->epoch, 4);
+    const char *a = m->address;
+    do /* its NUL ends it */
+      h = (h ^ (unsigned char)*a) * FNV_PRIME;
+    while (*a++);
   }
   return h;
 }
