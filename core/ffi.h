@@ -18,7 +18,7 @@
 #include <stdint.h>
 #pragma GCC visibility push(default)
 
-enum { EPHD_FFI_ABI_VERSION = 30 };
+enum { EPHD_FFI_ABI_VERSION = 31 };
 
 enum {
   EPHD_OK = 0,
@@ -492,6 +492,7 @@ typedef struct {
   uint64_t ttl_ms; /* this broker's: its view is stale past it */
   uint64_t partitions_held;  /* of the queues this broker holds */
   uint64_t partitions_owned; /* of those, the ones placement gives it */
+  uint64_t version;          /* the view's: a hash of its members, in order */
 } ephd_cell_t;
 typedef struct {
   char id[17]; /* 16 hex digits */
@@ -502,7 +503,9 @@ typedef struct {
   uint64_t ttl_ms; /* the TTL it beats for */
   uint64_t seen_ms_ago; /* by the database's clock, plus the time since */
 } ephd_cell_member_t;
-void ephd_ffi_cell(ephd_cell_t *cell);
+/* partitions: whether to count partitions_held and _owned, a walk over
+ * every partition held (0 leaves them 0: the placement view's read). */
+void ephd_ffi_cell(ephd_cell_t *cell, int partitions);
 /* Row i; the address lives until the next read is applied. */
 int ephd_ffi_cell_member(uint32_t i, ephd_cell_member_t *member);
 /* GET /api/v1/ephemeral/ready, a member asking whether this broker's

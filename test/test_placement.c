@@ -63,6 +63,29 @@ TEST_IMPL(placement_pinned_vectors) {
   return 0;
 }
 
+/* The owners of a thousand keys in a fixed cell of three: the counts, and
+ * the first forty owners by index. ephd.placement, the Lua copy a client
+ * routes by, is held to the same figures (spec/ephd/placement_spec.lua):
+ * a client and the brokers must place every key alike. */
+TEST_IMPL(placement_owners_of_keys) {
+  ephd_member_t m[3] = {{0x0123456789abcdefULL, 1, "http://a:1"},
+                        {0x1111111111111111ULL, 2, "http://b:1"},
+                        {0xfedcba9876543210ULL, 3, "http://c:1"}};
+  ephd_view_t v = {m, 3, 0};
+  static const char first[] = "1112212111110001212001112001201210211221";
+  int count[3] = {0, 0, 0};
+  for (int i = 0; i < 1000; i++) {
+    uint64_t id = owner_of(&v, i);
+    int o = id == m[0].id ? 0 : id == m[1].id ? 1 : 2;
+    count[o]++;
+    if (i < 40) ASSERT_EQ(o, first[i] - '0');
+  }
+  ASSERT_EQ(count[0], 337);
+  ASSERT_EQ(count[1], 330);
+  ASSERT_EQ(count[2], 333);
+  return 0;
+}
+
 TEST_IMPL(placement_frames_names) {
   uint64_t a = ephd_placement_key("ab", 2, "c", 1, "p", 1);
   uint64_t b = ephd_placement_key("a", 1, "bc", 2, "p", 1);

@@ -266,6 +266,36 @@ static int in_view(const row_t *r) {
   return r->m.id == self.id || (r->live && r->ready && !r->leaving);
 }
 
+/* The view's version (ephd_members_version): FNV-1a over each member's
+ * id, epoch and address, in the view's order. Made from what the view
+ * holds rather than counted, so brokers holding the same view show the
+ * same version, and a client that read two of them can tell they agree. */
+static uint64_t version;
+
+#define FNV_PRIME 0x100000001b3ULL
+
+/* n bytes of x, least significant first: the same on every byte order. */
+static uint64_t fnv_le(uint64_t h, uint64_t x, int n) {
+  for (int i = 0; i < n; i++, x >>= 8) h = (h ^ (x & 0xff)) * FNV_PRIME;
+  return h;
+}
+
+static uint64_t version_of(const ephd_view_t *v) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint32_t i = 0; i < v->count; i++) {
+    const ephd_member_t *m = &v->members[i];
+    h = fnv_le(h, m->id, 8);
+    h = fnv_le(h, m->epoch, 4);
+    const char *a = m->address;
+    do /* its NUL ends it */
+      h = (h ^ (unsigned char)*a) * FNV_PRIME;
+    while (*a++);
+  }
+  return h;
+}
+
+uint64_t ephd_members_version(void) { return version; }
+
 /* Makes the view again from the rows; returns the view's old members for
  * the caller to compare and free. */
 static ephd_member_t *rebuild(void) {
@@ -282,6 +312,7 @@ static ephd_member_t *rebuild(void) {
   }
   view.members = live;
   view.count = count;
+  version = version_of(&view);
   return was;
 }
 
@@ -736,7 +767,7 @@ static void count_owned(void *arg, const char *tenant, size_t tenant_len,
                                    partition_len) == &view.members[view.self];
 }
 
-void ephd_ffi_cell(ephd_cell_t *cell) {
+void ephd_ffi_cell(ephd_cell_t *cell, int partitions) {
   memset(cell, 0, sizeof(*cell));
   cell->members = nrows;
   cell->live = view.count;
@@ -744,6 +775,8 @@ void ephd_ffi_cell(ephd_cell_t *cell) {
   cell->database = database;
   cell->fresh = fresh();
   cell->ttl_ms = ttl_ms;
+  cell->version = version;
+  if (!partitions) return;
   /* A cell of one owns all it holds, and is never hashed. */
   tally_t t = {0, 0};
   ephd_engine_each_partition(engine, view.count > 1 ? count_owned : count_held,

@@ -33,6 +33,11 @@ void ephd_members_boot(uint64_t timeout_ms);
 /* The live members, sorted by id; this broker is always one of them. Valid
  * until the next heartbeat's read is applied (a later turn of the loop). */
 const ephd_view_t *ephd_members_view(void);
+/* The view's version: a hash of its members (ids, epochs and addresses,
+ * in order), so it changes whenever the view does, and brokers holding
+ * the same view show the same one. A client routing to owners compares
+ * it; it is no order (docs/cell.md, "Routing to the owner"). */
+uint64_t ephd_members_version(void);
 /* The member of id whose row the last read found live and signed, not
  * leaving, whether or not it is in the view yet (it may not have answered
  * a probe): where a member's owner_moved says a partition is now

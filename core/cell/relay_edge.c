@@ -182,26 +182,53 @@ static int is_ephd_answer(const ephd_peer_response_t *res) {
          memcmp(res->content_type.ptr, json, sizeof(json) - 1) == 0;
 }
 
-/* The owner's answer (one is_ephd_answer accepts): status, Retry-After
- * when it is a number of seconds, and body. */
-static void pass_back(ephd_conn_t *c, const ephd_peer_response_t *res) {
-  char extra[64];
-  size_t n = res->retry_after.len;
-  int seconds = n > 0 && n <= 10;
-  for (size_t i = 0; seconds && i < n; i++)
-    seconds = res->retry_after.ptr[i] >= '0' && res->retry_after.ptr[i] <= '9';
-  if (seconds)
-    snprintf(extra, sizeof(extra), "Retry-After: %.*s\r\n", (int)n,
-             res->retry_after.ptr);
-  ephd_buf_t *o = ephd_http_begin(c, res->status, seconds ? extra : NULL);
-  ephd_buf_append(o, res->body.ptr, res->body.len);
-  ephd_http_end(c);
-}
-
 static int says_owner_moved(const ephd_peer_response_t *res) {
   static const char code[] = "\"code\":\"owner_moved\"";
   return res->status == 503 &&
          memmem(res->body.ptr, res->body.len, code, sizeof(code) - 1) != NULL;
+}
+
+/* The advertised address of the member that answered (by id): in this
+ * broker's view, or live by its last read (one an owner_moved named
+ * before this broker probed it), and when its address can be a header's
+ * value; NULL otherwise. A few members to look at, once per relayed
+ * answer: nothing is kept per request for it. */
+static const char *owner_address(uint64_t id) {
+  const ephd_view_t *v = ephd_members_view();
+  const ephd_member_t *m = NULL;
+  for (uint32_t i = 0; i < v->count && m == NULL; i++)
+    if (v->members[i].id == id) m = &v->members[i];
+  if (m == NULL && (m = ephd_members_live(id)) == NULL) return NULL;
+  for (const char *p = m->address; *p; p++)
+    if (*p <= ' ' || *p > '~') return NULL;
+  return m->address[0] ? m->address : NULL;
+}
+
+/* The owner's answer (one is_ephd_answer accepts): status, Retry-After
+ * when it is a number of seconds, and body; and, unless it is owner_moved
+ * (the member did not serve it), the owner hint: X-Queen-Owner-Address,
+ * the address of the member that served it, for a client that routes
+ * itself to owners (docs/client.md). Only a relayed answer carries it: a
+ * direct one's owner is the broker the client asked, and its hot path
+ * pays nothing. It is not X-Queen-Owner, the member id an owner_moved
+ * names for its edge alone. */
+static void pass_back(ephd_conn_t *c, const ephd_peer_response_t *res,
+                      uint64_t owner) {
+  char extra[64 + 32 + EPHD_MEMBER_ADDRESS_MAX];
+  size_t n = res->retry_after.len, at = 0;
+  int seconds = n > 0 && n <= 10;
+  for (size_t i = 0; seconds && i < n; i++)
+    seconds = res->retry_after.ptr[i] >= '0' && res->retry_after.ptr[i] <= '9';
+  if (seconds)
+    at += (size_t)snprintf(extra, sizeof(extra), "Retry-After: %.*s\r\n",
+                           (int)n, res->retry_after.ptr);
+  const char *address = says_owner_moved(res) ? NULL : owner_address(owner);
+  if (address)
+    at += (size_t)snprintf(extra + at, sizeof(extra) - at,
+                           "X-Queen-Owner-Address: %s\r\n", address);
+  ephd_buf_t *o = ephd_http_begin(c, res->status, at ? extra : NULL);
+  ephd_buf_append(o, res->body.ptr, res->body.len);
+  ephd_http_end(c);
 }
 
 /* The member an owner_moved names (X-Queen-Owner), when this broker read
@@ -267,7 +294,7 @@ static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   ephd_conn_t *c = ephd_deferred_conn(f->deferred);
   if (result == EPHD_PEER_OK) {
     forwarded[f->verb][OUT_ANSWERED]++;
-    pass_back(c, res);
+    pass_back(c, res, f->owner);
     /* The owner refused it and appended nothing: as when a rung here
      * refuses a push, the rate it took is given back. */
     if (f->taken && (res->status < 200 || res->status > 299) && refund)

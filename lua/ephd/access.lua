@@ -12,14 +12,25 @@ local GRANTS = {
     ["write-only"] = { ["write-only"] = true },
 }
 
+-- What a route may need beside the levels: any identity, whatever its
+-- level (the cell's placement view, which a producer holding write-only
+-- and a consumer holding read-only both route by). No credential holds
+-- it: a policy names one of the four levels.
+_M.ANY = "any"
+
 function _M.is_level(level)
     return GRANTS[level] ~= nil
+end
+
+-- Whether `needed` is something a route may ask for: a level, or ANY.
+function _M.is_route_level(needed)
+    return needed == _M.ANY or GRANTS[needed] ~= nil
 end
 
 -- Whether a holder of `level` may call a route that needs `needed`.
 function _M.allows(level, needed)
     local held = GRANTS[level]
-    return held ~= nil and held[needed] == true
+    return held ~= nil and (held[needed] == true or needed == _M.ANY)
 end
 
 return _M

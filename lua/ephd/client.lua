@@ -113,12 +113,17 @@ function _M.new(opts)
         authority = port == 80 and host or host .. ":" .. port,
         tenant = opts.tenant, token = opts.token,
         timeout = opts.timeout or 10,
+        -- Routing each request to its owner (below): off unless asked.
+        route = opts.route and true or false,
+        view_ttl = opts.view_ttl or _M.VIEW_TTL_S,
+        peers = {},
     }, Client)
 end
 
 function Client:close()
     if self.sock then self.sock:close() end
     self.sock = nil
+    for _, c in pairs(self.peers) do c:close() end
 end
 
 -- A kept connection the broker has closed (its idle timeout) reads as
@@ -234,10 +239,13 @@ end
 -- One request and its answer: the decoded body and its text, or nil and
 -- an error.
 local function exchange(self, method, path, body, wait_s)
+    self.hint = nil
     local s, err = self:connection()
     if not s then
-        return nil, new_error("connection_failed",
-                              self.url .. ": " .. tostring(err))
+        local e = new_error("connection_failed",
+                            self.url .. ": " .. tostring(err))
+        e.unsent = true -- nothing was written: safe to send elsewhere
+        return nil, e
     end
     local head = {
         method, " ", path, " HTTP/1.1\r\nHost: ", self.authority, "\r\n",
@@ -267,6 +275,8 @@ local function exchange(self, method, path, body, wait_s)
     if headers.connection and headers.connection:lower() == "close" then
         self:close()
     end
+    -- The owner hint: set only on an answer the broker relayed.
+    self.hint = headers["x-queen-owner-address"]
     local decoded = cjson.decode(text)
     if status >= 400 then
         if type(decoded) == "table" and _M.CODES[decoded.code] then
@@ -307,6 +317,154 @@ local function query(params, order)
     return #out > 0 and "?" .. concat(out, "&") or ""
 end
 
+-- Routing to owners --------------------------------------------------------
+--
+-- With `route`, a push, a pop naming its partition and an ack go straight
+-- to the member of the cell that owns them (docs/client.md, "Routing to
+-- the owner"), over a kept connection per member, rather than through the
+-- broker at url, which would relay them. The owner is computed from the
+-- cell's placement view (GET /api/v1/ephemeral/cell) with the cell's own
+-- hash (ephd.placement); the view is read again when it may be stale: an
+-- owner_moved, a relayed answer (its owner hint names another member than
+-- the one asked), a member that cannot be reached, or view_ttl passed.
+-- Nothing depends on the view being right: a request that reaches a member
+-- that no longer owns it is relayed there, as any request is.
+
+-- A view is read again at most this long after it was read, and a view
+-- found stale at most once per STALE_GAP_S, so a cell that keeps moving
+-- costs a read a second, not one per request.
+_M.VIEW_TTL_S = 10
+local STALE_GAP_S = 1
+
+local placement -- ephd.placement, loaded with the first view (LuaJIT)
+
+-- The client of one member, by its address (nil for one this client cannot
+-- dial): the same identity, one kept connection.
+local function member_client(self, address)
+    if address == self.url then return self end
+    local c = self.peers[address]
+    if c == nil and parse_url(address) then
+        c = _M.new({ url = address, tenant = self.tenant, token = self.token,
+                     timeout = self.timeout })
+        self.peers[address] = c
+    end
+    return c
+end
+
+-- Reads the placement view from the broker at url (or, when it cannot be
+-- reached, from a member of the last view) and keeps it. Returns the view
+-- as the broker answered it, or nil and an error (the last view is kept).
+function Client:refresh_view()
+    self.view_read_at = socket.gettime()
+    self.view_stale = false
+    local v, err = self:request("GET", "/api/v1/ephemeral/cell")
+    for _, m in ipairs(v == nil and self.members or {}) do
+        local c = member_client(self, m.address)
+        v = c and c:request("GET", "/api/v1/ephemeral/cell")
+        if v then break end
+    end
+    if not v then
+        self.view_stale = true -- tried again within a second
+        return nil, err
+    end
+    if v.version == self.view_version then return v end
+    placement = placement or require("ephd.placement")
+    local members = {}
+    -- A hash this client does not know places nothing: every request goes
+    -- to url, which relays it.
+    if v.hash == placement.HASH and type(v.members) == "table" then
+        for _, m in ipairs(v.members) do
+            local id = placement.id(m.id)
+            if not id then members = {} break end
+            members[#members + 1] = { id = id, address = m.address,
+                                      epoch = tostring(m.epoch):lower() }
+        end
+    end
+    -- Connections to members that left the view are closed.
+    local kept = {}
+    for _, m in ipairs(members) do kept[m.address] = true end
+    for address, c in pairs(self.peers) do
+        if not kept[address] then
+            c:close()
+            self.peers[address] = nil
+        end
+    end
+    self.members, self.view_version = members, v.version
+    self.view_tenant = v.tenant
+    return v
+end
+
+-- The members to place over, when routing is on and the cell has several
+-- (the view read first, or again, when it is due); nil otherwise.
+local function routing_members(self)
+    if not self.route then return nil end
+    local since = self.view_read_at and socket.gettime() - self.view_read_at
+    if not since or since >= self.view_ttl
+       or (self.view_stale and since >= STALE_GAP_S) then
+        self:refresh_view()
+    end
+    local members = self.members
+    return members and #members > 1 and self.view_tenant and members or nil
+end
+
+-- The member a message id's epoch names (its holder), or nil.
+local function holder(members, id)
+    local epoch = type(id) == "string" and id:match("^e:(%x+):")
+    if not epoch then return nil end
+    epoch = epoch:lower()
+    for _, m in ipairs(members) do
+        if m.epoch == epoch then
+            return not (m.down_until and m.down_until > socket.gettime())
+                   and m or nil
+        end
+    end
+end
+
+-- The member that owns (queue, partition), or whose epoch every ack's id
+-- carries; nil when the broker at url should decide (no routing, no view,
+-- a pop of the whole queue, an ack over several holders).
+local function owner_of(self, queue, partition, acks)
+    local members = routing_members(self)
+    if not members then return nil end
+    if acks then
+        local m
+        for i, a in ipairs(acks) do
+            local h = holder(members, type(a) == "table" and a.id or a)
+            if not h or (i > 1 and h ~= m) then return nil end
+            m = h
+        end
+        return m
+    end
+    if not partition then return nil end
+    local m = placement.owner(members, self.view_tenant, queue, partition)
+    -- A member this client could not reach is left to url for a while
+    -- (its advertised address may be one only the cell can dial).
+    if m.down_until and m.down_until > socket.gettime() then return nil end
+    return m
+end
+
+-- One request to member (nil: the broker at url). A member that could not
+-- be reached (nothing was written) leaves it to url, which relays; with
+-- routing on, an owner_moved, or an answer relayed elsewhere than to the
+-- broker asked, says the view is stale.
+local function exchange_at(self, member, method, path, body, wait_s)
+    local c = member and member_client(self, member.address) or self
+    local r, text = exchange(c, method, path, body, wait_s)
+    if not r and text.unsent and c ~= self then
+        self.view_stale = true
+        member.down_until = socket.gettime() + self.view_ttl
+        c = self
+        r, text = exchange(c, method, path, body, wait_s)
+    end
+    -- A hint names the member that served a relayed answer: not the one
+    -- asked, so the view (or its absence) sent it astray.
+    if self.route and ((c.hint and c.hint ~= c.url)
+                       or (not r and text.code == "owner_moved")) then
+        self.view_stale = true
+    end
+    return r, text
+end
+
 -- The verbs ---------------------------------------------------------------
 
 -- payloads: a list of Lua values (or client.raw texts). Returns the count
@@ -322,7 +480,9 @@ function Client:push(queue, payloads, opts)
         body = body .. ',"partition":' .. cjson.encode(opts.partition)
     end
     body = body .. ',"messages":[' .. concat(items, ",") .. "]}"
-    local r, err = self:request("POST", "/api/v1/ephemeral/push", body)
+    local r, err = exchange_at(self, owner_of(self, queue,
+                                              opts.partition or "Default"),
+                               "POST", "/api/v1/ephemeral/push", body)
     if not r then return nil, err end
     return r.pushed
 end
@@ -398,8 +558,9 @@ function Client:pop(queue, opts)
     -- must outlast it. Without one the broker's default applies, which an
     -- operator may raise up to the wire's ceiling of 300 s.
     local wait_s = opts.wait and ((opts.timeout or 300000) / 1000) or 0
-    local r, text = exchange(self, "GET", "/api/v1/ephemeral/pop"
-                             .. query(params, POP_PARAMS), nil, wait_s)
+    local r, text = exchange_at(self, owner_of(self, queue, opts.partition),
+                                "GET", "/api/v1/ephemeral/pop"
+                                .. query(params, POP_PARAMS), nil, wait_s)
     if not r then return nil, text end
     if opts.raw then
         for i, json in ipairs(payload_texts(text)) do
@@ -423,7 +584,8 @@ function Client:ack(queue, acks, opts)
     local items = {}
     for i, a in ipairs(list) do items[i] = cjson.encode(a) end
     body = body .. ',"acks":[' .. concat(items, ",") .. "]}"
-    local r, err = self:request("POST", "/api/v1/ephemeral/ack", body)
+    local r, err = exchange_at(self, owner_of(self, queue, nil, list), "POST",
+                               "/api/v1/ephemeral/ack", body)
     if not r then return nil, err end
     return r.results
 end
@@ -470,6 +632,12 @@ end
 -- live, partitions {held, owned}.
 function Client:cell()
     return self:request("GET", "/api/v1/system/cell")
+end
+
+-- The cell's placement view, as any identity may read it: {version, self,
+-- tenant, hash, fresh, members = {{id, address, epoch}}}.
+function Client:cell_view()
+    return self:request("GET", "/api/v1/ephemeral/cell")
 end
 
 -- query: "limit=N" (the N biggest holders) or "tenant=UUID".

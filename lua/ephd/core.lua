@@ -6,7 +6,7 @@ local abi = require("ephd.abi")
 
 -- The ABI these Lua modules were written against; the binary reports its
 -- own, so a Lua tree newer or older than the daemon refuses to load.
-local ABI_VERSION = 30
+local ABI_VERSION = 31
 
 local _M = {}
 

@@ -32,7 +32,7 @@ local function check(i, r)
     elseif not CLASSES[r.class] then
         why = "class family, system or open"
     elseif (r.class == "open") ~= (r.level == nil)
-            or (r.level and not access.is_level(r.level)) then
+            or (r.level and not access.is_route_level(r.level)) then
         why = "a level of ephd.access unless it is open"
     elseif type(r.handler) ~= "string" then
         why = "a handler"

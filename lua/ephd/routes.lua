@@ -41,6 +41,12 @@ return {
     { name = "depth", method = "GET",
       path = "/api/v1/ephemeral/queues/:queue/depth",
       level = "read-only", class = "family", handler = "depth" },
+    -- The cell's placement view, for a client that routes each request
+    -- to its owner (docs/cell.md, "Routing to the owner"): any identity
+    -- may read it, since a producer or a consumer routes by it; it tells
+    -- the members' ids, addresses and epochs, which are no secret.
+    { name = "cell_view", method = "GET", path = "/api/v1/ephemeral/cell",
+      level = "any", class = "family", handler = "cell.placement" },
     { name = "system_status", method = "GET", path = "/api/v1/system/ephemeral",
       level = "admin", class = "system", handler = "surface.status" },
     { name = "system_switch", method = "POST",

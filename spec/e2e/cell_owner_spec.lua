@@ -94,12 +94,18 @@ describe("owner_moved in a cell", function()
             local res = a:push("hinted", { tostring(i) }, part)
             local asked = (io.open(seen):read("*a")):find('"' .. part .. '"',
                                                           1, true)
+            -- The member id is the edge's alone; a client's hint names
+            -- the member that served the push, none an owner_moved.
+            assert.is_nil(res.headers["x-queen-owner"])
             if asked and res.status == 201 then
                 landed = landed + 1
                 assert.truthy(b:held("hinted")[part], part)
+                assert.equals("http://127.0.0.1:" .. b.port,
+                              res.headers["x-queen-owner-address"])
             elseif res.status ~= 201 then
                 assert.truthy(asked, res.body)
                 assert.equals("owner_moved", res.json.code)
+                assert.is_nil(res.headers["x-queen-owner-address"])
             end
         end
         assert.is_true(landed > 0, "no push was retried at the owner named")

@@ -23,4 +23,17 @@ describe("ephd.access", function()
         assert.is_true(access.allows("admin", "admin"))
         assert.is_false(access.allows("root", "write-only"))
     end)
+
+    it("lets every level, and only a level, read a route any identity "
+       .. "may", function()
+        for _, level in ipairs({ "admin", "read-write", "read-only",
+                                 "write-only" }) do
+            assert.is_true(access.allows(level, access.ANY), level)
+        end
+        assert.is_false(access.allows("root", access.ANY))
+        assert.is_false(access.allows(nil, access.ANY))
+        -- A route may ask for it; no credential holds it.
+        assert.is_true(access.is_route_level(access.ANY))
+        assert.is_false(access.is_level(access.ANY))
+    end)
 end)

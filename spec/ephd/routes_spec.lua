@@ -21,6 +21,8 @@ describe("ephd.routes", function()
         end
         assert.equals("read-only", level.queues)
         assert.equals("read-only", level.depth)
+        -- The placement view: a producer and a consumer both route by it.
+        assert.equals("any", level.cell_view)
         for _, r in ipairs({ "system_status", "system_switch",
                              "policy_reload", "metering", "cell",
                              "metrics" }) do

@@ -3,8 +3,10 @@
 -- the notice a stopping member sends before it hands its partitions over;
 -- and the operator's view of it (admin, system).
 local cjson = require("cjson.safe")
+local bit = require("bit")
 local ffi = require("ffi")
 local core = require("ephd.core")
+local placement = require("ephd.placement")
 local reply = require("ephd.reply")
 
 local C = core.C
@@ -38,7 +40,7 @@ local cell = ffi.new("ephd_cell_t")
 local member = ffi.new("ephd_cell_member_t")
 
 local function view_body()
-    C.ephd_ffi_cell(cell)
+    C.ephd_ffi_cell(cell, 1)
     local members, self = {}, nil
     for i = 0, cell.members - 1 do
         if C.ephd_ffi_cell_member(i, member) == C.EPHD_OK then
@@ -59,6 +61,7 @@ local function view_body()
     return cjson.encode({
         self = self,
         members = members,
+        version = bit.tohex(cell.version, 16),
         live = cell.live,
         ttlMs = tonumber(cell.ttl_ms),
         fresh = cell.fresh ~= 0,
@@ -76,6 +79,50 @@ _M.view = {
     end,
     commit = function(ctx)
         reply.json(ctx.req, 200, view_body())
+        return 0
+    end,
+}
+
+-- GET /api/v1/ephemeral/cell: what a client needs to route each request
+-- to its owner itself (docs/cell.md, "Routing to the owner"): the view
+-- placement decides over, in its order (by id), with the version that
+-- changes with it and the name of the hash. Any identity may read it: the
+-- members' ids, addresses and epochs are no secret (every message id
+-- carries an epoch, the ready route tells an id). Not the admin view: no
+-- rows outside the view, no ages, no walk over the partitions. The hash's
+-- name is ephd.placement's, the Lua copy of it a client computes with.
+_M.placement = {
+    parse = function(ctx)
+        if ctx.req.query.len > 0 then
+            return "this route takes no parameters"
+        end
+    end,
+    commit = function(ctx)
+        C.ephd_ffi_cell(cell, 0) -- no walk over the partitions
+        local members, self = {}, nil
+        for i = 0, cell.members - 1 do
+            if C.ephd_ffi_cell_member(i, member) == C.EPHD_OK
+               and member.live ~= 0 then
+                local id = ffi_string(member.id, 16)
+                members[#members + 1] = {
+                    id = id,
+                    address = ffi_string(member.address.ptr,
+                                         member.address.len),
+                    epoch = ("%08x"):format(member.epoch),
+                }
+                if i == cell.self then self = id end
+            end
+        end
+        reply.json(ctx.req, 200, cjson.encode({
+            version = bit.tohex(cell.version, 16),
+            self = self,
+            -- The caller's tenant as this broker decided it (a policy may
+            -- map a token to it): the name placement hashes.
+            tenant = ctx.tenant,
+            hash = placement.HASH,
+            fresh = cell.fresh ~= 0,
+            members = members,
+        }))
         return 0
     end,
 }
