@@ -121,6 +121,12 @@ end
 local BOOLEAN = { ["true"] = true, ["1"] = true, yes = true,
                   ["false"] = false, ["0"] = false, no = false }
 
+-- A parse for a route that takes no query parameter (the system routes
+-- are strict: docs/wire.md): the message of its 400, or nil.
+function _M.no_query(ctx)
+    if ctx.req.query.len > 0 then return "this route takes no parameters" end
+end
+
 function _M.boolean(v, what, default)
     if v == nil then return default end
     local b = BOOLEAN[v]

@@ -8,6 +8,7 @@ local ffi = require("ffi")
 local core = require("ephd.core")
 local placement = require("ephd.placement")
 local reply = require("ephd.reply")
+local validate = require("ephd.validate")
 
 local C = core.C
 local ffi_string = ffi.string
@@ -72,11 +73,7 @@ local function view_body()
 end
 
 _M.view = {
-    parse = function(ctx)
-        if ctx.req.query.len > 0 then
-            return "this route takes no parameters"
-        end
-    end,
+    parse = validate.no_query,
     commit = function(ctx)
         reply.json(ctx.req, 200, view_body())
         return 0
@@ -92,11 +89,7 @@ _M.view = {
 -- rows outside the view, no ages, no walk over the partitions. The hash's
 -- name is ephd.placement's, the Lua copy of it a client computes with.
 _M.placement = {
-    parse = function(ctx)
-        if ctx.req.query.len > 0 then
-            return "this route takes no parameters"
-        end
-    end,
+    parse = validate.no_query,
     commit = function(ctx)
         C.ephd_ffi_cell(cell, 0) -- no walk over the partitions
         local members, self = {}, nil

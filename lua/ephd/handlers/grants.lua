@@ -9,6 +9,7 @@ local body = require("ephd.body")
 local grants = require("ephd.grants")
 local reply = require("ephd.reply")
 local tenancy = require("ephd.tenancy")
+local validate = require("ephd.validate")
 
 local C = core.C
 local config = core.config
@@ -27,9 +28,7 @@ end
 -- whether a tenant without one is refused. Grants are the operator's own
 -- rows, so listing them all is bounded by what the operator wrote.
 _M.list = {
-    parse = function(ctx)
-        if ctx.req.query.len > 0 then return "this route takes no parameters" end
-    end,
+    parse = validate.no_query,
     commit = function(ctx)
         local tenants = {}
         for tenant in pairs(grants.all()) do tenants[#tenants + 1] = tenant end

@@ -7,6 +7,7 @@ local core = require("ephd.core")
 local hooks = require("ephd.hooks")
 local policy = require("ephd.policy")
 local shadow = require("ephd.shadow")
+local validate = require("ephd.validate")
 
 local C = core.C
 
@@ -37,9 +38,7 @@ local function slice(s, text)
     if text then s.ptr, s.len = text, #text end
 end
 
-function _M.parse(ctx)
-    if ctx.req.query.len > 0 then return "this route takes no parameters" end
-end
+_M.parse = validate.no_query
 
 -- The label values point into the Lua strings of `list`, alive until C
 -- has written the page.

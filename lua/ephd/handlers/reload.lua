@@ -3,14 +3,13 @@
 -- (ephd.lifecycle).
 local core = require("ephd.core")
 local reply = require("ephd.reply")
+local validate = require("ephd.validate")
 
 local C = core.C
 
 local _M = {}
 
-function _M.parse(ctx)
-    if ctx.req.query.len > 0 then return "this route takes no parameters" end
-end
+_M.parse = validate.no_query
 
 function _M.commit(ctx)
     if C.ephd_ffi_policy_reload(ctx.req) == C.EPHD_E_UNAVAILABLE then

@@ -9,14 +9,13 @@ local limits = require("ephd.limits")
 local log = require("ephd.log")
 local reply = require("ephd.reply")
 local shadow = require("ephd.shadow")
+local validate = require("ephd.validate")
 
 local C = core.C
 
 local _M = {}
 
-local function no_query(ctx)
-    if ctx.req.query.len > 0 then return "this route takes no parameters" end
-end
+local no_query = validate.no_query
 
 -- GET /api/v1/system/policy/shadow
 _M.show = {

@@ -8,6 +8,7 @@ local hooks = require("ephd.hooks")
 local killswitch = require("ephd.killswitch")
 local log = require("ephd.log")
 local reply = require("ephd.reply")
+local validate = require("ephd.validate")
 
 local C = core.C
 local config = core.config
@@ -33,11 +34,7 @@ end
 
 -- GET /api/v1/system/ephemeral
 _M.status = {
-    parse = function(ctx)
-        if ctx.req.query.len > 0 then
-            return "this route takes no parameters"
-        end
-    end,
+    parse = validate.no_query,
     commit = function(ctx)
         reply.json(ctx.req, 200, state_body())
         return 0
