@@ -95,12 +95,6 @@ out:
   return rc;
 }
 
-static void on_acked(void *data, int result, const ephd_peer_response_t *res) {
-  (void)data;
-  (void)result;
-  (void)res;
-}
-
 void ephd_delivery_ack(ephd_peer_t *peer, const char *tenant, size_t tenant_len,
                        const char *queue, size_t queue_len, const char *group,
                        size_t group_len, const ephd_buf_t *ids,
@@ -131,7 +125,7 @@ void ephd_delivery_ack(ephd_peer_t *peer, const char *tenant, size_t tenant_len,
         .timeout_ms = timeout_ms,
     };
     ephd_peer_call_t *call;
-    ephd_peer_send(peer, &rq, on_acked, NULL, &call);
+    ephd_peer_send(peer, &rq, ephd_peer_ignore, NULL, &call);
   }
   free(h);
   ephd_buf_free(&body);

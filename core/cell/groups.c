@@ -22,13 +22,6 @@ static int not_kept(const char *k, size_t n) {
            (n == 5 && memcmp(k, "group", 5) == 0));
 }
 
-static void on_announced(void *data, int result,
-                         const ephd_peer_response_t *res) {
-  (void)data;
-  (void)result;
-  (void)res;
-}
-
 /* When each (tenant, queue, group) was last announced, by the joins count
  * then, in a slot chosen by its hash; the hash kept to tell slots apart. */
 #define TOLD 4096
@@ -69,7 +62,7 @@ void ephd_groups_announce(const ephd_request_t *req, const ephd_view_t *view,
         .timeout_ms = ephd_relay_timeout_ms(),
     };
     ephd_peer_call_t *call;
-    ephd_peer_send(peer, &rq, on_announced, NULL, &call);
+    ephd_peer_send(peer, &rq, ephd_peer_ignore, NULL, &call);
   }
   free(buf);
 }

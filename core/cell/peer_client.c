@@ -1016,6 +1016,12 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   return 0;
 }
 
+void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res) {
+  (void)data;
+  (void)result;
+  (void)res;
+}
+
 void ephd_peer_cancel(ephd_peer_call_t *r) {
   if (r == NULL || r->state == R_DONE) return;
   ephd_peer_t *p = r->peer;

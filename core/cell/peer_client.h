@@ -161,6 +161,10 @@ ephd_peer_t *ephd_peer(const char *address);
  * PEER_BYTES, STOPPING, INVALID) and cb is never called. */
 int ephd_peer_send(ephd_peer_t *peer, const ephd_peer_request_t *req,
                    ephd_peer_cb cb, void *data, ephd_peer_call_t **out);
+/* A callback for a request whose answer nobody reads (an ack sent and
+ * forgotten, an announcement): its failure leaves what the protocol
+ * already covers (a lease expires, a group is announced again). */
+void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res);
 /* The asker went away: cb will not be called. A queued request is dropped;
  * one in flight closes its connection (its answer could not be told from
  * the next one's). Only for a handle whose callback has not run. */
