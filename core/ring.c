@@ -141,12 +141,17 @@ static void redo_release(ephd_cursor_t *c) {
 
 /* A drained FIFO gives its array back, and a sparse one halves, as a map
  * does: 10,000 expired leases must not leave every cursor they passed
- * through holding 16,384 entries for one. */
+ * through holding 16,384 entries for one. Unlike a map's, the FIFO can lose
+ * many entries at once (the dead ones in front are dropped together), so it
+ * halves as often as it must, in one copy. */
 static void redo_fit(ephd_cursor_t *c) {
-  if (c->redo_len == 0)
+  if (c->redo_len == 0) {
     redo_release(c);
-  else if (c->redo_len < c->redo_cap / 8 && c->redo_cap > 4)
-    redo_resize(c, c->redo_cap / 2);
+    return;
+  }
+  uint32_t cap = c->redo_cap;
+  while (cap > 4 && c->redo_len < cap / 8) cap /= 2;
+  if (cap != c->redo_cap) redo_resize(c, cap);
 }
 
 static void redo_shift(ephd_cursor_t *c) {

@@ -163,6 +163,31 @@ TEST_IMPL(ring_redelivery_fifo_shrinks) {
   return 0;
 }
 
+/* Dead redeliveries leave the FIFO together, not one by one: 63 of 64
+ * dropped at once left the one live entry in 16 slots after one halving
+ * (found by fuzz_engine). */
+TEST_IMPL(ring_redelivery_fifo_fits_after_dropping_many) {
+  ephd_ring_t *r = ephd_ring_new("p", 1);
+  ephd_ring_add_cursor(r);
+  ephd_cursor_t *c = &r->cursors[0];
+  for (uint64_t i = 1; i <= 64; i++) push(r, i);
+  uint64_t pos, first = r->head;
+  uint32_t attempts;
+  int redo;
+  while (ephd_ring_take(r, c, &pos, &attempts, &redo)) continue;
+  for (uint64_t p = first; p < first + 64; p++) ephd_ring_redeliver(r, c, p, 1);
+  ASSERT_EQ(c->redo_cap, 64);
+  for (int i = 0; i < 63; i++) ephd_ring_evict_head(r);
+  ASSERT(ephd_ring_ready(r, c));
+  ASSERT_EQ(c->redo_len, 1);
+  ASSERT(c->redo_cap <= 8);
+  ASSERT(ephd_ring_take(r, c, &pos, &attempts, &redo));
+  ASSERT_EQ(at(r, pos), 64);
+  ASSERT(c->redo == NULL);
+  ephd_ring_free(r);
+  return 0;
+}
+
 /* One message left of 1,000 kept the 1,024 slots they needed. */
 TEST_IMPL(ring_slot_array_shrinks) {
   ephd_ring_t *r = ephd_ring_new("p", 1);
