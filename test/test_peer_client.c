@@ -14,6 +14,8 @@
 /* --- the server ------------------------------------------------------
  * /hold...    held until srv_release() answers it (oldest first)
  * /silent...  never answered
+ * As a real server, a connection answers in order: what follows a held or
+ * silent request on it waits.
  * /raw...     answered with srv.raw, then srv.then (keep, close, reset)
  * /close...   answered with Connection: close
  * anything    answered 200 with the target as body, Content-Type and a
@@ -26,6 +28,7 @@ typedef struct sconn {
   char in[65536];
   size_t len;
   uint64_t held; /* the order it was held in; 0: not holding */
+  int silent;
   char held_target[64];
   struct sconn *next;
 } sconn_t;
@@ -102,6 +105,7 @@ static void handle(sconn_t *c, const char *target) {
     c->held = ++srv.holds;
     snprintf(c->held_target, sizeof(c->held_target), "%s", target);
   } else if (strncmp(target, "/silent", 7) == 0) {
+    c->silent = 1;
   } else if (strncmp(target, "/raw", 4) == 0) {
     swrite(c, srv.raw, srv.raw_len, srv.then);
   } else if (strncmp(target, "/close", 6) == 0) {
@@ -113,7 +117,7 @@ static void handle(sconn_t *c, const char *target) {
 
 /* Takes whole requests (headers and a Content-Length body) off c->in. */
 static void sconn_parse(sconn_t *c) {
-  for (;;) {
+  while (!c->held && !c->silent) {
     char *end = memmem(c->in, c->len, "\r\n\r\n", 4);
     if (end == NULL) return;
     size_t head = (size_t)(end - c->in) + 4, body = 0;
@@ -167,6 +171,7 @@ static void on_sconnection(uv_stream_t *l, int status) {
 static void release(sconn_t *c) {
   c->held = 0;
   echo(c, c->held_target, "");
+  sconn_parse(c);
 }
 
 /* Answers the request held longest. */
@@ -252,8 +257,8 @@ static ephd_slice_t S(const char *s) {
 /* Sends GET target as request i; returns send's result. */
 static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
                  int parks) {
-  ephd_peer_request_t req = {S("GET"),   S(target), S(""), S(""),
-                             timeout_ms, parks,     0,     NULL};
+  ephd_peer_request_t req = {S("GET"), S(target), S(""), S(""), timeout_ms,
+                             parks,    0,         NULL,  0};
   return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -347,7 +352,8 @@ TEST_IMPL(peer_request_response) {
                              5000,
                              0,
                              0,
-                             NULL};
+                             NULL,
+                             0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
   RUN_UNTIL(res[0].calls);
@@ -395,7 +401,7 @@ static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_PEER_OK && --chain_left > 0) {
     ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                               0,        NULL};
+                               0,        NULL,          0};
     ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -415,7 +421,7 @@ TEST_IMPL(peer_keep_alive_reuse) {
   chain_peer = p;
   chain_left = 10;
   ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                             0,        NULL};
+                             0,        NULL,          0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -849,8 +855,8 @@ TEST_IMPL(peer_close_all_pending) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""),
-                             5000,     0,          0,     NULL};
+  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000,
+                             0,        0,          NULL,  0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -890,8 +896,8 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   ASSERT(p != NULL);
   char body[200];
   memset(body, 'b', sizeof(body));
-  ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
-                             5000,      0,          1,     NULL};
+  ephd_peer_request_t req = {
+      S("POST"), S("/echo"), S(""), {body, sizeof(body)}, 5000, 0, 1, NULL, 0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT(st()->bytes > sizeof(body));
   RUN_UNTIL(res[0].calls);
@@ -1004,7 +1010,8 @@ TEST_IMPL(peer_refuses_unusable_requests) {
   defaults();
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0, 0, NULL};
+  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000,
+                           0,        0,       NULL,  0};
   ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
@@ -1057,6 +1064,244 @@ TEST_IMPL(peer_ipv6_and_names) {
   RUN_UNTIL(res[3].calls);
   ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
   ASSERT(strstr(srv.last, "Host: [::1]:") != NULL);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* --- pipes ------------------------------------------------------------- */
+
+/* Sends GET target as request i on the pipe key chooses. */
+static int go_key(ephd_peer_t *p, int i, const char *target,
+                  uint64_t timeout_ms, uint32_t key) {
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S(target),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = timeout_ms,
+                             .key = key};
+  return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
+}
+
+/* Everything a loop turn relays to a pipe goes in one write on one
+ * connection, and the answers come back to their askers in order. */
+TEST_IMPL(peer_pipe_one_write_in_order) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  char target[16][16];
+  for (int i = 0; i < 16; i++) {
+    snprintf(target[i], sizeof(target[i]), "/p%d", i);
+    ASSERT_EQ(go_key(p, i, target[i], 5000, 7), 0);
+  }
+  ASSERT_EQ(res[0].calls, 0); /* never from inside send */
+  RUN_UNTIL(ncalls == 16);
+  for (int i = 0; i < 16; i++) {
+    ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
+    ASSERT_EQ(res[i].order, i);
+    ASSERT_MEM_EQ(res[i].body, res[i].body_len, target[i]);
+  }
+  ASSERT_EQ(srv.accepted, 1);
+  ASSERT_EQ(st()->pipelined, 16);
+  ASSERT_EQ(st()->pipe_writes, 1);
+  /* Answered, the line stays open for the next turn's requests. */
+  ASSERT_EQ(go_key(p, 0, "/again", 5000, 7), 0);
+  RUN_UNTIL(ncalls == 17);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/again");
+  ASSERT_EQ(srv.accepted, 1);
+  ASSERT_EQ(st()->pipe_writes, 2);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A key keeps its pipe; pipes are lines of their own, so a held request
+ * holds only its own pipe, and a parked one holds no pipe at all. */
+TEST_IMPL(peer_pipes_apart) {
+  defaults();
+  lim.pipes = 2;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/hold-a", 5000, 2), 0);
+  ASSERT_EQ(go_key(p, 1, "/behind-a", 5000, 4), 0); /* the same pipe */
+  ASSERT_EQ(go_key(p, 2, "/other", 5000, 3), 0);
+  ASSERT_EQ(go_as(p, 3, "/hold-parked", 5000, 1), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
+  RUN_UNTIL(srv_held() == 2);
+  ASSERT_EQ(res[1].calls, 0); /* in order behind the held one */
+  ASSERT_EQ(srv.accepted, 3);
+  ASSERT(holding("/hold-a") != NULL);
+  sconn_t *a = holding("/hold-a");
+  release(a);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/hold-a");
+  ASSERT_MEM_EQ(res[1].body, res[1].body_len, "/behind-a");
+  ASSERT_EQ(res[0].order + 1, res[1].order);
+  ASSERT_EQ(res[3].calls, 0);
+  ASSERT_EQ(srv_release(), 1);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* The peer goes with requests written: those it may have read fail and
+ * are never sent again; one asked for in the callback of an answer that
+ * closes the line was never written, and goes on a fresh connection. */
+static ephd_peer_t *chain_pipe;
+static void on_then_send(void *data, int kind, const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  go_key(chain_pipe, 5, "/after-close", 5000, 1);
+}
+
+TEST_IMPL(peer_pipe_lost_connection) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  chain_pipe = p;
+  /* Written together: the first answer says close, so the second, read
+   * or not by the peer, fails. */
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/close-me"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 5000,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_then_send, &res[0], &handles[0]), 0);
+  ASSERT_EQ(go_key(p, 1, "/behind-close", 5000, 1), 0);
+  RUN_UNTIL(res[1].calls && res[5].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(res[5].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[5].body, res[5].body_len, "/after-close");
+  ASSERT_EQ(srv.accepted, 2);
+  /* An answer, then one silent: the peer resets with the second read.
+   * It was written after the line had carried an answer it had not
+   * finished with: never resent. */
+  ASSERT_EQ(go_key(p, 2, "/fine", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 3, "/silent", 5000, 1), 0);
+  RUN_UNTIL(res[2].calls && srv.requests == 5);
+  srv_drop_all();
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(srv.requests, 5); /* each sent once */
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* The peer closes a line it saw idle just as requests go out on it: it
+ * read none of them, so they are written once more, in order. */
+TEST_IMPL(peer_pipe_resend_after_idle_close) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/first", 5000, 1), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(go_key(p, 1, "/second", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 2, "/third", 5000, 1), 0);
+  /* One turn writes them (at its end); the peer closes before reading. */
+  uv_run(&loop, UV_RUN_NOWAIT);
+  ASSERT_EQ(st()->pipe_writes, 2);
+  ASSERT_EQ(srv.requests, 1);
+  srv_drop_all();
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[1].order + 1, res[2].order);
+  ASSERT_MEM_EQ(res[2].body, res[2].body_len, "/third");
+  ASSERT_EQ(st()->retries, 2);
+  ASSERT_EQ(srv.requests, 3); /* the first peer connection read neither */
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* The oldest answer's deadline drops the line: it and every request
+ * written behind it fail answer_timeout; the next request gets a fresh
+ * line. */
+TEST_IMPL(peer_pipe_deadline) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/silent", 50, 1), 0);
+  ASSERT_EQ(go_key(p, 1, "/behind", 5000, 1), 0);
+  RUN_UNTIL(res[0].calls && res[1].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(go_key(p, 2, "/next", 5000, 1), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_OK);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(st()->retries, 0);
+  /* A pipe that cannot connect: its requests fail connect_timeout. */
+  int fds[2];
+  int port = blackhole(fds);
+  ASSERT(port > 0);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+  ephd_peer_t *hole = ephd_peer(addr);
+  ASSERT_EQ(go_key(hole, 3, "/never", 50, 1), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A written request cancelled: its answer is read and dropped, and the
+ * one behind it still gets its own answer on the same line. */
+TEST_IMPL(peer_pipe_cancel_written) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/hold-x", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 1, "/y", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 2, "/never-written", 5000, 1), 0);
+  ephd_peer_cancel(handles[2]); /* not written yet: simply dropped */
+  RUN_UNTIL(srv_held() == 1);
+  ephd_peer_cancel(handles[0]);
+  ASSERT_EQ(st()->connections_open, 1);
+  ASSERT_EQ(srv_release(), 1);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[1].body, res[1].body_len, "/y");
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(res[2].calls, 0);
+  ASSERT_EQ(srv.requests, 2);
+  ASSERT_EQ(srv.accepted, 1);
+  ASSERT_EQ(st()->cancelled, 2);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A stop tells every pipe's request, written or not; a peer's pipes
+ * hold at most max_conns + max_queued; the session line goes on a line's
+ * first request only. */
+TEST_IMPL(peer_pipe_stop_bound_session) {
+  defaults();
+  lim.max_conns = 2;
+  lim.max_queued = 1;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  sessions_written = 0;
+  ephd_peer_session(session_line, 48);
+  ASSERT_EQ(go_key(p, 0, "/hold-1", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 1, "/b", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 2, "/c", 5000, 2), 0);
+  ASSERT_EQ(go_key(p, 3, "/d", 5000, 1), EPHD_PEER_E_QUEUE_FULL);
+  RUN_UNTIL(srv_held() == 1 && res[2].calls);
+  ASSERT_EQ(sessions_written, 2); /* one a line, of three requests */
+  ephd_peer_close_all();
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_STOPPING);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
+  ASSERT_EQ(res[3].calls, 0);
+  ephd_peer_session(NULL, 0);
   ASSERT_EQ(stop(), 0);
   return 0;
 }

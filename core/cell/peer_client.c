@@ -7,6 +7,7 @@
 #include "buf.h"
 #include "list.h"
 #include "llhttp.h"
+#include "peer_answer.h"
 
 /* What an idle connection keeps of its read buffer for the next answer:
  * a relayed push's answer is a few hundred bytes, a pop's may be
@@ -15,29 +16,61 @@
 /* The addresses of a resolved name tried in turn (localhost may be ::1
  * and 127.0.0.1; the broker may listen on only one). */
 #define MAX_ADDRS 4
+#define MAX_PIPES 16
+/* A pipe's connection writes at most this many requests at once (each is
+ * up to four buffers: its head around the session line, and a borrowed
+ * body); the rest go in the next write, once this one is taken. */
+#define WRITE_MAX 64
 
-enum { LANE_SHORT, LANE_PARKS, NLANES };
+/* The lanes with slots and FIFOs; a request with a key is on a pipe. */
+enum { LANE_SHORT, LANE_PARKS, NLANES, LANE_PIPE = NLANES };
 
-/* A request is queued (waiting for a slot of its lane), active (holding a
+/* A request of a lane is queued (waiting for a slot), active (holding a
  * slot, and a connection unless between two of them), failing (its
- * failure found inside an API call, told from its timer on the next loop
- * turn so a callback never runs inside send or cancel), or done. */
-enum { R_QUEUED, R_ACTIVE, R_FAILING, R_DONE };
+ * failure found inside an API call, told from a timer on the next loop
+ * turn so a callback never runs inside send or cancel), or done. One on a
+ * pipe is piped (waiting for its pipe's next write), written (its answer
+ * due in its turn), orphaned (written, then cancelled: its answer is read
+ * and dropped), answered, failing (told from its peer's timer), or done. */
+enum {
+  R_QUEUED,
+  R_ACTIVE,
+  R_FAILING,
+  R_DONE,
+  R_PIPED,
+  R_WRITTEN,
+  R_ORPHAN,
+  R_ANSWERED
+};
 enum { C_CONNECTING, C_BUSY, C_IDLE, C_CLOSED };
 enum { H_NONE, H_FIELD, H_VALUE };
 enum { HDR_CONTENT_TYPE, HDR_RETRY_AFTER, HDR_OWNER, NHDR };
 
-typedef struct {
-  size_t off, len;
-} span_t;
+typedef ephd_head_span_t span_t;
 
 typedef struct conn conn_t;
 
+/* A line of pipelined requests to a peer, on one connection at a time. */
+typedef struct {
+  ephd_peer_t *peer;
+  conn_t *conn;           /* connecting or open; NULL: none */
+  ephd_list_t unwritten;  /* in order, for its connection's next write */
+  ephd_node_t flush_link; /* in flushes, until the loop turn's end */
+  int addrs_tried;        /* by its connection being opened */
+  /* A kind its unwritten requests fail with from the peer's timer: their
+   * connection could not even be started (inside send or cancel). */
+  int failure;
+} pipe_t;
+
 struct ephd_peer_call {
-  uv_timer_t timer; /* the deadline; at 0 for a failure told later */
+  /* A lane's: the deadline; at 0 for a failure told later. A pipe's
+   * requests have none: their peer's one timer watches their deadlines. */
+  uv_timer_t timer;
   ephd_peer_t *peer;
   conn_t *conn;
-  ephd_node_t link; /* in one list of its peer's, by state */
+  pipe_t *pipe;
+  uint64_t deadline; /* a pipe's: in loop milliseconds */
+  ephd_node_t link;  /* in one list of its peer's, by state */
   ephd_peer_cb cb;
   void *data;
   uint64_t sent_ns;
@@ -63,9 +96,21 @@ struct conn {
   uv_write_t write;
   llhttp_t parser;
   ephd_peer_t *peer;
-  ephd_peer_call_t *req; /* connecting or busy for it */
+  /* Whose answer is read next: the one request it is connecting or busy
+   * for, or its pipe's oldest written. */
+  ephd_peer_call_t *req;
+  pipe_t *pipe;          /* the pipe it carries; NULL: one request at a time */
+  ephd_list_t written;   /* a pipe's: written, answered in this order */
   ephd_node_t idle_link; /* in the peer's idle list, newest first */
-  ephd_buf_t in;         /* the answer: headers as read, the body compacted */
+  /* What was read: whole answers first (taken), then the one in progress;
+   * llhttp's, headers as read and the body compacted. */
+  ephd_buf_t in;
+  size_t taken;  /* bytes of in read as whole answers */
+  size_t parsed; /* bytes of in given to llhttp */
+  int llhttp_on; /* the answer in progress is llhttp's: not plain */
+  /* A pipe's: it was idle (every answer read) and no byte came since, so
+   * a close now is the peer's idle close and it read nothing written. */
+  int quiet;
   uint64_t idle_since;
   int state;
   int addr;      /* which of the peer's addresses */
@@ -104,7 +149,14 @@ struct ephd_peer {
   uint32_t busy[NLANES];
   size_t bytes;     /* of its requests not done: max_peer_bytes */
   ephd_list_t idle; /* newest first */
-  uv_timer_t idle_timer;
+  pipe_t pipes[MAX_PIPES];
+  uint32_t piped;           /* requests on its pipes, not done */
+  ephd_list_t pipe_failing; /* a pipe's requests whose failure is told late */
+  /* Its one timer: idle connections' ages, and its pipes' deadlines and
+   * late failures, armed for the earliest (a pipe's later requests do not
+   * move it). */
+  uv_timer_t timer;
+  uint64_t timer_due;
   int refs; /* its timer and a resolution in progress */
 };
 
@@ -125,13 +177,45 @@ static size_t session_len;
 /* Where an idle connection reads: anything it gets (bytes, EOF, an
  * error) ends it, so nothing is kept. */
 static char idle_scratch[256];
+/* The pipes with requests to write, written at the loop turn's end: every
+ * request a turn relays to a peer goes in one write per pipe (NATS flushes
+ * a route once per read loop pass for the same reason: a loopback write
+ * costs microseconds of kernel). As the transport's answers (http.c), an
+ * idle handle keeps the poll from blocking while one waits. */
+static ephd_list_t flushes;
+static uv_check_t flush_check;
+static uv_idle_t flush_idle;
 
 static void pump(ephd_peer_t *p);
 static void conn_open(ephd_peer_t *p, ephd_peer_call_t *r);
 static void on_request_timer(uv_timer_t *t);
+static void on_peer_timer(uv_timer_t *t);
+static void pipe_connect(pipe_t *pp);
+static void pipe_write(pipe_t *pp);
+static void pipe_drop(conn_t *c, int kind, int late);
+static int addresses_ready(ephd_peer_t *p);
+static void resolve(ephd_peer_t *p);
 
 static uint32_t lane_cap(int lane) {
   return lane == LANE_SHORT ? limits.max_conns : limits.max_parked;
+}
+
+static uint32_t npipes(void) {
+  return limits.pipes < 1           ? 1
+         : limits.pipes > MAX_PIPES ? MAX_PIPES
+                                    : limits.pipes;
+}
+
+/* Arms the peer's timer for due unless it will fire by then anyway: a
+ * pipe's requests are written in order with the same deadline, so most
+ * arm nothing. */
+static void peer_timer_at(ephd_peer_t *p, uint64_t due) {
+  if (stopping ||
+      (uv_is_active((uv_handle_t *)&p->timer) && p->timer_due <= due))
+    return;
+  uint64_t now = uv_now(loop);
+  p->timer_due = due;
+  uv_timer_start(&p->timer, on_peer_timer, due > now ? due - now : 0, 0);
 }
 
 /* --- connections ---------------------------------------------------- */
@@ -151,12 +235,14 @@ static ephd_peer_call_t *relay_of(ephd_node_t *n) {
 }
 
 /* Ends a connection in any state; its request, if any, stays where it is
- * (the caller decides its fate). The write and connect requests libuv
- * still holds come back cancelled before the handle's close callback. */
+ * (the caller decides its fate; a pipe's written requests are moved off
+ * it first). The write and connect requests libuv still holds come back
+ * cancelled before the handle's close callback. */
 static int conn_end(conn_t *c) {
   if (c->state == C_CLOSED) return 0;
   if (c->state == C_IDLE) ephd_list_remove(&c->peer->idle, &c->idle_link);
-  if (c->req) c->req->conn = NULL;
+  if (c->pipe && c->pipe->conn == c) c->pipe->conn = NULL;
+  if (c->req && c->pipe == NULL) c->req->conn = NULL;
   c->req = NULL;
   c->state = C_CLOSED;
   stats.connections_open--;
@@ -180,18 +266,6 @@ static void conn_abort(conn_t *c) {
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
-static void on_idle_timer(uv_timer_t *t) {
-  ephd_peer_t *p = t->data;
-  uint64_t now = uv_now(loop);
-  conn_t *oldest;
-  while ((oldest = conn_of(p->idle.tail)) &&
-         oldest->idle_since + limits.idle_timeout_ms <= now)
-    conn_close(oldest);
-  if (oldest)
-    uv_timer_start(t, on_idle_timer,
-                   oldest->idle_since + limits.idle_timeout_ms - now, 0);
-}
-
 /* Newest first: the connections in use stay warm and the rest age out
  * at the tail, which the peer's one timer watches. */
 static void conn_idle(conn_t *c) {
@@ -203,8 +277,7 @@ static void conn_idle(conn_t *c) {
   c->state = C_IDLE;
   c->idle_since = uv_now(loop);
   ephd_list_prepend(&p->idle, &c->idle_link);
-  if (!uv_is_active((uv_handle_t *)&p->idle_timer))
-    uv_timer_start(&p->idle_timer, on_idle_timer, limits.idle_timeout_ms, 0);
+  peer_timer_at(p, c->idle_since + limits.idle_timeout_ms);
 }
 
 /* --- requests ------------------------------------------------------- */
@@ -230,8 +303,29 @@ void ephd_peer_drain(void (*done)(void)) {
   if (live == 0) uv_timer_start(&drain_timer, on_drained, 0, 0);
 }
 
-/* Takes r out of every list and slot it holds and closes its connection
- * (an answer half read is of no use to anyone). */
+static void gone(ephd_peer_call_t *r) {
+  r->peer->bytes -= r->total;
+  stats.bytes -= r->total;
+}
+
+/* One nobody waits for any more: it was counted live until cancelled. */
+static void not_live(void) {
+  /* On a later turn: a callback has yet to run, and may send again. */
+  if (--live == 0 && drain_done) uv_timer_start(&drain_timer, on_drained, 0, 0);
+}
+
+/* A cancelled request's answer was read (or its connection is gone). */
+static void orphan_free(ephd_peer_call_t *r) {
+  r->peer->piped--;
+  stats.in_flight--;
+  gone(r);
+  free(r);
+}
+
+/* Takes r out of every list and slot it holds and closes a connection of
+ * its own (an answer half read is of no use to anyone); a pipe's stays
+ * for the others' answers. A lane's request is freed once its timer has
+ * closed, a pipe's by the caller. */
 static void detach(ephd_peer_call_t *r) {
   ephd_peer_t *p = r->peer;
   switch (r->state) {
@@ -245,16 +339,26 @@ static void detach(ephd_peer_call_t *r) {
       stats.in_flight--;
       break;
     case R_FAILING:
-      ephd_list_remove(&p->failing, &r->link);
+      ephd_list_remove(r->lane == LANE_PIPE ? &p->pipe_failing : &p->failing,
+                       &r->link);
+      break;
+    case R_PIPED:
+      ephd_list_remove(&r->pipe->unwritten, &r->link);
+      break;
+    case R_WRITTEN:
+      ephd_list_remove(&r->conn->written, &r->link);
       break;
   }
-  p->bytes -= r->total;
-  stats.bytes -= r->total;
-  if (r->conn) conn_abort(r->conn);
+  gone(r);
+  if (r->lane == LANE_PIPE) {
+    p->piped--;
+    stats.in_flight--;
+  } else {
+    if (r->conn) conn_abort(r->conn);
+    uv_close((uv_handle_t *)&r->timer, on_request_closed);
+  }
   r->state = R_DONE;
-  uv_close((uv_handle_t *)&r->timer, on_request_closed);
-  /* On a later turn: r's callback has yet to run, and may send again. */
-  if (--live == 0 && drain_done) uv_timer_start(&drain_timer, on_drained, 0, 0);
+  not_live();
 }
 
 #define MS 1000000ull
@@ -282,6 +386,7 @@ static void complete(ephd_peer_call_t *r, int kind,
   }
   pump(p);
   r->cb(r->data, kind, res);
+  if (r->lane == LANE_PIPE) free(r);
 }
 
 /* A failure found inside an API call (send, cancel, and the pump they
@@ -314,6 +419,285 @@ static void on_request_timer(uv_timer_t *t) {
   complete(r, kind, NULL);
 }
 
+/* --- pipes ---------------------------------------------------------- */
+
+/* Every pipe with requests to write: one write each. */
+static void on_flush_check(uv_check_t *h) {
+  (void)h;
+  uv_idle_stop(&flush_idle);
+  ephd_node_t *n;
+  while ((n = flushes.head)) {
+    ephd_list_remove(&flushes, n);
+    pipe_write(EPHD_ENTRY(n, pipe_t, flush_link));
+  }
+}
+
+static void on_flush_idle(uv_idle_t *h) { (void)h; }
+
+static void flush_later(pipe_t *pp) {
+  if (ephd_list_has(&flushes, &pp->flush_link)) return;
+  ephd_list_append(&flushes, &pp->flush_link);
+  if (!uv_is_active((uv_handle_t *)&flush_idle))
+    uv_idle_start(&flush_idle, on_flush_idle);
+}
+
+/* The request's buffers into b: its head (around the session line, on a
+ * connection's first request) and a borrowed body. At most four. */
+static unsigned request_bufs(conn_t *c, ephd_peer_call_t *r, uv_buf_t *b) {
+  unsigned nb = 0;
+  if (session_write && !c->sessioned) {
+    /* The connection's first request opens its session: the line goes
+     * among its headers, written now, so its time is the sending's. */
+    session_write(c->session, r->peer->authority);
+    c->sessioned = 1;
+    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->head_end);
+    b[nb++] = uv_buf_init(c->session, (unsigned)session_len);
+    b[nb++] =
+        uv_buf_init(r->bytes + r->head_end, (unsigned)(r->len - r->head_end));
+  } else {
+    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->len);
+  }
+  if (r->body) b[nb++] = uv_buf_init((char *)r->body, (unsigned)r->body_len);
+  return nb;
+}
+
+static void on_write(uv_write_t *w, int status);
+
+/* What the pipe holds unwritten goes in one write, behind what its
+ * connection has written already; one write at a time (the next is made
+ * when this one is taken). */
+static void pipe_write(pipe_t *pp) {
+  conn_t *c = pp->conn;
+  if (c == NULL || c->state != C_BUSY || c->writing || !pp->unwritten.head)
+    return;
+  uv_buf_t b[4 * WRITE_MAX];
+  unsigned nb = 0, n = 0;
+  ephd_peer_call_t *r;
+  while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
+    ephd_list_remove(&pp->unwritten, &r->link);
+    ephd_list_append(&c->written, &r->link);
+    r->state = R_WRITTEN;
+    r->conn = c;
+    nb += request_bufs(c, r, b + nb);
+  }
+  if (c->req == NULL) c->req = relay_of(c->written.head);
+  c->write.data = c;
+  stats.pipe_writes++;
+  if (uv_write(&c->write, (uv_stream_t *)&c->tcp, b, nb, on_write) < 0) {
+    pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
+    return;
+  }
+  c->writing = 1;
+}
+
+static conn_t *conn_new(ephd_peer_t *p, int addr);
+static int conn_connect(conn_t *c);
+
+/* A connection for the pipe's requests. Inside send and cancel: a failure
+ * libuv reports at once is told from the peer's timer. */
+static void pipe_connect(pipe_t *pp) {
+  ephd_peer_t *p = pp->peer;
+  if (stopping || pp->conn || pp->failure || !pp->unwritten.head) return;
+  if (!addresses_ready(p)) {
+    resolve(p);
+    return;
+  }
+  int naddrs = p->name ? p->naddrs : 1;
+  conn_t *c = conn_new(p, (p->preferred + pp->addrs_tried) % naddrs);
+  if (c == NULL) {
+    pp->failure = EPHD_PEER_E_CONNECT;
+    peer_timer_at(p, uv_now(loop));
+    return;
+  }
+  c->pipe = pp;
+  pp->conn = c;
+  if (conn_connect(c) < 0) {
+    conn_close(c);
+    pp->failure = EPHD_PEER_E_CONNECT;
+    peer_timer_at(p, uv_now(loop));
+  }
+}
+
+/* Every request still on the pipe's way, in order: told now (from a libuv
+ * callback), or from the peer's timer (late: inside send or cancel). */
+static void tell_failures(ephd_peer_t *p, int late) {
+  if (late) {
+    peer_timer_at(p, uv_now(loop));
+    return;
+  }
+  /* Those a callback adds meanwhile wait for the timer. */
+  size_t n = p->pipe_failing.count;
+  ephd_peer_call_t *r;
+  while (n-- && (r = relay_of(p->pipe_failing.head)))
+    complete(r, r->failure, NULL);
+}
+
+static void fail_later(ephd_peer_call_t *r, int kind) {
+  r->state = R_FAILING;
+  r->failure = kind;
+  r->conn = NULL;
+  ephd_list_append(&r->peer->pipe_failing, &r->link);
+}
+
+/* The pipe's connection is gone (the peer closed or reset it, a write
+ * failed, the oldest answer's deadline passed, bytes nobody asked for, a
+ * cancel while its bytes were still being written). Its written requests
+ * fail (the peer may have read and applied them: a push must never be
+ * applied twice), except when it was quiet: the peer had answered all it
+ * was sent, said nothing since, and closed it (ephd's server closes a
+ * connection only while it holds no request of it, so this is its idle
+ * close racing our write: it read none of them). Those are written once
+ * more, first, on a fresh connection, with those never written. */
+static void pipe_drop(conn_t *c, int kind, int late) {
+  pipe_t *pp = c->pipe;
+  ephd_peer_t *p = pp->peer;
+  int resend = kind == EPHD_PEER_E_CLOSED && c->quiet;
+  ephd_list_t failed = {0};
+  ephd_peer_call_t *r;
+  while ((r = relay_of(c->written.tail))) {
+    ephd_list_remove(&c->written, &r->link);
+    if (r->state == R_ORPHAN) {
+      orphan_free(r);
+    } else if (resend && !r->retried) {
+      r->retried = 1;
+      stats.retries++;
+      r->state = R_PIPED;
+      r->conn = NULL;
+      ephd_list_prepend(&pp->unwritten, &r->link);
+    } else {
+      ephd_list_prepend(&failed, &r->link);
+    }
+  }
+  while ((r = relay_of(failed.head))) {
+    ephd_list_remove(&failed, &r->link);
+    fail_later(r, kind);
+  }
+  conn_abort(c);
+  pipe_connect(pp);
+  tell_failures(p, late);
+}
+
+/* A pipe's connection is open, or could not be. */
+static void pipe_connected(conn_t *c, int status) {
+  pipe_t *pp = c->pipe;
+  ephd_peer_t *p = pp->peer;
+  if (status < 0) {
+    conn_close(c);
+    int naddrs = p->name ? p->naddrs : 1;
+    /* Another address of the name may be the one the peer listens on. */
+    if (++pp->addrs_tried < naddrs) {
+      pipe_connect(pp);
+      return;
+    }
+    pp->addrs_tried = 0;
+    ephd_peer_call_t *r;
+    while ((r = relay_of(pp->unwritten.head)))
+      complete(r, EPHD_PEER_E_CONNECT, NULL);
+    return;
+  }
+  pp->addrs_tried = 0;
+  p->preferred = c->addr;
+  c->state = C_BUSY;
+  c->idle_since = uv_now(loop);
+  pipe_write(pp);
+}
+
+/* What is due on the pipe, from the peer's timer: late failures, the
+ * oldest answer's deadline (its connection is dropped), requests never
+ * written past theirs, and a connection idle for idle_timeout_ms. Returns
+ * when the pipe next needs the timer, or UINT64_MAX. */
+static uint64_t pipe_tend(pipe_t *pp, uint64_t now) {
+  if (pp->failure && pp->conn == NULL) {
+    int kind = pp->failure;
+    pp->failure = 0;
+    ephd_peer_call_t *r;
+    while ((r = relay_of(pp->unwritten.head))) complete(r, kind, NULL);
+  }
+  conn_t *c = pp->conn;
+  ephd_peer_call_t *w = c ? relay_of(c->written.head) : NULL;
+  if (w && w->deadline <= now) pipe_drop(c, EPHD_PEER_E_ANSWER_TIMEOUT, 0);
+  ephd_peer_call_t *u;
+  while ((u = relay_of(pp->unwritten.head)) && u->deadline <= now)
+    complete(u,
+             pp->conn && pp->conn->state == C_CONNECTING
+                 ? EPHD_PEER_E_CONNECT_TIMEOUT
+                 : EPHD_PEER_E_QUEUE_TIMEOUT,
+             NULL);
+  c = pp->conn;
+  if (c && (w = relay_of(c->written.head))) return w->deadline;
+  if (u) return u->deadline;
+  if (c == NULL || c->state != C_BUSY) return UINT64_MAX;
+  uint64_t idle_end = c->idle_since + limits.idle_timeout_ms;
+  if (idle_end > now) return idle_end;
+  conn_close(c);
+  return UINT64_MAX;
+}
+
+static void on_peer_timer(uv_timer_t *t) {
+  ephd_peer_t *p = t->data;
+  uint64_t now = uv_now(loop);
+  conn_t *oldest;
+  while ((oldest = conn_of(p->idle.tail)) &&
+         oldest->idle_since + limits.idle_timeout_ms <= now)
+    conn_close(oldest);
+  tell_failures(p, 0);
+  uint64_t due = UINT64_MAX;
+  for (uint32_t i = 0; i < npipes(); i++) {
+    uint64_t d = pipe_tend(&p->pipes[i], now);
+    if (d < due) due = d;
+  }
+  if ((oldest = conn_of(p->idle.tail)) &&
+      oldest->idle_since + limits.idle_timeout_ms < due)
+    due = oldest->idle_since + limits.idle_timeout_ms;
+  if (p->pipe_failing.head) due = now;
+  if (due != UINT64_MAX && !stopping) {
+    p->timer_due = due;
+    uv_timer_start(t, on_peer_timer, due > now ? due - now : 0, 0);
+  }
+}
+
+/* A written request is cancelled. Its answer will come in its turn, and
+ * the answers behind it are wanted: it stays on its connection, to be
+ * read and dropped. Unless the write that carries it still holds its
+ * bytes (a borrowed body goes away with its asker): the connection goes,
+ * as any lost one, its failures told from the timer. */
+static void pipe_orphan(ephd_peer_call_t *r) {
+  conn_t *c = r->conn;
+  r->cb = NULL;
+  r->data = NULL;
+  r->answer_bytes = NULL;
+  r->state = R_ORPHAN;
+  not_live();
+  if (c->writing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0)
+    pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+}
+
+/* close_all: every pipe's requests hear that this broker stops. */
+static void pipes_stop(ephd_peer_t *p) {
+  for (uint32_t i = 0; i < npipes(); i++) {
+    pipe_t *pp = &p->pipes[i];
+    ephd_peer_call_t *r;
+    if (pp->conn) {
+      conn_t *c = pp->conn;
+      while ((r = relay_of(c->written.head))) {
+        ephd_list_remove(&c->written, &r->link);
+        if (r->state == R_ORPHAN)
+          orphan_free(r);
+        else
+          fail_later(r, EPHD_PEER_E_STOPPING);
+      }
+      conn_abort(c);
+    }
+    while ((r = relay_of(pp->unwritten.head))) {
+      ephd_list_remove(&pp->unwritten, &r->link);
+      fail_later(r, EPHD_PEER_E_STOPPING);
+    }
+  }
+  ephd_peer_call_t *r;
+  while ((r = relay_of(p->pipe_failing.head)))
+    complete(r, EPHD_PEER_E_STOPPING, NULL);
+}
+
 /* --- resolving ------------------------------------------------------ */
 
 static void peer_release(ephd_peer_t *p) {
@@ -328,6 +712,13 @@ static void on_peer_timer_closed(uv_handle_t *h) { peer_release(h->data); }
 static void fail_queued(ephd_peer_t *p, int kind) {
   for (int lane = 0; lane < NLANES; lane++)
     while (p->queue[lane].head) fail_soon(relay_of(p->queue[lane].head), kind);
+  for (uint32_t i = 0; i < npipes(); i++) {
+    pipe_t *pp = &p->pipes[i];
+    if (pp->conn == NULL && pp->unwritten.head) {
+      pp->failure = kind;
+      peer_timer_at(p, uv_now(loop));
+    }
+  }
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status,
@@ -387,51 +778,38 @@ static void conn_fail(conn_t *c, int kind);
 static void on_write(uv_write_t *w, int status) {
   conn_t *c = w->data;
   c->writing = 0;
-  if (c->state == C_BUSY && status < 0) conn_fail(c, EPHD_PEER_E_CLOSED);
+  if (c->state == C_CLOSED) return;
+  if (status < 0)
+    conn_fail(c, EPHD_PEER_E_CLOSED);
+  else if (c->pipe && c->pipe->unwritten.head)
+    flush_later(c->pipe);
 }
 
-static void answer_reset(conn_t *c);
-
-static int conn_send(conn_t *c, ephd_peer_call_t *r) {
+static void conn_send(conn_t *c, ephd_peer_call_t *r) {
   c->req = r;
   r->conn = c;
   c->state = C_BUSY;
-  llhttp_reset(&c->parser);
-  answer_reset(c);
   c->header_bytes = 0;
   c->got_bytes = 0;
-  c->in.len = 0;
+  c->llhttp_on = 0;
+  c->in.len = c->taken = 0;
   uv_buf_t b[4];
-  unsigned nb = 0;
-  if (session_write && !c->sessioned) {
-    /* The connection's first request opens its session: the line goes
-     * among its headers, written now, so its time is the sending's. */
-    session_write(c->session, r->peer->authority);
-    c->sessioned = 1;
-    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->head_end);
-    b[nb++] = uv_buf_init(c->session, (unsigned)session_len);
-    b[nb++] =
-        uv_buf_init(r->bytes + r->head_end, (unsigned)(r->len - r->head_end));
-  } else {
-    b[nb++] = uv_buf_init(r->bytes, (unsigned)r->len);
-  }
-  if (r->body) b[nb++] = uv_buf_init((char *)r->body, (unsigned)r->body_len);
+  unsigned nb = request_bufs(c, r, b);
   c->write.data = c;
-  int rc = uv_write(&c->write, (uv_stream_t *)&c->tcp, b, nb, on_write);
-  if (rc == 0) c->writing = 1;
-  return rc;
+  if (uv_write(&c->write, (uv_stream_t *)&c->tcp, b, nb, on_write) == 0)
+    c->writing = 1;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   conn_t *c = h->data;
   (void)suggested;
-  if (c->state != C_BUSY) {
+  ephd_peer_call_t *r = c->req;
+  if (r == NULL) {
     *buf = uv_buf_init(idle_scratch, sizeof(idle_scratch));
     return;
   }
   char *at = ephd_buf_reserve(&c->in, 16384);
   *buf = uv_buf_init(at, (unsigned)(c->in.cap - c->in.len));
-  ephd_peer_call_t *r = c->req;
   if (r->answer_bytes && r->answer_cap != c->in.cap) {
     r->answer_cap = c->in.cap;
     r->answer_bytes(r->data, c->in.cap);
@@ -443,6 +821,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_connect(uv_connect_t *req, int status) {
   conn_t *c = req->data;
   if (c->state == C_CLOSED) return;
+  if (status == 0) {
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+      status = UV_EIO;
+  }
+  if (c->pipe) {
+    pipe_connected(c, status);
+    return;
+  }
   ephd_peer_call_t *r = c->req;
   ephd_peer_t *p = c->peer;
   if (status < 0) {
@@ -456,12 +843,33 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   p->preferred = c->addr;
-  uv_tcp_nodelay(&c->tcp, 1);
-  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0 ||
-      conn_send(c, r) < 0) {
+  conn_send(c, r);
+  if (!c->writing) {
     conn_close(c);
     complete(r, EPHD_PEER_E_CLOSED, NULL);
   }
+}
+
+static conn_t *conn_new(ephd_peer_t *p, int addr) {
+  conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  uv_tcp_init(loop, &c->tcp);
+  c->tcp.data = c;
+  c->peer = p;
+  c->state = C_CONNECTING;
+  llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
+  c->parser.data = c;
+  c->addr = addr;
+  stats.connections_opened++;
+  stats.connections_open++;
+  return c;
+}
+
+static int conn_connect(conn_t *c) {
+  c->connect.data = c;
+  return uv_tcp_connect(&c->connect, &c->tcp,
+                        (const struct sockaddr *)&c->peer->addrs[c->addr],
+                        on_connect);
 }
 
 /* A fresh connection for r; a failure that libuv reports at once is told
@@ -473,27 +881,14 @@ static void conn_open(ephd_peer_t *p, ephd_peer_call_t *r) {
     fail_soon(r, EPHD_PEER_E_RESOLVE);
     return;
   }
-  conn_t *c = calloc(1, sizeof(*c));
+  conn_t *c = conn_new(p, (p->preferred + r->addrs_tried) % naddrs);
   if (c == NULL) {
     fail_soon(r, EPHD_PEER_E_CONNECT);
     return;
   }
-  uv_tcp_init(loop, &c->tcp);
-  c->tcp.data = c;
-  c->peer = p;
   c->req = r;
   r->conn = c;
-  c->state = C_CONNECTING;
-  llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
-  c->parser.data = c;
-  stats.connections_opened++;
-  stats.connections_open++;
-  c->addr = (p->preferred + r->addrs_tried) % naddrs;
-  c->connect.data = c;
-  if (uv_tcp_connect(&c->connect, &c->tcp,
-                     (const struct sockaddr *)&p->addrs[c->addr],
-                     on_connect) < 0)
-    fail_soon(r, EPHD_PEER_E_CONNECT);
+  if (conn_connect(c) < 0) fail_soon(r, EPHD_PEER_E_CONNECT);
 }
 
 /* The first request of a lane whose deadline has not passed: one whose
@@ -508,9 +903,13 @@ static ephd_peer_call_t *next_waiting(ephd_list_t *l) {
 
 /* Hands free slots to waiting requests, lane by lane in FIFO order: an
  * idle connection if there is one, else a new one. A parked pop holds a
- * slot of the parking lane only, so pushes never wait behind it. */
+ * slot of the parking lane only, so pushes never wait behind it. A pipe
+ * with requests and no connection (its last one lost, a resolution just
+ * in) opens one. */
 static void pump(ephd_peer_t *p) {
   if (stopping) return;
+  if (p->piped)
+    for (uint32_t i = 0; i < npipes(); i++) pipe_connect(&p->pipes[i]);
   for (int lane = 0; lane < NLANES; lane++) {
     ephd_peer_call_t *r;
     while (p->busy[lane] < lane_cap(lane) &&
@@ -531,7 +930,8 @@ static void pump(ephd_peer_t *p) {
         continue;
       }
       ephd_list_remove(&p->idle, &c->idle_link);
-      if (conn_send(c, r) < 0) {
+      conn_send(c, r);
+      if (!c->writing) {
         /* The pooled connection is gone already: nothing was sent. */
         conn_close(c);
         r->retried = 1;
@@ -552,8 +952,13 @@ static void pump(ephd_peer_t *p) {
  * connection only while no request is in progress; a peer that died
  * after reading one took its rings with it, so a push sent again to its
  * successor is not a second copy of anything still held.) Never after an
- * answer has begun: the request was read and may have been applied. */
+ * answer has begun: the request was read and may have been applied. A
+ * pipe's connection: pipe_drop. */
 static void conn_fail(conn_t *c, int kind) {
+  if (c->pipe) {
+    pipe_drop(c, kind, 0);
+    return;
+  }
   ephd_peer_call_t *r = c->req;
   int retry =
       kind == EPHD_PEER_E_CLOSED && !c->got_bytes && c->uses > 0 && !r->retried;
@@ -572,26 +977,34 @@ static ephd_slice_t slice_of(const ephd_buf_t *b, span_t s) {
   return out;
 }
 
-/* The answer is whole: the connection goes back to the pool (or closes)
- * before the callback, so a request sent from it can use it at once; the
- * bytes the callback sees move out of the connection for the call. */
-static void deliver(conn_t *c, int reusable) {
+static ephd_peer_response_t response_of(const ephd_buf_t *in,
+                                        const ephd_answer_t *a) {
+  ephd_peer_response_t res;
+  res.status = a->status;
+  res.content_type = slice_of(in, a->content_type);
+  res.retry_after = slice_of(in, a->retry_after);
+  res.owner = slice_of(in, a->owner);
+  res.body = slice_of(in, a->body);
+  return res;
+}
+
+/* The one request of a connection is answered: the connection goes back
+ * to the pool (or closes) before the callback, so a request sent from it
+ * can use it at once; the bytes the callback sees move out of the
+ * connection for the call. */
+static void deliver(conn_t *c, const ephd_answer_t *a) {
   ephd_peer_call_t *r = c->req;
   ephd_buf_t kept = c->in;
-  ephd_peer_response_t res;
-  res.status = c->parser.status_code;
-  res.content_type = slice_of(&kept, c->hdr[HDR_CONTENT_TYPE]);
-  res.retry_after = slice_of(&kept, c->hdr[HDR_RETRY_AFTER]);
-  res.owner = slice_of(&kept, c->hdr[HDR_OWNER]);
-  span_t body = {c->body_off, c->body_started ? c->body_len : 0};
-  res.body = slice_of(&kept, body);
+  ephd_peer_response_t res = response_of(&kept, a);
+  /* An answer that came while the request was still being written, or
+   * bytes after it, leave the connection in a state we cannot trust. */
+  int reusable = c->taken == c->in.len && a->keep_alive && !c->writing;
   ephd_buf_init(&c->in);
+  c->taken = 0;
   c->req = NULL;
   r->conn = NULL;
   c->uses++;
-  /* An answer that came while the request was still being written, or
-   * bytes after it, leave the connection in a state we cannot trust. */
-  if (reusable && c->keep_alive && !c->writing && !stopping)
+  if (reusable && !stopping)
     conn_idle(c);
   else
     conn_close(c);
@@ -605,22 +1018,152 @@ static void deliver(conn_t *c, int reusable) {
   }
 }
 
+/* The oldest written request of a pipe is answered; the next one's answer
+ * may follow in the same bytes. Returns whether the connection reads on. */
+static int pipe_deliver(conn_t *c, const ephd_answer_t *a) {
+  ephd_peer_call_t *r = c->req;
+  ephd_peer_response_t res = response_of(&c->in, a);
+  ephd_list_remove(&c->written, &r->link);
+  c->req = relay_of(c->written.head);
+  c->uses++;
+  if (c->req == NULL && c->taken == c->in.len) {
+    c->quiet = 1;
+    c->idle_since = uv_now(loop);
+  }
+  /* The bytes stay where they are through the callback: nothing moves the
+   * buffer before this connection reads again. */
+  if (r->state == R_ORPHAN) {
+    orphan_free(r);
+  } else {
+    r->state = R_ANSWERED;
+    complete(r, EPHD_PEER_OK, &res);
+  }
+  if (c->state == C_CLOSED) return 0;
+  if (!a->keep_alive || stopping) {
+    pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
+    return 0;
+  }
+  return 1;
+}
+
+/* The bytes of answers read whole go; what follows moves to the front. */
+static void compact(conn_t *c) {
+  if (c->taken == 0) return;
+  size_t rest = c->in.len - c->taken;
+  if (rest) memmove(c->in.base, c->in.base + c->taken, rest);
+  c->in.len = rest;
+  c->taken = 0;
+  if (rest == 0) ephd_buf_shrink(&c->in, IDLE_KEEP_BYTES);
+}
+
+static void answer_reset(conn_t *c);
+
+/* llhttp's answer is whole, ending at end. */
+static int took_llhttp(conn_t *c, size_t end) {
+  ephd_answer_t a = {
+      .status = c->parser.status_code,
+      .content_type = c->hdr[HDR_CONTENT_TYPE],
+      .retry_after = c->hdr[HDR_RETRY_AFTER],
+      .owner = c->hdr[HDR_OWNER],
+      .body = {c->body_off, c->body_started ? c->body_len : 0},
+      .keep_alive = c->keep_alive,
+  };
+  c->llhttp_on = 0;
+  c->taken = end;
+  if (c->pipe) return pipe_deliver(c, &a);
+  deliver(c, &a);
+  return 0;
+}
+
+/* Reads every whole answer in c->in, in order, for the requests written:
+ * plain ones at once (peer_answer.h), anything else by llhttp from its
+ * first byte, as it arrives. */
+static void read_answers(conn_t *c) {
+  while (c->req) {
+    if (!c->llhttp_on) {
+      size_t avail = c->in.len - c->taken;
+      if (avail == 0) break;
+      ephd_answer_t a;
+      size_t n = c->req->head
+                     ? 0
+                     : ephd_answer_read_plain(c->in.base + c->taken, avail,
+                                              limits.max_header_bytes,
+                                              limits.max_response_bytes, &a);
+      if (n) {
+        a.content_type.off += c->taken;
+        a.retry_after.off += c->taken;
+        a.owner.off += c->taken;
+        a.body.off += c->taken;
+        c->taken += n;
+        if (c->pipe == NULL) {
+          deliver(c, &a);
+          return;
+        }
+        if (!pipe_deliver(c, &a)) return;
+        continue;
+      }
+      /* Not plain, or not whole yet: llhttp reads it from its first byte,
+       * at the front of the buffer, as it arrives. */
+      compact(c);
+      llhttp_reset(&c->parser);
+      answer_reset(c);
+      c->header_bytes = 0;
+      c->parsed = 0;
+      c->llhttp_on = 1;
+    }
+    llhttp_errno_t err = llhttp_execute(&c->parser, c->in.base + c->parsed,
+                                        c->in.len - c->parsed);
+    if (err == HPE_OK) {
+      /* Everything read is parsed. Once the headers are, only the three
+       * we pass back and the body (moved down over its chunk framing) are
+       * kept; before, the raw bytes are, separators and all, so they are
+       * what the header limit bounds. */
+      if (c->headers_done) {
+        c->in.len = c->body_started ? c->body_off + c->body_len : c->keep_end;
+      } else if (c->in.len > limits.max_header_bytes) {
+        conn_fail(c, EPHD_PEER_E_TOO_LARGE);
+        return;
+      }
+      c->parsed = c->in.len;
+      return;
+    }
+    if (err == HPE_PAUSED && c->complete) {
+      const char *pos = llhttp_get_error_pos(&c->parser);
+      if (!took_llhttp(c, (size_t)(pos - c->in.base))) return;
+      continue;
+    }
+    conn_fail(c, c->failure ? c->failure : EPHD_PEER_E_MALFORMED);
+    return;
+  }
+  /* Bytes after the last answer owed: nothing can be told from them. */
+  if (c->req == NULL && c->taken < c->in.len) {
+    pipe_drop(c, EPHD_PEER_E_MALFORMED, 0);
+    return;
+  }
+  compact(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   conn_t *c = s->data;
   (void)buf;
   if (nread == 0 || c->state == C_CLOSED) return;
-  if (c->state != C_BUSY) {
-    /* A pooled connection has nothing to hear: bytes are a confused peer,
-     * EOF or an error a peer that let it go. */
-    conn_close(c);
+  if (c->req == NULL) {
+    /* Nothing is owed on it: bytes are a confused peer, EOF or an error a
+     * peer that let it go. */
+    if (c->pipe)
+      pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
+    else
+      conn_close(c);
     return;
   }
   if (nread < 0) {
-    /* A body that runs to the end of the connection ends here. */
-    if (nread == UV_EOF && c->got_bytes) {
+    /* A body that runs to the end of the connection ends here, and so
+     * does the connection. */
+    if (nread == UV_EOF && c->llhttp_on) {
       llhttp_finish(&c->parser);
       if (c->complete) {
-        deliver(c, 0);
+        c->keep_alive = 0;
+        took_llhttp(c, c->in.len);
         return;
       }
     }
@@ -628,28 +1171,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   c->got_bytes = 1;
-  size_t start = c->in.len;
+  c->quiet = 0;
   c->in.len += (size_t)nread;
-  llhttp_errno_t err =
-      llhttp_execute(&c->parser, c->in.base + start, (size_t)nread);
-  if (err == HPE_OK) {
-    /* Everything read is parsed. Once the headers are, only the two we
-     * pass back and the body (moved down over its chunk framing) are
-     * kept; before, the raw bytes are, separators and all, so they are
-     * what the header limit bounds. */
-    if (c->headers_done) {
-      c->in.len = c->body_started ? c->body_off + c->body_len : c->keep_end;
-    } else if (c->in.len > limits.max_header_bytes) {
-      conn_fail(c, EPHD_PEER_E_TOO_LARGE);
-    }
-    return;
-  }
-  if (err == HPE_PAUSED && c->complete) {
-    const char *pos = llhttp_get_error_pos(&c->parser);
-    deliver(c, pos == c->in.base + c->in.len);
-    return;
-  }
-  conn_fail(c, c->failure ? c->failure : EPHD_PEER_E_MALFORMED);
+  read_answers(c);
 }
 
 /* --- parsing ------------------------------------------------------- */
@@ -861,6 +1385,11 @@ void ephd_peer_init(uv_loop_t *l, const ephd_peer_limits_t *lim) {
   live = 0;
   drain_done = NULL;
   uv_timer_init(loop, &drain_timer);
+  memset(&flushes, 0, sizeof(flushes));
+  uv_check_init(loop, &flush_check);
+  uv_check_start(&flush_check, on_flush_check);
+  uv_unref((uv_handle_t *)&flush_check);
+  uv_idle_init(loop, &flush_idle);
   llhttp_settings_init(&settings);
   settings.on_message_begin = on_message_begin;
   settings.on_status = on_status;
@@ -889,8 +1418,9 @@ ephd_peer_t *ephd_peer(const char *address) {
     return NULL;
   }
   p->refs = 1;
-  uv_timer_init(loop, &p->idle_timer);
-  p->idle_timer.data = p;
+  uv_timer_init(loop, &p->timer);
+  p->timer.data = p;
+  for (int i = 0; i < MAX_PIPES; i++) p->pipes[i].peer = p;
   p->next = peers;
   peers = p;
   return p;
@@ -938,12 +1468,22 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
     stats.failures[-EPHD_PEER_E_INVALID]++;
     return EPHD_PEER_E_INVALID;
   }
-  int lane = req->parks ? LANE_PARKS : LANE_SHORT;
+  int head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
+  int lane = req->key && !req->parks && !head ? LANE_PIPE
+             : req->parks                     ? LANE_PARKS
+                                              : LANE_SHORT;
   /* Refused when it would wait behind max_queued others: those that the
-   * lane's free slots will take at once do not count. */
-  uint32_t cap = lane_cap(lane), busy = p->busy[lane];
-  uint64_t free_slots = busy < cap ? cap - busy : 0;
-  if (p->queue[lane].count >= limits.max_queued + free_slots) {
+   * lane's free slots will take at once do not count. A peer's pipes hold
+   * as many as its short lane. */
+  int full;
+  if (lane == LANE_PIPE) {
+    full = p->piped >= (uint64_t)limits.max_conns + limits.max_queued;
+  } else {
+    uint32_t cap = lane_cap(lane), busy = p->busy[lane];
+    uint64_t free_slots = busy < cap ? cap - busy : 0;
+    full = p->queue[lane].count >= limits.max_queued + free_slots;
+  }
+  if (full) {
     stats.failures[-EPHD_PEER_E_QUEUE_FULL]++;
     return EPHD_PEER_E_QUEUE_FULL;
   }
@@ -1001,17 +1541,33 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   r->cb = cb;
   r->data = data;
   r->lane = lane;
-  r->head = req->method.len == 4 && memcmp(req->method.ptr, "HEAD", 4) == 0;
+  r->head = head;
   r->sent_ns = uv_hrtime();
+  stats.requests++;
+  live++;
+  *out = r;
+  if (lane == LANE_PIPE) {
+    pipe_t *pp = &p->pipes[req->key % npipes()];
+    r->pipe = pp;
+    r->deadline = uv_now(loop) + req->timeout_ms;
+    r->state = R_PIPED;
+    ephd_list_append(&pp->unwritten, &r->link);
+    p->piped++;
+    stats.in_flight++;
+    stats.pipelined++;
+    peer_timer_at(p, r->deadline);
+    if (pp->conn && pp->conn->state == C_BUSY)
+      flush_later(pp);
+    else
+      pipe_connect(pp);
+    return 0;
+  }
   r->state = R_QUEUED;
   uv_timer_init(loop, &r->timer);
   r->timer.data = r;
   uv_timer_start(&r->timer, on_request_timer, req->timeout_ms, 0);
   ephd_list_append(&p->queue[lane], &r->link);
   stats.queued++;
-  stats.requests++;
-  live++;
-  *out = r;
   pump(p);
   return 0;
 }
@@ -1023,10 +1579,15 @@ void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res) {
 }
 
 void ephd_peer_cancel(ephd_peer_call_t *r) {
-  if (r == NULL || r->state == R_DONE) return;
+  if (r == NULL || r->state == R_DONE || r->state == R_ORPHAN) return;
   ephd_peer_t *p = r->peer;
-  detach(r);
   stats.cancelled++;
+  if (r->state == R_WRITTEN) {
+    pipe_orphan(r);
+    return;
+  }
+  detach(r);
+  if (r->lane == LANE_PIPE) free(r);
   pump(p);
 }
 
@@ -1046,16 +1607,20 @@ void ephd_peer_close_all(void) {
   for (ephd_peer_t *p = peers; p; p = p->next) {
     ephd_peer_call_t *r;
     while ((r = any_pending(p))) complete(r, EPHD_PEER_E_STOPPING, NULL);
+    pipes_stop(p);
     while (p->idle.head) conn_close(conn_of(p->idle.head));
   }
   drain_done = NULL;
   uv_close((uv_handle_t *)&drain_timer, NULL);
+  memset(&flushes, 0, sizeof(flushes));
+  uv_close((uv_handle_t *)&flush_check, NULL);
+  uv_close((uv_handle_t *)&flush_idle, NULL);
   ephd_peer_t *p = peers;
   peers = NULL;
   while (p) {
     ephd_peer_t *next = p->next;
     if (p->resolving) uv_cancel((uv_req_t *)&p->gai);
-    uv_close((uv_handle_t *)&p->idle_timer, on_peer_timer_closed);
+    uv_close((uv_handle_t *)&p->timer, on_peer_timer_closed);
     p = next;
   }
 }

@@ -1,26 +1,40 @@
 /* The client of a peer: HTTP/1.1 requests from this broker to another
  * broker of the cell over pooled keep-alive connections on the libuv loop. No
  * thread per request and nothing that blocks: a request is bytes written
- * from its own buffer, a response is parsed by llhttp as it arrives, and
- * a deadline timer ends whatever is left of it.
+ * from its own buffer, an answer is read whole by a plain reader when it
+ * is plain (peer_answer.h) and by llhttp as it arrives otherwise, and a
+ * deadline ends whatever is left of it.
  *
- * Each peer (an address) has its own pool with two lanes, so a relayed
+ * Each peer (an address) has its own pool with three lanes, so a relayed
  * long poll never stands in front of a push:
- *  - short requests (push, ack, a pop that will not wait) hold at most
- *    max_conns connections of the peer at once;
+ *  - pipelined requests (a push, an ack: those the asker gives a key) go
+ *    on one of `pipes` connections of the peer, chosen by key (a
+ *    partition's hash, so a partition's requests stay in order), many at
+ *    once: every request queued on a pipe in a loop turn is written with
+ *    one write at the turn's end, and the answers are read back in order;
+ *  - short requests (a pop that will not wait, and anything without a
+ *    key) hold at most max_conns connections of the peer at once, one
+ *    request each (a pop's answer may be large: it must not hold a line);
  *  - parking requests (a wait=true pop, which the owner may hold for its
- *    whole timeout) hold at most max_parked, counted apart.
- * One request is in flight per connection (no pipelining: a parked pop
- * would hold everything queued behind it on its connection). An idle
- * connection serves either lane; a request that finds its lane full waits
- * in that lane's FIFO, at most max_queued deep, and past that is refused
- * at once.
+ *    whole timeout) hold at most max_parked, counted apart, one each.
+ * An idle connection serves either of the last two; a request that finds
+ * its lane full waits in that lane's FIFO, at most max_queued deep, and
+ * past that is refused at once. The pipes of a peer hold at most
+ * max_conns + max_queued requests.
  *
- * A request whose reused connection fails before a byte of the answer
- * arrived (the peer closed it as idle while we were sending) is sent once
- * more, on a fresh connection. Never once an answer has begun: the peer
- * has then read the request and may have applied it, and a push must not
- * be applied twice. See peer_client.c for why the first case is safe.
+ * What a lost connection does to the requests on it:
+ *  - one never written (queued, or on a pipe waiting for its write) is
+ *    written on a fresh connection: the peer never saw a byte of it;
+ *  - one written, on a connection that had been idle and has not sent a
+ *    byte since (the peer closed it as idle while the requests were on
+ *    their way, so it read none of them), is written once more on a fresh
+ *    connection; see peer_client.c for why this is safe;
+ *  - any other written request fails (`closed`, or `answer_timeout` when
+ *    the oldest answer on its connection is past its deadline): the peer
+ *    may have read and applied it, and a push must not be applied twice.
+ * A request cancelled once written stays on its pipe until its answer is
+ * read and dropped (the answers behind it are still wanted), unless its
+ * bytes are still being written: then its connection is dropped, as above.
  *
  * The module is one per process (as http.c): ephd_peer_init, then peers
  * and requests, then ephd_peer_close_all at shutdown. */
@@ -56,6 +70,7 @@ typedef struct {
   uint32_t max_parked;       /* parking requests in flight, per peer */
   uint32_t max_queued;       /* requests waiting, per peer and lane */
   uint32_t max_idle;         /* idle connections kept, per peer */
+  uint32_t pipes;            /* pipelined connections, per peer (1-16) */
   uint64_t idle_timeout_ms;  /* an idle connection is closed after this */
   uint64_t resolve_ttl_ms;   /* a peer's name is resolved again after this */
   size_t max_header_bytes;   /* status line and headers of a response */
@@ -78,7 +93,7 @@ typedef struct {
 #define EPHD_PEER_LIMITS_DEFAULT                                             \
   {                                                                          \
     .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \
-    .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,                       \
+    .pipes = 4, .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,           \
     .max_header_bytes = 65536, .max_response_bytes = 67108864,               \
     .max_peer_bytes = 134217728                                              \
   }
@@ -100,11 +115,15 @@ typedef struct {
   ephd_slice_t body;
   uint64_t timeout_ms; /* from send to the whole answer; at least 1 */
   int parks;           /* the peer may hold it: the parking lane */
-  int borrows;         /* the body is the caller's, not copied */
+  int borrows; /* the body is the caller's, not copied */
   /* Told the bytes the answer's buffer holds each time they change while
    * it is read, so the asker can count them as its own (the client budget
    * counts a relayed answer before it is passed back). NULL: nobody is. */
   void (*answer_bytes)(void *data, size_t bytes);
+  /* Not 0: pipelined on the pipe this chooses, in order with the other
+   * requests of the same key (a push or an ack: its partition's hash).
+   * Only for requests answered at once, with small answers. */
+  uint32_t key;
 } ephd_peer_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
@@ -135,6 +154,8 @@ typedef struct {
   uint64_t responses;                  /* whole answers delivered */
   uint64_t failures[EPHD_PEER_NKINDS]; /* callbacks' and send's, by -kind */
   uint64_t retries;                    /* sent again on a fresh connection */
+  uint64_t pipelined;                  /* requests sent on a pipe */
+  uint64_t pipe_writes;                /* the writes that carried them */
   uint64_t cancelled;
   uint64_t connections_opened;
   uint64_t connections_open; /* now: connecting, busy and idle */
@@ -166,8 +187,10 @@ int ephd_peer_send(ephd_peer_t *peer, const ephd_peer_request_t *req,
  * already covers (a lease expires, a group is announced again). */
 void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res);
 /* The asker went away: cb will not be called. A queued request is dropped;
- * one in flight closes its connection (its answer could not be told from
- * the next one's). Only for a handle whose callback has not run. */
+ * one in flight on a connection of its own closes it (its answer could not
+ * be told from the next one's); one written on a pipe has its answer read
+ * and dropped. Only for a handle whose callback has not run. A borrowed
+ * body is not read once this returns. */
 void ephd_peer_cancel(ephd_peer_call_t *r);
 /* The longest line ephd_peer_session may ask for. */
 #define EPHD_PEER_SESSION_MAX 160

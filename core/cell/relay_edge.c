@@ -132,6 +132,17 @@ static void on_answer_bytes(void *data, size_t bytes) {
   if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
 }
 
+/* A push or an ack goes on the owner's pipe its partition chooses (one
+ * partition's requests stay in order); a pop keeps a connection of its own,
+ * as its answer may be large or wait. */
+static uint32_t pipe_key(const forward_t *f) {
+  if (f->verb == EPHD_CELL_POP) return 0;
+  uint64_t k = ephd_placement_key(f_tenant(f), f->tenant_len, f_queue(f),
+                                  f->queue_len, f_partition(f),
+                                  f->partition_len);
+  return (uint32_t)(k ^ (k >> 32)) | 1u;
+}
+
 /* Sends f to owner, its headers written again (another owner's rehash
  * reuses them). */
 static int send_to(forward_t *f, const ephd_member_t *owner) {
@@ -150,6 +161,7 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
       .parks = f->parks,
       .borrows = 1,
       .answer_bytes = on_answer_bytes,
+      .key = pipe_key(f),
   };
   f->owner = owner->id;
   f->peer = peer;
