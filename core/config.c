@@ -90,6 +90,8 @@ static const knob_t knobs[] = {
      "no bound)"},
     {"QUEEN_EPHEMERAL_RELAY_MAX_IDLE", "64", 0, 65536, K_U64,
      AT(relay_max_idle), "idle connections to a peer kept for reuse"},
+    {"QUEEN_EPHEMERAL_RELAY_PIPES", "4", 1, 16, K_U64, AT(relay_pipes),
+     "connections to a peer that carry pipelined pushes and acks"},
     {"QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS", "60000", 100, 86400000, K_U64,
      AT(relay_idle_timeout_ms),
      "an idle connection to a peer is closed (below IDLE_TIMEOUT_S)"},
