@@ -1,9 +1,12 @@
-/* The relay's answer side: the input is what a peer answers to one
- * relayed request. Byte 0 chooses how the answer is torn across writes;
- * byte 1's bits ask for a HEAD request, a parking request, and a cancel
- * half-way; the rest is the answer, after which the peer closes. The
- * client must call back exactly once (never after a cancel), with slices
- * inside what it read, and hold nothing once the loop has run. */
+/* The relay's answer side: the input is what a peer answers to the
+ * requests relayed to it. Byte 0 chooses how the answers are torn across
+ * writes; byte 1's bits ask for a HEAD request, a parking request, a
+ * cancel half-way, and a pipeline: one to four requests on one pipe,
+ * written together, whose answers the input holds in order (the cancel
+ * then takes one of them). The rest is the answers, after which the peer
+ * closes. The client must call back exactly once per request (never after
+ * a cancel), with slices inside what it read, and hold nothing once the
+ * loop has run. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +24,7 @@
 static uv_loop_t *loop;
 static int listen_fd;
 static ephd_peer_t *peer;
-static int calls;
+static int calls[4], ncalls;
 static volatile unsigned sink;
 
 static void touch(ephd_slice_t s) {
@@ -29,13 +32,14 @@ static void touch(ephd_slice_t s) {
 }
 
 static void on_done(void *data, int kind, const ephd_peer_response_t *res) {
-  (void)data;
-  if (++calls > 1) abort();
+  ncalls++;
+  if (++calls[(int *)data - calls] > 1) abort();
   if ((kind == EPHD_PEER_OK) != (res != NULL)) abort();
   if (res == NULL) return;
   if (res->status < 200 || res->status > 999) abort();
   touch(res->content_type);
   touch(res->retry_after);
+  touch(res->owner);
   touch(res->body);
 }
 
@@ -67,10 +71,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+static int heads(const char *got) {
+  int n = 0;
+  for (const char *p = got; (p = strstr(p, "\r\n\r\n")); p += 4) n++;
+  return n;
+}
+
 /* Runs the loop once without blocking; accepts the relay's connection
- * when it comes and reads its request. Returns the peer's socket once a
- * whole request head has arrived on it. */
-static int serve(int *fd, char *got, size_t *ngot) {
+ * when it comes and reads its requests. Returns the peer's socket once
+ * `want` whole request heads have arrived on it. */
+static int serve(int *fd, char *got, size_t *ngot, int want) {
   uv_run(loop, UV_RUN_NOWAIT);
   if (*fd < 0) {
     *fd = accept(listen_fd, NULL, NULL);
@@ -86,7 +96,7 @@ static int serve(int *fd, char *got, size_t *ngot) {
   }
   if (n > 0) *ngot += (size_t)n;
   got[*ngot] = 0;
-  return strstr(got, "\r\n\r\n") ? *fd : -1;
+  return heads(got) >= want ? *fd : -1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -94,7 +104,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t seed = data[0], flags = data[1];
   data += 2;
   size -= 2;
-  calls = 0;
+  memset(calls, 0, sizeof(calls));
+  ncalls = 0;
+  /* A HEAD or a parking request never goes on a pipe. */
+  int piped = (flags & 8) && !(flags & 3);
+  int n = piped ? 1 + (flags >> 4) % 4 : 1, victim = (flags >> 6) % n;
   ephd_peer_request_t req = {
       .method = {flags & 1 ? "HEAD" : "GET", 3 + (flags & 1)},
       .target = {"/fuzz", 5},
@@ -102,34 +116,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       .body = {"", 0},
       .timeout_ms = 2000,
       .parks = (flags & 2) != 0,
+      .key = piped,
   };
-  ephd_peer_call_t *r;
-  if (ephd_peer_send(peer, &req, on_done, NULL, &r) != 0) abort();
+  ephd_peer_call_t *r[4];
+  for (int i = 0; i < n; i++)
+    if (ephd_peer_send(peer, &req, on_done, &calls[i], &r[i]) != 0) abort();
   int fd = -1, cancelled = 0;
   char got[1024];
   size_t ngot = 0;
-  for (int i = 0; i < 10000 && calls == 0; i++)
-    if (serve(&fd, got, &ngot) >= 0) break;
+  for (int i = 0; i < 10000 && ncalls == 0; i++)
+    if (serve(&fd, got, &ngot, n) >= 0) break;
   uint32_t rng = seed * 2654435761u + 1;
   size_t off = 0;
-  while (fd >= 0 && off < size && calls == 0) {
+  while (fd >= 0 && off < size && ncalls < n) {
     rng = rng * 1103515245u + 12345u;
     size_t piece = 1 + (rng >> 16) % 512;
     if (piece > size - off) piece = size - off;
     ssize_t w = write(fd, data + off, piece);
     if (w <= 0) break; /* the relay closed it, or will not read more */
     off += (size_t)w;
-    if ((flags & 4) && off >= size / 2 && !cancelled) {
-      ephd_peer_cancel(r);
+    if ((flags & 4) && off >= size / 2 && !cancelled && !calls[victim]) {
+      ephd_peer_cancel(r[victim]);
       cancelled = 1;
-      break;
+      if (!piped) break;
     }
     for (int k = 0; k < 3; k++) uv_run(loop, UV_RUN_NOWAIT);
   }
   if (fd >= 0) close(fd);
-  /* EOF ends whatever the answer left open, well before the deadline. */
-  while (calls == 0 && !cancelled) uv_run(loop, UV_RUN_ONCE);
-  if (calls != (cancelled ? 0 : 1)) abort();
+  /* EOF ends whatever the answers left open, well before the deadline. */
+  while (ncalls < n - cancelled) uv_run(loop, UV_RUN_ONCE);
+  for (int i = 0; i < n; i++)
+    if (calls[i] != (cancelled && i == victim ? 0 : 1)) abort();
+  /* A cancelled request's answer is read and dropped, or goes with its
+   * connection's EOF. */
+  const ephd_peer_stats_t *st = ephd_peer_stats();
+  for (int k = 0; k < 1000 && (st->in_flight || st->bytes); k++)
+    uv_run(loop, UV_RUN_NOWAIT);
+  if (st->in_flight || st->queued || st->bytes) abort();
   for (int k = 0; k < 4; k++) uv_run(loop, UV_RUN_NOWAIT);
   return 0;
 }
