@@ -162,7 +162,7 @@ typedef struct {
   uint64_t in_flight;        /* now: requests holding a connection */
   uint64_t queued;           /* now: requests waiting for one */
   uint64_t bytes;            /* now: the bytes of requests not answered */
-  uint64_t latency_ns_sum;   /* send to answer, over the responses */
+  uint64_t latency_ns_sum;   /* send (a pipe's: its write) to answer */
   uint64_t latency_count;
   /* The responses by latency: [i] those within bound i and above bound
    * i - 1 (not cumulative), the last those above every bound. */

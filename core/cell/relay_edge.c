@@ -137,9 +137,9 @@ static void on_answer_bytes(void *data, size_t bytes) {
  * as its answer may be large or wait. */
 static uint32_t pipe_key(const forward_t *f) {
   if (f->verb == EPHD_CELL_POP) return 0;
-  uint64_t k = ephd_placement_key(f_tenant(f), f->tenant_len, f_queue(f),
-                                  f->queue_len, f_partition(f),
-                                  f->partition_len);
+  uint64_t k =
+      ephd_placement_key(f_tenant(f), f->tenant_len, f_queue(f), f->queue_len,
+                         f_partition(f), f->partition_len);
   return (uint32_t)(k ^ (k >> 32)) | 1u;
 }
 
@@ -226,19 +226,27 @@ static const char *owner_address(uint64_t id) {
  * names for its edge alone. */
 static void pass_back(ephd_conn_t *c, const ephd_peer_response_t *res,
                       uint64_t owner) {
+  static const char RA[] = "Retry-After: ", OA[] = "X-Queen-Owner-Address: ";
   char extra[64 + 32 + EPHD_MEMBER_ADDRESS_MAX];
-  size_t n = res->retry_after.len, at = 0;
+  char *at = extra;
+  size_t n = res->retry_after.len;
   int seconds = n > 0 && n <= 10;
   for (size_t i = 0; seconds && i < n; i++)
     seconds = res->retry_after.ptr[i] >= '0' && res->retry_after.ptr[i] <= '9';
-  if (seconds)
-    at += (size_t)snprintf(extra, sizeof(extra), "Retry-After: %.*s\r\n",
-                           (int)n, res->retry_after.ptr);
+  /* Put together by hand: this runs for every relayed answer. */
+  if (seconds) {
+    at = put(at, RA, sizeof(RA) - 1);
+    at = put(at, res->retry_after.ptr, n);
+    at = put(at, "\r\n", 2);
+  }
   const char *address = says_owner_moved(res) ? NULL : owner_address(owner);
-  if (address)
-    at += (size_t)snprintf(extra + at, sizeof(extra) - at,
-                           "X-Queen-Owner-Address: %s\r\n", address);
-  ephd_buf_t *o = ephd_http_begin(c, res->status, at ? extra : NULL);
+  if (address) {
+    at = put(at, OA, sizeof(OA) - 1);
+    at = put(at, address, strnlen(address, EPHD_MEMBER_ADDRESS_MAX - 1));
+    at = put(at, "\r\n", 2);
+  }
+  *at = 0;
+  ephd_buf_t *o = ephd_http_begin(c, res->status, at > extra ? extra : NULL);
   ephd_buf_append(o, res->body.ptr, res->body.len);
   ephd_http_end(c);
 }
