@@ -41,7 +41,7 @@ typedef struct {
   /* The relay (core/cell/peer_client.h): its deadline and its limits. */
   uint64_t relay_timeout_ms;
   uint64_t relay_max_conns, relay_max_parked, relay_max_queued, relay_max_idle;
-  uint64_t relay_pipes;
+  uint64_t relay_pipes, relay_tenant_parked;
   uint64_t relay_idle_timeout_ms, relay_resolve_ttl_ms;
   uint64_t relay_max_peer_bytes;
   /* Where the other brokers of a cell reach this one: http://host:port. */

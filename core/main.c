@@ -247,6 +247,7 @@ int main(int argc, char **argv) {
       .max_queued = (uint32_t)s.relay_max_queued,
       .max_idle = (uint32_t)s.relay_max_idle,
       .pipes = (uint32_t)s.relay_pipes,
+      .max_parked_share = (uint32_t)s.relay_tenant_parked,
       .idle_timeout_ms = s.relay_idle_timeout_ms,
       .resolve_ttl_ms = s.relay_resolve_ttl_ms,
       .max_header_bytes = s.max_header_bytes,

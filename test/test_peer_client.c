@@ -258,7 +258,7 @@ static ephd_slice_t S(const char *s) {
 static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
                  int parks) {
   ephd_peer_request_t req = {S("GET"), S(target), S(""), S(""), timeout_ms,
-                             parks,    0,         NULL,  0};
+                             parks,    0,         NULL,  0,     0};
   return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -353,6 +353,7 @@ TEST_IMPL(peer_request_response) {
                              0,
                              0,
                              NULL,
+                             0,
                              0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
@@ -401,7 +402,7 @@ static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_PEER_OK && --chain_left > 0) {
     ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                               0,        NULL,          0};
+                               0,        NULL,          0,     0};
     ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -421,7 +422,7 @@ TEST_IMPL(peer_keep_alive_reuse) {
   chain_peer = p;
   chain_left = 10;
   ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                             0,        NULL,          0};
+                             0,        NULL,          0,     0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -856,7 +857,7 @@ TEST_IMPL(peer_close_all_pending) {
   ASSERT(p != NULL);
   chain_peer = p;
   ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000,
-                             0,        0,          NULL,  0};
+                             0,        0,          NULL,  0,     0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -896,8 +897,9 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   ASSERT(p != NULL);
   char body[200];
   memset(body, 'b', sizeof(body));
-  ephd_peer_request_t req = {
-      S("POST"), S("/echo"), S(""), {body, sizeof(body)}, 5000, 0, 1, NULL, 0};
+  ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
+                             5000,      0,          1,     NULL,
+                             0,         0};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT(st()->bytes > sizeof(body));
   RUN_UNTIL(res[0].calls);
@@ -1011,7 +1013,7 @@ TEST_IMPL(peer_refuses_unusable_requests) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000,
-                           0,        0,       NULL,  0};
+                           0,        0,       NULL,  0,     0};
   ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
@@ -1303,5 +1305,46 @@ TEST_IMPL(peer_pipe_stop_bound_session) {
   ASSERT_EQ(res[3].calls, 0);
   ephd_peer_session(NULL, 0);
   ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* One share holds at most max_parked_share of a peer's parking lane,
+ * in flight and waiting; another share still parks, and a share's slot
+ * is its own again once its request ends. */
+TEST_IMPL(peer_parked_share) {
+  defaults();
+  lim.max_parked = 2;
+  lim.max_parked_share = 2;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/hold-t1"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 5000,
+                             .parks = 1,
+                             .share = 11};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]),
+            EPHD_PEER_E_SHARE);
+  /* The lane is full, but not of share 22's: it waits for a slot. */
+  req.share = 22;
+  req.target = S("/hold-t2");
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[3], &handles[3]), 0);
+  RUN_UNTIL(srv_held() == 2);
+  ASSERT_EQ(st()->queued, 1);
+  ASSERT_EQ(st()->failures[-EPHD_PEER_E_SHARE], 1);
+  ASSERT_EQ(srv_release(), 1);
+  RUN_UNTIL(res[0].calls && srv_held() == 2);
+  req.share = 11;
+  req.target = S("/hold-t1");
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[4], &handles[4]), 0);
+  ephd_peer_cancel(handles[4]);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[5], &handles[5]), 0);
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[6], &handles[6]),
+            EPHD_PEER_E_SHARE);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_E_STOPPING);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "buf.h"
 #include "list.h"
 #include "llhttp.h"
+#include "map.h"
 #include "peer_answer.h"
 
 /* What an idle connection keeps of its read buffer for the next answer:
@@ -48,6 +49,13 @@ enum { HDR_CONTENT_TYPE, HDR_RETRY_AFTER, HDR_OWNER, NHDR };
 
 typedef ephd_head_span_t span_t;
 
+/* A share's parking requests to one peer (its in-flight and waiting ones),
+ * while it has any. */
+typedef struct {
+  uint64_t tag;
+  uint32_t count;
+} share_t;
+
 typedef struct conn conn_t;
 
 /* A line of pipelined requests to a peer, on one connection at a time. */
@@ -69,6 +77,7 @@ struct ephd_peer_call {
   ephd_peer_t *peer;
   conn_t *conn;
   pipe_t *pipe;
+  share_t *share;    /* a parking request's, or NULL */
   uint64_t deadline; /* a pipe's: in loop milliseconds */
   ephd_node_t link;  /* in one list of its peer's, by state */
   ephd_peer_cb cb;
@@ -151,6 +160,7 @@ struct ephd_peer {
   ephd_list_t idle; /* newest first */
   pipe_t pipes[MAX_PIPES];
   uint32_t piped;           /* requests on its pipes, not done */
+  ephd_map_t shares;        /* of its parking lane, by tag */
   ephd_list_t pipe_failing; /* a pipe's requests whose failure is told late */
   /* Its one timer: idle connections' ages, and its pipes' deadlines and
    * late failures, armed for the earliest (a pipe's later requests do not
@@ -355,6 +365,10 @@ static void detach(ephd_peer_call_t *r) {
       break;
   }
   gone(r);
+  if (r->share && --r->share->count == 0) {
+    ephd_map_del(&p->shares, (const char *)&r->share->tag, sizeof(uint64_t));
+    free(r->share);
+  }
   if (r->lane == LANE_PIPE) {
     p->piped--;
     stats.in_flight--;
@@ -709,6 +723,7 @@ static void pipes_stop(ephd_peer_t *p) {
 
 static void peer_release(ephd_peer_t *p) {
   if (--p->refs) return;
+  ephd_map_free(&p->shares); /* empty: every request ended */
   free(p->authority);
   free(p->name);
   free(p);
@@ -1420,6 +1435,7 @@ ephd_peer_t *ephd_peer(const char *address) {
       return p;
   ephd_peer_t *p = calloc(1, sizeof(*p));
   if (p == NULL) return NULL;
+  ephd_map_init(&p->shares);
   if (parse_address(p, address) < 0) {
     free(p->authority);
     free(p->name);
@@ -1496,6 +1512,15 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
     stats.failures[-EPHD_PEER_E_QUEUE_FULL]++;
     return EPHD_PEER_E_QUEUE_FULL;
   }
+  share_t *share = NULL;
+  if (lane == LANE_PARKS && req->share) {
+    share =
+        ephd_map_get(&p->shares, (const char *)&req->share, sizeof(uint64_t));
+    if (share && share->count >= limits.max_parked_share) {
+      stats.failures[-EPHD_PEER_E_SHARE]++;
+      return EPHD_PEER_E_SHARE;
+    }
+  }
   size_t copied = req->borrows ? 0 : req->body.len;
   char digits[24];
   int nd = 0;
@@ -1551,6 +1576,16 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   r->data = data;
   r->lane = lane;
   r->head = head;
+  if (lane == LANE_PARKS && req->share) {
+    if (share == NULL && (share = calloc(1, sizeof(*share)))) {
+      share->tag = req->share;
+      ephd_map_put(&p->shares, (const char *)&share->tag, sizeof(uint64_t),
+                   share);
+    }
+    /* Without memory for one, uncounted: the lane's bound still holds. */
+    if (share) share->count++;
+    r->share = share;
+  }
   /* A pipe's request is timed from its write. */
   if (lane != LANE_PIPE) r->sent_ns = uv_hrtime();
   stats.requests++;
@@ -1652,6 +1687,7 @@ static const char *const kind_names[EPHD_PEER_NKINDS] = {
     [-EPHD_PEER_E_STOPPING] = "stopping",
     [-EPHD_PEER_E_INVALID] = "invalid",
     [-EPHD_PEER_E_PEER_BYTES] = "peer_bytes",
+    [-EPHD_PEER_E_SHARE] = "share",
 };
 
 const char *ephd_peer_kind_name(int kind) {

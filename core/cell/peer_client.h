@@ -60,15 +60,19 @@ enum {
   EPHD_PEER_E_TOO_LARGE = -8,       /* headers or body past the limits */
   EPHD_PEER_E_QUEUE_FULL = -9,      /* refused by send: the lane's FIFO */
   EPHD_PEER_E_STOPPING = -10,       /* close_all, or send after it */
-  EPHD_PEER_E_INVALID = -11,   /* refused by send: bad arguments, no memory */
-  EPHD_PEER_E_PEER_BYTES = -12 /* refused by send: max_peer_bytes */
+  EPHD_PEER_E_INVALID = -11,    /* refused by send: bad arguments, no memory */
+  EPHD_PEER_E_PEER_BYTES = -12, /* refused by send: max_peer_bytes */
+  EPHD_PEER_E_SHARE = -13       /* refused by send: max_parked_share */
 };
-#define EPHD_PEER_NKINDS 13 /* OK and every -kind above */
+#define EPHD_PEER_NKINDS 14 /* OK and every -kind above */
 
 typedef struct {
-  uint32_t max_conns;        /* short requests in flight, per peer */
-  uint32_t max_parked;       /* parking requests in flight, per peer */
-  uint32_t max_queued;       /* requests waiting, per peer and lane */
+  uint32_t max_conns;  /* short requests in flight, per peer */
+  uint32_t max_parked; /* parking requests in flight, per peer */
+  uint32_t max_queued; /* requests waiting, per peer and lane */
+  /* Parking requests of one share (a tenant) per peer, in flight and
+   * waiting: one tenant's long polls cannot take the lane from the rest. */
+  uint32_t max_parked_share;
   uint32_t max_idle;         /* idle connections kept, per peer */
   uint32_t pipes;            /* pipelined connections, per peer (1-16) */
   uint64_t idle_timeout_ms;  /* an idle connection is closed after this */
@@ -93,9 +97,9 @@ typedef struct {
 #define EPHD_PEER_LIMITS_DEFAULT                                             \
   {                                                                          \
     .max_conns = 64, .max_parked = 4096, .max_queued = 1024, .max_idle = 64, \
-    .pipes = 4, .idle_timeout_ms = 60000, .resolve_ttl_ms = 30000,           \
-    .max_header_bytes = 65536, .max_response_bytes = 67108864,               \
-    .max_peer_bytes = 134217728                                              \
+    .max_parked_share = 1024, .pipes = 4, .idle_timeout_ms = 60000,          \
+    .resolve_ttl_ms = 30000, .max_header_bytes = 65536,                      \
+    .max_response_bytes = 67108864, .max_peer_bytes = 134217728              \
   }
 
 typedef struct ephd_peer ephd_peer_t;
@@ -115,7 +119,7 @@ typedef struct {
   ephd_slice_t body;
   uint64_t timeout_ms; /* from send to the whole answer; at least 1 */
   int parks;           /* the peer may hold it: the parking lane */
-  int borrows; /* the body is the caller's, not copied */
+  int borrows;         /* the body is the caller's, not copied */
   /* Told the bytes the answer's buffer holds each time they change while
    * it is read, so the asker can count them as its own (the client budget
    * counts a relayed answer before it is passed back). NULL: nobody is. */
@@ -124,6 +128,9 @@ typedef struct {
    * requests of the same key (a push or an ack: its partition's hash).
    * Only for requests answered at once, with small answers. */
   uint32_t key;
+  /* A parking request's share (its tenant, as any tag but 0): a share
+   * holds at most max_parked_share of the peer's parking lane. 0: none. */
+  uint64_t share;
 } ephd_peer_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
@@ -179,7 +186,7 @@ void ephd_peer_init(uv_loop_t *loop, const ephd_peer_limits_t *limits);
  * does not parse, or while stopping. Peers live until close_all. */
 ephd_peer_t *ephd_peer(const char *address);
 /* Queues req to peer; 0 and *out set, or a negative kind (QUEUE_FULL,
- * PEER_BYTES, STOPPING, INVALID) and cb is never called. */
+ * SHARE, PEER_BYTES, STOPPING, INVALID) and cb is never called. */
 int ephd_peer_send(ephd_peer_t *peer, const ephd_peer_request_t *req,
                    ephd_peer_cb cb, void *data, ephd_peer_call_t **out);
 /* A callback for a request whose answer nobody reads (an ack sent and

@@ -162,6 +162,7 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
       .borrows = 1,
       .answer_bytes = on_answer_bytes,
       .key = pipe_key(f),
+      .share = f->parks ? ephd_relay_share(f_tenant(f), f->tenant_len) : 0,
   };
   f->owner = owner->id;
   f->peer = peer;
@@ -173,6 +174,19 @@ static void refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
       ephd_http_begin_error(c, code, ephd_code_status(code), RETRY_AFTER), code,
       message);
   ephd_http_end(c);
+}
+
+uint64_t ephd_relay_share(const char *tenant, size_t len) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ (unsigned char)tenant[i]) * 1099511628211ull;
+  return h | 1;
+}
+
+void ephd_relay_share_refused(ephd_conn_t *c) {
+  refuse(c, EPHD_CODE_RATE_LIMITED,
+         "the tenant has its whole share of relayed waiting pops to the "
+         "partition's owner in use (QUEEN_EPHEMERAL_RELAY_TENANT_PARKED)");
 }
 
 static void fail(ephd_conn_t *c, int kind) {
@@ -478,8 +492,12 @@ int ephd_relay_to(const ephd_request_t *req, ephd_cell_verb_t verb,
                              queue, partition);
   int rc = f ? send_to(f, owner) : EPHD_PEER_E_INVALID;
   if (rc != 0) {
-    forwarded[verb][OUT_FAILED]++;
     free(f);
+    if (rc == EPHD_PEER_E_SHARE) {
+      ephd_relay_share_refused(ephd_http_conn(req));
+      return EPHD_RELAYED;
+    }
+    forwarded[verb][OUT_FAILED]++;
     fail(ephd_http_conn(req), rc);
     return EPHD_RELAYED;
   }

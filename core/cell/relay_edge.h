@@ -52,6 +52,12 @@ size_t ephd_relay_batch_bytes(const ephd_request_t *req);
 
 /* The deadline of a relayed request that does not park. */
 uint64_t ephd_relay_timeout_ms(void);
+/* The tag of a tenant's share of each member's parking lane (peer_client.h's
+ * max_parked_share, QUEEN_EPHEMERAL_RELAY_TENANT_PARKED): never 0. */
+uint64_t ephd_relay_share(const char *tenant, size_t len);
+/* Answers a relayed wait the tenant's share refused: 429 rate_limited, as
+ * its own parked-pop slots would, with a Retry-After. */
+void ephd_relay_share_refused(ephd_conn_t *c);
 
 /* Whether this broker relays, and trusts a mark: it has a cell token. */
 int ephd_relay_enabled(void);

@@ -127,6 +127,7 @@ static int ask(whole_t *w, uint32_t m, int notify) {
       .timeout_ms = notify ? left + PARK_MARGIN_MS : ephd_relay_timeout_ms(),
       .parks = notify,
       .answer_bytes = on_answer_bytes,
+      .share = notify ? ephd_relay_share(w->tenant, w->tenant_len) : 0,
   };
   w->ask[m].w = w;
   w->ask[m].member = m;
@@ -194,14 +195,29 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
   finish(w);
 }
 
-/* Parks a notify at every member; none sent, the pop is answered. */
+/* Parks a notify at every member; none sent, the pop is answered (429
+ * when the tenant's share of a member's parking lane refused one: an
+ * empty batch would have the client ask again at once). */
 static void notify_all(whole_t *w) {
   w->phase = NOTIFY;
   w->pending = 0;
   w->refused = w->waited = 0;
-  for (uint32_t m = 0; m < w->n; m++)
-    if (ask(w, m, 1) == 0) w->pending++;
-  if (w->pending == 0) answer_empty(w);
+  int over_share = 0;
+  for (uint32_t m = 0; m < w->n; m++) {
+    int rc = ask(w, m, 1);
+    if (rc == 0)
+      w->pending++;
+    else if (rc == EPHD_PEER_E_SHARE)
+      over_share = 1;
+  }
+  if (w->pending) return;
+  if (over_share) {
+    ephd_relay_count_whole_pop(EPHD_WHOLE_ANSWERED);
+    ephd_relay_share_refused(ephd_deferred_conn(w->deferred));
+    finish(w);
+    return;
+  }
+  answer_empty(w);
 }
 
 /* The sweep's next member, or, asked every one, a notify for a pop that
