@@ -112,6 +112,13 @@ TEST_IMPL(peer_answer_keeps_the_first_of_each_header) {
   ASSERT_MEM_EQ(text + a.owner.off, a.owner.len, "0a");
   ASSERT_MEM_EQ(text + a.body.off, a.body.len, "busy!!!");
   ASSERT_EQ(a.keep_alive, 1);
+
+  /* llhttp reads the connection's words in any case, and any reason. */
+  const char *closing =
+      "HTTP/1.1 200 O\tK \r\nConnection: CLOSE\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(read_answer(closing, &a), strlen(closing));
+  ASSERT_EQ(a.keep_alive, 0);
+  ASSERT_EQ(a.body.len, 0);
   return 0;
 }
 
