@@ -1,0 +1,223 @@
+-- The pipelined relay's failure semantics (core/cell/peer_client.h): the
+-- pushes an edge relays to one owner's partition go on one connection,
+-- several in flight, and what a lost or slow line does to them. A request
+-- the owner may have read is never sent again (it may have been applied):
+-- its client hears 503 ephemeral_forward_failed, promptly; answers are
+-- matched to requests in order, an owner_moved among them re-sent alone;
+-- and a parked pop never holds a line the pushes need.
+local cjson = require("cjson")
+local socket = require("socket")
+local daemon = require("e2e.daemon")
+local fake_owner = require("e2e.fake_owner")
+local placement = require("ephd.placement")
+
+local TOKEN = "relay-pipe-spec-token-0123456789abcdef"
+
+local function env(extra)
+    local e = { QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+                QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000" }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    return e
+end
+
+-- The tenant an anonymous request is served as, and a partition of queue
+-- q that `owner` owns among members (ids as the cell shows them), and
+-- that no member of `not_among` would own among those alone.
+local function partition_of(d, owner, members, q, not_among)
+    local tenant = d:request("GET", "/api/v1/ephemeral/cell").json.tenant
+    local function of(ids, part)
+        local ms = {}
+        for i, id in ipairs(ids) do ms[i] = { id = placement.id(id), hex = id } end
+        return placement.owner(ms, tenant, q, part).hex
+    end
+    for i = 1, 1000 do
+        local part = "p" .. i
+        if of(members, part) == owner
+           and (not not_among or of(not_among[1], part) == not_among[2]) then
+            return part
+        end
+    end
+    error("no partition of " .. owner .. "'s in 1000")
+end
+
+local function ids_of(ds, fake)
+    local ids = {}
+    for i, d in ipairs(ds) do ids[i] = d:cell().self.id end
+    if fake then ids[#ids + 1] = fake.id end
+    return ids
+end
+
+-- A client's push of one message (its payload n) through d, on a
+-- connection of its own: sent now, its answer read by answers().
+local function push(d, q, part, n)
+    local c = d:connect()
+    c:send(daemon.format("POST", "/api/v1/ephemeral/push",
+                         cjson.encode({ queue = q, partition = part,
+                                        messages = { { payload = n } } })))
+    return { conn = c, n = n, sent = daemon.now() }
+end
+
+-- Serves the fake until every client has its answer (res, and at: when it
+-- came), for up to `seconds`.
+local function answers(fake, clients, seconds)
+    fake:pump("every client's answer", function()
+        local all = true
+        for _, cl in ipairs(clients) do
+            if not cl.res then
+                if socket.select({ cl.conn.sock }, nil, 0)[cl.conn.sock] then
+                    cl.res = assert(cl.conn:receive(1))
+                    cl.at = daemon.now()
+                    cl.conn:close()
+                else
+                    all = false
+                end
+            end
+        end
+        return all
+    end, seconds)
+end
+
+local FAILED = 'queen_ephemeral_forwarded_total{route="push",'
+               .. 'outcome="failed"} (%d+)'
+
+-- An edge a with a fake member beside it: the fake, a partition of q it
+-- owns, and a cleanup for the spec's finally.
+local function edge_and_fake(extra_env)
+    local a = daemon.start({ db = true, env = env(extra_env) })
+    local fake = fake_owner.new()
+    local function cleanup()
+        a:stop()
+        fake:close()
+    end
+    local ok, err = pcall(function()
+        fake:join(TOKEN, { a }, 2)
+    end)
+    if not ok then
+        cleanup()
+        error(err, 0)
+    end
+    return a, fake, partition_of(a, fake.id, ids_of({ a }, fake), "q"), cleanup
+end
+
+-- n clients push to part through a at once; the fake reads all n, which
+-- must come on one connection (pipelined): their clients, and that line.
+local function pipelined(a, fake, part, n)
+    local clients, by_payload = {}, {}
+    for i = 1, n do
+        clients[i] = push(a, "q", part, i)
+        by_payload[i] = clients[i]
+    end
+    fake:pump(n .. " relayed pushes", function()
+        return #fake.requests >= n
+    end)
+    local line = fake.requests[1].line
+    for _, req in ipairs(fake.requests) do
+        assert.equals(line, req.line, "the pushes came on several lines")
+    end
+    return clients, by_payload, line
+end
+
+describe("the pipelined relay", function()
+    for _, how in ipairs({ "closes", "resets" }) do
+        it("fails what an owner that " .. how .. " its line read and did not "
+           .. "answer, and sends none of it again", function()
+            local a, fake, part, cleanup = edge_and_fake({
+                QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "3000" })
+            finally(cleanup)
+            local failed0 = a:metric(FAILED)
+            local n, k = 6, 2
+            local clients, by_payload, line = pipelined(a, fake, part, n)
+            assert.is_true(line.reads < n or n == 1,
+                           "each push came in a read of its own")
+            for i = 1, k do
+                fake_owner.answer(fake.requests[i], 201, '{"pushed":1}')
+            end
+            if how == "closes" then
+                line:close()
+            else
+                -- The answers reach the edge before the reset does.
+                local first = {}
+                for i = 1, k do
+                    first[i] = by_payload[fake.requests[i].payload]
+                end
+                answers(fake, first, 5)
+                line:reset()
+            end
+            answers(fake, clients, 5)
+            local answered = {}
+            for i = 1, k do answered[fake.requests[i].payload] = true end
+            for _, cl in ipairs(clients) do
+                if answered[cl.n] then
+                    assert.equals(201, cl.res.status, cl.res.body)
+                    assert.same({ pushed = 1 }, cl.res.json)
+                else
+                    assert.equals(503, cl.res.status, cl.res.body)
+                    assert.equals("ephemeral_forward_failed", cl.res.json.code)
+                    -- At once, not at the relay's deadline.
+                    assert.is_true(cl.at - cl.sent < 2.5,
+                                   "answered after " .. (cl.at - cl.sent))
+                end
+            end
+            -- Each push was read once: none sent again on a fresh line.
+            assert.equals(failed0 + n - k, a:metric(FAILED))
+            assert.equals(n, #fake.requests)
+            local seen = {}
+            for _, req in ipairs(fake.requests) do
+                assert.is_nil(seen[req.payload], "read twice: " .. req.payload)
+                seen[req.payload] = true
+            end
+            -- And the next push finds a fresh line.
+            local after = { push(a, "q", part, 99) }
+            fake:pump("the next push", function()
+                return #fake.requests == n + 1
+            end)
+            assert.are_not.equal(line, fake.requests[n + 1].line)
+            fake_owner.answer(fake.requests[n + 1], 201, '{"pushed":1}')
+            answers(fake, after, 5)
+            assert.equals(201, after[1].res.status)
+            assert.equals(n + 1, #fake.requests)
+        end)
+    end
+
+    it("fails a slow owner's whole line at the oldest answer's deadline, and "
+       .. "sends the next pushes on a fresh line", function()
+        local a, fake, part, cleanup = edge_and_fake({
+            QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "500" })
+        finally(cleanup)
+        local failed0 = a:metric(FAILED)
+        local n = 5
+        local clients, _, line = pipelined(a, fake, part, n)
+        local first = clients[1].sent
+        answers(fake, clients, 5)
+        for _, cl in ipairs(clients) do
+            assert.equals(503, cl.res.status, cl.res.body)
+            assert.equals("ephemeral_forward_failed", cl.res.json.code)
+            local took = cl.at - cl.sent
+            assert.is_true(took >= 0.45, "answered after " .. took)
+            -- At the oldest's deadline, whoever came later on the line.
+            assert.is_true(cl.at - first < 0.5 + 1.5,
+                           "answered after " .. (cl.at - first))
+        end
+        assert.equals(failed0 + n, a:metric(FAILED))
+        -- The edge dropped the line: the owner sees it closed.
+        fake:pump("the edge to close the slow line", function()
+            return line.eof
+        end, 5)
+        -- Answers that come too late reach nobody; the owner is fast again.
+        fake.on_request = function(req)
+            fake_owner.answer(req, 201, '{"pushed":1}')
+        end
+        local again = {}
+        for i = 1, n do again[i] = push(a, "q", part, 100 + i) end
+        answers(fake, again, 5)
+        for _, cl in ipairs(again) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.is_true(cl.at - cl.sent < 0.5, "answered after "
+                           .. (cl.at - cl.sent))
+        end
+        assert.equals(2 * n, #fake.requests)
+        for i = n + 1, 2 * n do
+            assert.are_not.equal(line, fake.requests[i].line)
+        end
+    end)
+end)
