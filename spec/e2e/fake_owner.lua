@@ -9,8 +9,22 @@
 --
 -- Nothing runs behind the spec's back: the fake reads, accepts and answers
 -- only inside step() and pump(), which the spec calls while it waits.
+local cjson = require("cjson")
+local ffi = require("ffi")
 local socket = require("socket")
 local daemon = require("e2e.daemon")
+
+ffi.cdef [[ int fcntl(int fd, int cmd, ...); ]]
+local F_SETFD, FD_CLOEXEC = 2, 1
+
+-- A broker the spec starts after the fake must not inherit its sockets:
+-- it would hold the fake's port listening (a member's notice to the fake
+-- then waits out its deadline in a backlog nobody reads) and its lines
+-- open (a close the spec makes would reach no one).
+local function private(s)
+    assert(ffi.C.fcntl(s:getfd(), F_SETFD, ffi.cast("int", FD_CLOEXEC)) == 0)
+    return s
+end
 
 local _M = {}
 _M.__index = _M
@@ -25,14 +39,18 @@ function _M.new(opts)
     opts = opts or {}
     issued = issued + 1
     local self = setmetatable({
-        id = opts.id or ("fa4e00000000%04x"):format(issued),
+        id = opts.id or ("fa1e00000000%04x"):format(issued),
         epoch = opts.epoch or 61681,
         ready = true,
         lines = {},    -- every connection accepted, in order
         requests = {}, -- every relayed request read, in order
         probes = 0,
     }, _M)
-    self.server = assert(socket.bind("127.0.0.1", 0))
+    -- A fake's row a spec that failed left behind would be in every
+    -- later spec's cell for its TTL.
+    daemon.sql("DELETE FROM queen.ephemeral_members WHERE id LIKE "
+               .. "'fa1e00000000%'")
+    self.server = private(assert(socket.bind("127.0.0.1", 0)))
     self.server:settimeout(0)
     local _, port = self.server:getsockname()
     self.port = port
@@ -46,7 +64,12 @@ function _M:join(token, ds, live)
     daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                .. self.id .. "'")
     daemon.member_row(token, self.id, self.address, self.epoch, 600000)
-    self:pump("the cell to take fake member " .. self.id, function()
+    self:pump(function()
+        local views = {}
+        for i, d in ipairs(ds) do views[i] = cjson.encode(d:cell()) end
+        return "the cell to take fake member " .. self.id .. ", in views "
+               .. table.concat(views, "\n")
+    end, function()
         for _, d in ipairs(ds) do
             if d:cell().live ~= live then return false end
         end
@@ -54,7 +77,10 @@ function _M:join(token, ds, live)
     end, 10)
 end
 
--- Leaves no trace: its row and its sockets.
+-- Leaves no trace: its row and its sockets. Close it before stopping the
+-- brokers: a stopping broker tells each member it leaves, and waits for
+-- an answer from a fake that is no longer served, where a closed port
+-- refuses at once.
 function _M:close()
     daemon.sql("DELETE FROM queen.ephemeral_members WHERE id = '"
                .. self.id .. "'")
@@ -149,6 +175,7 @@ function _M:step(timeout)
         if s == self.server then
             local c = self.server:accept()
             if c then
+                private(c)
                 c:settimeout(0)
                 c:setoption("tcp-nodelay", true)
                 local l = setmetatable({ sock = c, buf = "", reads = 0,
@@ -173,7 +200,8 @@ function _M:step(timeout)
     end
 end
 
--- Serves until cond() is truthy, failing after `seconds` naming what.
+-- Serves until cond() is truthy, failing after `seconds` naming what (a
+-- string, or a function saying it).
 -- Returns cond's value.
 function _M:pump(what, cond, seconds)
     local deadline = socket.gettime() + (seconds or 10)
@@ -182,6 +210,7 @@ function _M:pump(what, cond, seconds)
         local v = cond()
         if v then return v end
         if socket.gettime() > deadline then
+            if type(what) == "function" then what = what() end
             error(("waited %g s for %s"):format(seconds or 10, what), 2)
         end
     end

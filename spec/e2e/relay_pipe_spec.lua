@@ -20,24 +20,29 @@ local function env(extra)
     return e
 end
 
--- The tenant an anonymous request is served as, and a partition of queue
--- q that `owner` owns among members (ids as the cell shows them), and
--- that no member of `not_among` would own among those alone.
-local function partition_of(d, owner, members, q, not_among)
+-- The first `count` (1) partitions of queue q that `owner` owns among
+-- members (ids as the cell shows them) and, when `alone` is {ids, id},
+-- that id owns among ids alone; for the tenant an anonymous request to d
+-- is served as.
+local function partitions_of(d, owner, members, q, count, alone)
     local tenant = d:request("GET", "/api/v1/ephemeral/cell").json.tenant
     local function of(ids, part)
         local ms = {}
-        for i, id in ipairs(ids) do ms[i] = { id = placement.id(id), hex = id } end
+        for i, id in ipairs(ids) do
+            ms[i] = { id = placement.id(id), hex = id }
+        end
         return placement.owner(ms, tenant, q, part).hex
     end
+    local found = {}
     for i = 1, 1000 do
         local part = "p" .. i
         if of(members, part) == owner
-           and (not not_among or of(not_among[1], part) == not_among[2]) then
-            return part
+           and (not alone or of(alone[1], part) == alone[2]) then
+            found[#found + 1] = part
+            if #found == (count or 1) then return unpack(found) end
         end
     end
-    error("no partition of " .. owner .. "'s in 1000")
+    error("not enough partitions of " .. owner .. "'s in 1000")
 end
 
 local function ids_of(ds, fake)
@@ -57,10 +62,10 @@ local function push(d, q, part, n)
     return { conn = c, n = n, sent = daemon.now() }
 end
 
--- Serves the fake until every client has its answer (res, and at: when it
--- came), for up to `seconds`.
+-- Until every client has its answer (res, and at: when it came), for up
+-- to `seconds`, serving the fake meanwhile when there is one.
 local function answers(fake, clients, seconds)
-    fake:pump("every client's answer", function()
+    local function all_in()
         local all = true
         for _, cl in ipairs(clients) do
             if not cl.res then
@@ -74,7 +79,17 @@ local function answers(fake, clients, seconds)
             end
         end
         return all
-    end, seconds)
+    end
+    if fake then
+        fake:pump("every client's answer", all_in, seconds)
+    else
+        daemon.wait_until("every client's answer", all_in, seconds, 0.005)
+    end
+end
+
+-- The owner's answer to a push, naming the push it answers.
+local function pushed(req)
+    return '{"pushed":1,"for":' .. req.payload .. '}'
 end
 
 local FAILED = 'queen_ephemeral_forwarded_total{route="push",'
@@ -86,8 +101,8 @@ local function edge_and_fake(extra_env)
     local a = daemon.start({ db = true, env = env(extra_env) })
     local fake = fake_owner.new()
     local function cleanup()
-        a:stop()
         fake:close()
+        a:stop()
     end
     local ok, err = pcall(function()
         fake:join(TOKEN, { a }, 2)
@@ -96,7 +111,7 @@ local function edge_and_fake(extra_env)
         cleanup()
         error(err, 0)
     end
-    return a, fake, partition_of(a, fake.id, ids_of({ a }, fake), "q"), cleanup
+    return a, fake, partitions_of(a, fake.id, ids_of({ a }, fake), "q"), cleanup
 end
 
 -- n clients push to part through a at once; the fake reads all n, which
@@ -130,7 +145,7 @@ describe("the pipelined relay", function()
             assert.is_true(line.reads < n or n == 1,
                            "each push came in a read of its own")
             for i = 1, k do
-                fake_owner.answer(fake.requests[i], 201, '{"pushed":1}')
+                fake_owner.answer(fake.requests[i], 201, pushed(fake.requests[i]))
             end
             if how == "closes" then
                 line:close()
@@ -148,8 +163,9 @@ describe("the pipelined relay", function()
             for i = 1, k do answered[fake.requests[i].payload] = true end
             for _, cl in ipairs(clients) do
                 if answered[cl.n] then
+                    -- Its own answer, not the one before or after it.
                     assert.equals(201, cl.res.status, cl.res.body)
-                    assert.same({ pushed = 1 }, cl.res.json)
+                    assert.same({ pushed = 1, ["for"] = cl.n }, cl.res.json)
                 else
                     assert.equals(503, cl.res.status, cl.res.body)
                     assert.equals("ephemeral_forward_failed", cl.res.json.code)
@@ -219,5 +235,103 @@ describe("the pipelined relay", function()
         for i = n + 1, 2 * n do
             assert.are_not.equal(line, fake.requests[i].line)
         end
+    end)
+
+    it("passes back the answers around an owner_moved in order, and sends "
+       .. "that one push alone to the member the owner named", function()
+        local REHASHED = 'queen_ephemeral_forwarded_total{route="push",'
+                         .. 'outcome="rehashed"} (%d+)'
+        local ds = { daemon.start({ db = true, env = env() }) }
+        local a = ds[1]
+        local fake = fake_owner.new()
+        finally(function()
+            fake:close()
+            daemon.stop_all(ds)
+        end)
+        fake:join(TOKEN, { a }, 2)
+        -- c joins once the fake no longer answers as ready: in c's view the
+        -- partition is c's, in a's the fake's (hinting_owner's setup).
+        fake.ready = false
+        ds[2] = daemon.start({ db = true, env = env() })
+        local c = ds[2]
+        fake:pump("a to take c, and c to leave the fake out", function()
+            return a:cell().live == 3 and c:cell().live == 2
+        end)
+        local ida, idc = a:cell().self.id, c:cell().self.id
+        local part = partitions_of(a, fake.id, { ida, idc, fake.id }, "q", 1,
+                                   { { ida, idc }, idc })
+        local rehashed0 = a:metric(REHASHED)
+        local clients, by_payload = pipelined(a, fake, part, 3)
+        local moved = fake.requests[2]
+        fake_owner.answer(fake.requests[1], 201, pushed(fake.requests[1]))
+        fake_owner.answer(moved, 503, '{"error":"this broker does not own the '
+                                      .. 'partition; retry soon","code":'
+                                      .. '"owner_moved"}',
+                          "Retry-After: 1\r\nX-Queen-Owner: " .. idc .. "\r\n")
+        fake_owner.answer(fake.requests[3], 201, pushed(fake.requests[3]))
+        answers(fake, clients, 5)
+        for i, req in ipairs(fake.requests) do
+            local res = by_payload[req.payload].res
+            assert.equals(201, res.status, res.body)
+            if i == 2 then
+                -- c's own answer, which names c as the owner that served it.
+                assert.same({ pushed = 1 }, res.json)
+                assert.equals("http://127.0.0.1:" .. c.port,
+                              res.headers["x-queen-owner-address"])
+            else
+                assert.same({ pushed = 1, ["for"] = req.payload }, res.json)
+            end
+        end
+        assert.equals(3, #fake.requests)
+        assert.equals(rehashed0 + 1, a:metric(REHASHED))
+        -- c holds the one push it was sent, and nothing else.
+        local res = c:pop("queue=q&partition=" .. part .. "&batch=10")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(moved.payload, res.json.messages[1].payload)
+    end)
+
+    it("keeps a parked pop off the line its owner's pushes flow on, and "
+       .. "wakes it through the edge", function()
+        -- One pipe: every push to b is on the one line a parked pop would
+        -- block, were it put there.
+        local ds = daemon.start_cell(2, env({
+            QUEEN_EPHEMERAL_RELAY_PIPES = "1" }))
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local ids = ids_of(ds)
+        local parts = { partitions_of(a, ids[2], ids, "w", 9) }
+        local waiting = a:connect()
+        local t0 = daemon.now()
+        waiting:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=w"
+                                          .. "&partition=" .. parts[1]
+                                          .. "&wait=true&timeout=8000"))
+        b:await_parked(1)
+        local clients = {}
+        for i = 1, 40 do
+            clients[i] = push(a, "w", parts[2 + (i - 1) % 8], i)
+        end
+        answers(nil, clients, 5)
+        for _, cl in ipairs(clients) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.is_true(cl.at - cl.sent < 2, "answered after "
+                                                .. (cl.at - cl.sent))
+        end
+        local held = 0
+        for _, n in pairs(b:held("w")) do held = held + n end
+        assert.equals(40, held)
+        -- Still parked, nothing answered.
+        assert.is_nil(socket.select({ waiting.sock }, nil, 0)[waiting.sock])
+        assert.equals(1, b:parked())
+        local woke = push(a, "w", parts[1], 77)
+        answers(nil, { woke }, 5)
+        assert.equals(201, woke.res.status, woke.res.body)
+        local res = assert(waiting:receive(5))
+        assert.is_true(daemon.now() - t0 < 8, "answered at its timeout")
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages)
+        assert.equals(77, res.json.messages[1].payload)
+        waiting:close()
     end)
 end)
