@@ -195,6 +195,60 @@ describe("the pipelined relay", function()
         end)
     end
 
+    it("sends a push once more, on a fresh line, when the owner closed a "
+       .. "line it had answered in full as the push went out on it, and "
+       .. "only once", function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local failed0 = a:metric(FAILED)
+        local first = { push(a, "q", part, 1) }
+        fake:pump("the first push", function() return #fake.requests == 1 end)
+        fake_owner.answer(fake.requests[1], 201, pushed(fake.requests[1]))
+        answers(fake, first, 5)
+        assert.equals(201, first[1].res.status)
+        -- The line is quiet: everything answered, nothing since. The owner
+        -- closes it as ephd's server closes an idle one, and the next push
+        -- was already on its way (here: read, so the spec sees it came).
+        local quiet = fake.requests[1].line
+        local next = { push(a, "q", part, 2) }
+        fake:pump("the second push", function() return #fake.requests == 2 end)
+        assert.equals(quiet.n, fake.requests[2].line.n)
+        quiet:close()
+        -- Sent again on a fresh line, which the owner also closes unanswered:
+        -- that one was not quiet, and the push is not sent a third time.
+        fake:pump("the second push again", function()
+            return #fake.requests == 3
+        end, 5)
+        local again = fake.requests[3]
+        assert.equals(2, again.payload)
+        assert.are_not.equal(quiet.n, again.line.n)
+        again.line:close()
+        answers(fake, next, 5)
+        assert.equals(503, next[1].res.status, next[1].res.body)
+        assert.equals("ephemeral_forward_failed", next[1].res.json.code)
+        assert.equals(3, #fake.requests)
+        assert.equals(failed0 + 1, a:metric(FAILED))
+        -- A quiet line closed under a push that is then answered: the
+        -- client hears the answer.
+        local third = { push(a, "q", part, 3) }
+        fake:pump("the third push", function() return #fake.requests == 4 end)
+        fake_owner.answer(fake.requests[4], 201, pushed(fake.requests[4]))
+        local line = fake.requests[4].line
+        answers(fake, third, 5)
+        assert.equals(201, third[1].res.status)
+        local fourth = { push(a, "q", part, 4) }
+        fake:pump("the fourth push", function() return #fake.requests == 5 end)
+        assert.equals(line.n, fake.requests[5].line.n)
+        line:close()
+        fake:pump("the fourth push again", function()
+            return #fake.requests == 6
+        end, 5)
+        fake_owner.answer(fake.requests[6], 201, pushed(fake.requests[6]))
+        answers(fake, fourth, 5)
+        assert.equals(201, fourth[1].res.status, fourth[1].res.body)
+        assert.same({ pushed = 1, ["for"] = 4 }, fourth[1].res.json)
+    end)
+
     it("fails a slow owner's whole line at the oldest answer's deadline, and "
        .. "sends the next pushes on a fresh line", function()
         local a, fake, part, cleanup = edge_and_fake({
