@@ -8,7 +8,7 @@
 local cjson = require("cjson")
 local socket = require("socket")
 local daemon = require("e2e.daemon")
-local fake_owner = require("e2e.fake_owner")
+local fake_member = require("e2e.fake_member")
 local placement = require("ephd.placement")
 
 local TOKEN = "relay-pipe-spec-token-0123456789abcdef"
@@ -99,7 +99,7 @@ local FAILED = 'queen_ephemeral_forwarded_total{route="push",'
 -- owns, and a cleanup for the spec's finally.
 local function edge_and_fake(extra_env)
     local a = daemon.start({ db = true, env = env(extra_env) })
-    local fake = fake_owner.new()
+    local fake = fake_member.new()
     local function cleanup()
         fake:close()
         a:stop()
@@ -145,7 +145,7 @@ describe("the pipelined relay", function()
             assert.is_true(line.reads < n or n == 1,
                            "each push came in a read of its own")
             for i = 1, k do
-                fake_owner.answer(fake.requests[i], 201, pushed(fake.requests[i]))
+                fake_member.answer(fake.requests[i], 201, pushed(fake.requests[i]))
             end
             if how == "closes" then
                 line:close()
@@ -188,7 +188,7 @@ describe("the pipelined relay", function()
                 return #fake.requests == n + 1
             end)
             assert.are_not.equal(line.n, fake.requests[n + 1].line.n)
-            fake_owner.answer(fake.requests[n + 1], 201, '{"pushed":1}')
+            fake_member.answer(fake.requests[n + 1], 201, '{"pushed":1}')
             answers(fake, after, 5)
             assert.equals(201, after[1].res.status)
             assert.equals(n + 1, #fake.requests)
@@ -203,7 +203,7 @@ describe("the pipelined relay", function()
         local failed0 = a:metric(FAILED)
         local first = { push(a, "q", part, 1) }
         fake:pump("the first push", function() return #fake.requests == 1 end)
-        fake_owner.answer(fake.requests[1], 201, pushed(fake.requests[1]))
+        fake_member.answer(fake.requests[1], 201, pushed(fake.requests[1]))
         answers(fake, first, 5)
         assert.equals(201, first[1].res.status)
         -- The line is quiet: everything answered, nothing since. The owner
@@ -232,7 +232,7 @@ describe("the pipelined relay", function()
         -- client hears the answer.
         local third = { push(a, "q", part, 3) }
         fake:pump("the third push", function() return #fake.requests == 4 end)
-        fake_owner.answer(fake.requests[4], 201, pushed(fake.requests[4]))
+        fake_member.answer(fake.requests[4], 201, pushed(fake.requests[4]))
         local line = fake.requests[4].line
         answers(fake, third, 5)
         assert.equals(201, third[1].res.status)
@@ -243,7 +243,7 @@ describe("the pipelined relay", function()
         fake:pump("the fourth push again", function()
             return #fake.requests == 6
         end, 5)
-        fake_owner.answer(fake.requests[6], 201, pushed(fake.requests[6]))
+        fake_member.answer(fake.requests[6], 201, pushed(fake.requests[6]))
         answers(fake, fourth, 5)
         assert.equals(201, fourth[1].res.status, fourth[1].res.body)
         assert.same({ pushed = 1, ["for"] = 4 }, fourth[1].res.json)
@@ -277,7 +277,7 @@ describe("the pipelined relay", function()
         end, 5)
         -- Answers that come too late reach nobody; the owner is fast again.
         fake.on_request = function(req)
-            fake_owner.answer(req, 201, '{"pushed":1}')
+            fake_member.answer(req, 201, '{"pushed":1}')
         end
         local again = {}
         for i = 1, n do again[i] = push(a, "q", part, 100 + i) end
@@ -299,14 +299,14 @@ describe("the pipelined relay", function()
                          .. 'outcome="rehashed"} (%d+)'
         local ds = { daemon.start({ db = true, env = env() }) }
         local a = ds[1]
-        local fake = fake_owner.new()
+        local fake = fake_member.new()
         finally(function()
             fake:close()
             daemon.stop_all(ds)
         end)
         fake:join(TOKEN, { a }, 2)
         -- c joins once the fake no longer answers as ready: in c's view the
-        -- partition is c's, in a's the fake's (hinting_owner's setup).
+        -- partition is c's, in a's the fake's (as cell_owner_spec's hinting member).
         fake.ready = false
         ds[2] = daemon.start({ db = true, env = env() })
         local c = ds[2]
@@ -319,12 +319,12 @@ describe("the pipelined relay", function()
         local rehashed0 = a:metric(REHASHED)
         local clients, by_payload = pipelined(a, fake, part, 3)
         local moved = fake.requests[2]
-        fake_owner.answer(fake.requests[1], 201, pushed(fake.requests[1]))
-        fake_owner.answer(moved, 503, '{"error":"this broker does not own the '
+        fake_member.answer(fake.requests[1], 201, pushed(fake.requests[1]))
+        fake_member.answer(moved, 503, '{"error":"this broker does not own the '
                                       .. 'partition; retry soon","code":'
                                       .. '"owner_moved"}',
                           "Retry-After: 1\r\nX-Queen-Owner: " .. idc .. "\r\n")
-        fake_owner.answer(fake.requests[3], 201, pushed(fake.requests[3]))
+        fake_member.answer(fake.requests[3], 201, pushed(fake.requests[3]))
         answers(fake, clients, 5)
         for i, req in ipairs(fake.requests) do
             local res = by_payload[req.payload].res
