@@ -248,6 +248,38 @@ describe("the pipelined relay", function()
         assert.same({ pushed = 1, ["for"] = 4 }, fourth[1].res.json)
     end)
 
+    it("reads and drops the answer of a push whose client left once it "
+       .. "was written, and passes the others back in order", function()
+        local CANCELLED = 'queen_ephemeral_forwarded_total{route="push",'
+                          .. 'outcome="cancelled"} (%d+)'
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local cancelled0 = a:metric(CANCELLED)
+        local clients, line = pipelined(a, fake, part, 4)
+        local gone = clients[fake.requests[2].payload]
+        gone.conn:close()
+        a:await_metric(CANCELLED, cancelled0 + 1)
+        for _, req in ipairs(fake.requests) do
+            fake_member.answer(req, 201, pushed(req))
+        end
+        local stayed = {}
+        for _, cl in ipairs(clients) do
+            if cl ~= gone then stayed[#stayed + 1] = cl end
+        end
+        answers(fake, stayed, 5)
+        for _, cl in ipairs(stayed) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.same({ pushed = 1, ["for"] = cl.n }, cl.res.json)
+        end
+        -- The line goes on: the next push is answered on it.
+        local after = { push(a, "q", part, 5) }
+        fake:pump("the next push", function() return #fake.requests == 5 end)
+        assert.equals(line.n, fake.requests[5].line.n)
+        fake_member.answer(fake.requests[5], 201, pushed(fake.requests[5]))
+        answers(fake, after, 5)
+        assert.same({ pushed = 1, ["for"] = 5 }, after[1].res.json)
+    end)
+
     it("fails a slow owner's whole line at the oldest answer's deadline, and "
        .. "sends the next pushes on a fresh line", function()
         local a, fake, part, cleanup = edge_and_fake({
