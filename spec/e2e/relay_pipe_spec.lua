@@ -280,6 +280,42 @@ describe("the pipelined relay", function()
         assert.same({ pushed = 1, ["for"] = 5 }, after[1].res.json)
     end)
 
+    it("matches answers to pushes however their bytes arrive: several in "
+       .. "one read, one over several, chunked or not", function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local clients = pipelined(a, fake, part, 4)
+        local bytes = {}
+        for i, req in ipairs(fake.requests) do
+            local body = pushed(req)
+            if i == 2 then
+                bytes[i] = "HTTP/1.1 201 Created\r\nContent-Type: "
+                           .. "application/json\r\nTransfer-Encoding: "
+                           .. "chunked\r\n\r\n" .. "5\r\n"
+                           .. body:sub(1, 5) .. "\r\n"
+                           .. ("%x"):format(#body - 5) .. "\r\n"
+                           .. body:sub(6) .. "\r\n0\r\n\r\n"
+            else
+                bytes[i] = fake_member.answer_bytes(
+                    201, body, "X-Padding: " .. i .. "\r\n")
+            end
+        end
+        -- The first two whole in one send, the rest a few bytes at a time,
+        -- a millisecond apart so the edge tends to read them apart.
+        local line = fake.requests[1].line
+        line:send(bytes[1] .. bytes[2])
+        local rest = bytes[3] .. bytes[4]
+        for at = 1, #rest, 7 do
+            line:send(rest:sub(at, at + 6))
+            fake:step(0.001)
+        end
+        answers(fake, clients, 5)
+        for _, cl in ipairs(clients) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.same({ pushed = 1, ["for"] = cl.n }, cl.res.json)
+        end
+    end)
+
     it("fails a slow owner's whole line at the oldest answer's deadline, and "
        .. "sends the next pushes on a fresh line", function()
         local a, fake, part, cleanup = edge_and_fake({
