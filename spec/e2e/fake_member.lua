@@ -54,7 +54,7 @@ function _M.new(opts)
         routes = setmetatable(opts.routes or {}, { __index = _M.ROUTES }),
         lines = {},    -- every connection accepted, in order
         requests = {}, -- every relayed request read, in order
-        probes = 0,
+        seen = {},     -- how many requests of each kind (ROUTES) came
     }, _M)
     self.server = private(assert(socket.bind("127.0.0.1", opts.port or 0)))
     self.server:settimeout(0)
@@ -139,7 +139,6 @@ _M.ROUTES = {
     -- Ready as its id and epoch while it is; the connection closed
     -- after, so nothing else is sent on it.
     ready = function(self, req)
-        self.probes = self.probes + 1
         local ready = self.ready
         if type(ready) == "function" then ready = ready() end
         if ready then
@@ -175,7 +174,9 @@ _M.ROUTES = {
 }
 
 function _M:handle(req)
-    self.routes[kind_of(req)](self, req)
+    local kind = kind_of(req)
+    self.seen[kind] = (self.seen[kind] or 0) + 1
+    self.routes[kind](self, req)
 end
 
 function Line:send(bytes)

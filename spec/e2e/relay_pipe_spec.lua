@@ -316,6 +316,27 @@ describe("the pipelined relay", function()
         end
     end)
 
+    it("lets the pushes on a line finish with their owner's answers when "
+       .. "the edge stops", function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local clients = pipelined(a, fake, part, 3)
+        os.execute("kill -TERM " .. a.pid)
+        -- The owner answers once the stop began (the edge told it so).
+        fake:pump("the edge's leaving notice", function()
+            return fake.seen.leaving
+        end)
+        for _, req in ipairs(fake.requests) do
+            fake_member.answer(req, 201, pushed(req))
+        end
+        answers(fake, clients, 5)
+        for _, cl in ipairs(clients) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.same({ pushed = 1, ["for"] = cl.n }, cl.res.json)
+        end
+        a:await_exit(10)
+    end)
+
     it("fails a slow owner's whole line at the oldest answer's deadline, and "
        .. "sends the next pushes on a fresh line", function()
         local a, fake, part, cleanup = edge_and_fake({
