@@ -48,7 +48,7 @@ describe("owner_moved in a cell", function()
         local port = daemon.free_port()
         local id, epoch = "f0000000000000d1", 4022250976
         local ready, hint, seen = os.tmpname(), os.tmpname(), os.tmpname()
-        local p = io.popen(("luajit %s/spec/e2e/hinting_owner.lua %d %s %d "
+        local p = io.popen(("luajit %s/spec/e2e/fake_member.lua hinting %d %s %d "
                             .. "%s %s %s >/dev/null 2>&1 & echo $!"):format(
             require("helper").root, port, id, epoch, ready, hint, seen))
         local pid = p:read("*l")

@@ -74,12 +74,12 @@ local function owner(ids, queue, partition)
     return best
 end
 
--- Starts spec/e2e/silent_member.lua as member id of epoch, a signed row
+-- Starts spec/e2e/fake_member.lua (silent) as member id of epoch, a signed row
 -- for it: a member that answers the readiness probe and nothing else.
 -- Returns its pid.
 local function silent_member(id, epoch)
     local port = daemon.free_port()
-    local p = io.popen(("luajit %s/spec/e2e/silent_member.lua %d %s %d "
+    local p = io.popen(("luajit %s/spec/e2e/fake_member.lua silent %d %s %d "
                         .. ">/dev/null 2>&1 & echo $!")
                        :format(helper.root, port, id, epoch))
     local pid = p:read("*l")

@@ -38,7 +38,7 @@ end
 
 -- The bytes d's kernel holds that d has not read, over its established
 -- connections (/proc/net/tcp): what reached a broker that is stopped.
--- Starts spec/e2e/moved_owner.lua as member id of epoch, a member whose
+-- Starts spec/e2e/fake_member.lua (moved) as member id of epoch, a member whose
 -- row is signed and which answers the readiness probe, and which leaves
 -- the cell (its row deleted) at the first request it is sent, until each
 -- of brokers sees `live` members. Returns its pid.
@@ -49,7 +49,7 @@ local function moved_owner(id, epoch, live, brokers)
                  .. "'")
     local urls = {}
     for i, d in ipairs(brokers) do urls[i] = "http://127.0.0.1:" .. d.port end
-    local p = io.popen(("luajit %s/spec/e2e/moved_owner.lua %d %s %d %s %d "
+    local p = io.popen(("luajit %s/spec/e2e/fake_member.lua moved %d %s %d %s %d "
                         .. "%s >/dev/null 2>&1 & echo $!")
                        :format(helper.root, port, id, epoch, quote(leave),
                                live, table.concat(urls, " ")))
