@@ -872,4 +872,14 @@ void ephd_relay_metrics(ephd_buf_t *o) {
   ephd_buf_appends(o, sum);
   ephd_prom_sample(o, "queen_ephemeral_relay_seconds_count", "",
                    s->latency_count);
+  /* Their ratio is the pipes' batching: requests a write carries. */
+  ephd_prom_family(o, "queen_ephemeral_relay_pipelined_total", "counter",
+                   "Requests relayed on the pipes (pushes and acks), each "
+                   "written with the others of its loop turn.");
+  ephd_prom_sample(o, "queen_ephemeral_relay_pipelined_total", "",
+                   s->pipelined);
+  ephd_prom_family(o, "queen_ephemeral_relay_pipe_writes_total", "counter",
+                   "The writes that carried the pipes' requests.");
+  ephd_prom_sample(o, "queen_ephemeral_relay_pipe_writes_total", "",
+                   s->pipe_writes);
 }
