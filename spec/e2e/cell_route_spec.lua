@@ -159,4 +159,62 @@ describe("ephd.client routing to owners", function()
         assert.equals(i + 41, total)
         c:close()
     end)
+
+    it("goes on through the broker it was given when an owner dies, and "
+       .. "routes to owners again once the view says so", function()
+        local ds = daemon.start_cell(2, ENV)
+        local c
+        finally(function()
+            if c then c:close() end
+            ds[2].stopped = true -- killed below: nothing to stop
+            daemon.stop_all(ds)
+        end)
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        c = client.new({ url = url(a), route = true })
+        local N = 16
+        for i = 1, N do
+            assert.equals(1, assert(c:push("dies", { i },
+                                           { partition = "p-" .. i })))
+        end
+        assert.equals(2, #c.members)
+        os.execute("kill -KILL " .. b.pid)
+        b:await_exit(5)
+        -- Every push is answered, with its 201 or a refusal of the
+        -- taxonomy (b's partitions fail at a until b's row is gone), or,
+        -- for the one b's kept connection carried when it died, a
+        -- transport error; none hangs. Within the deadline every
+        -- partition is a's and every push lands there.
+        local pushed, bad = {}, {}
+        local round = 0
+        daemon.wait_until("every push to land at a", function()
+            round = round + 1
+            local all = true
+            for i = 1, N do
+                local n, err = c:push("dies", { 100 * round + i },
+                                      { partition = "p-" .. i })
+                if n == 1 then
+                    pushed[#pushed + 1] = 100 * round + i
+                else
+                    all = false
+                    local code = err and (err.code or err.message)
+                    if err and err.status then
+                        assert.equals(503, err.status, tostring(code))
+                        assert.truthy(code == "ephemeral_forward_failed"
+                                      or code == "owner_moved", code)
+                    else
+                        bad[#bad + 1] = tostring(code)
+                    end
+                end
+            end
+            return all
+        end, 15, 0.05)
+        assert.is_true(#bad <= 2, table.concat(bad, "; "))
+        -- What it pushed since is all at a, and its view is a alone.
+        local held = 0
+        for _, n in pairs(a:held("dies")) do held = held + n end
+        assert.is_true(held >= #pushed, held .. " held of " .. #pushed)
+        c:refresh_view()
+        assert.equals(1, #c.members)
+    end)
 end)
