@@ -132,14 +132,21 @@ static void on_answer_bytes(void *data, size_t bytes) {
   if (f->deferred) ephd_deferred_account(f->deferred, f->size + bytes);
 }
 
+/* FNV-1a: cheap, and good enough to spread names over a few lines. */
+static uint64_t fnv(uint64_t h, const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  return h;
+}
+#define FNV_BASIS 14695981039346656037ull
+
 /* A push or an ack goes on the owner's pipe its partition chooses (one
  * partition's requests stay in order); a pop keeps a connection of its own,
  * as its answer may be large or wait. */
 static uint32_t pipe_key(const forward_t *f) {
   if (f->verb == EPHD_CELL_POP) return 0;
-  uint64_t k =
-      ephd_placement_key(f_tenant(f), f->tenant_len, f_queue(f), f->queue_len,
-                         f_partition(f), f->partition_len);
+  uint64_t k = fnv(FNV_BASIS, f_queue(f), f->queue_len);
+  k = fnv(k ^ 0xff, f_partition(f), f->partition_len);
   return (uint32_t)(k ^ (k >> 32)) | 1u;
 }
 
@@ -177,10 +184,7 @@ static void refuse(ephd_conn_t *c, ephd_code_t code, const char *message) {
 }
 
 uint64_t ephd_relay_share(const char *tenant, size_t len) {
-  uint64_t h = 14695981039346656037ull; /* FNV-1a */
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ (unsigned char)tenant[i]) * 1099511628211ull;
-  return h | 1;
+  return fnv(FNV_BASIS, tenant, len) | 1;
 }
 
 void ephd_relay_share_refused(ephd_conn_t *c) {
