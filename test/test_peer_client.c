@@ -1348,3 +1348,43 @@ TEST_IMPL(peer_parked_share) {
   ASSERT_EQ(res[3].kind, EPHD_PEER_E_STOPPING);
   return 0;
 }
+
+/* A line that had answered everything, then carried a request the peer
+ * read and holds, and behind it a large borrowed body the peer does not
+ * read: the body's asker leaves while the write still holds its bytes,
+ * so the line is dropped by us, not closed by the peer. The held request
+ * was read (it may be applied): it fails, and is never written again. */
+TEST_IMPL(peer_pipe_cancel_mid_write_resends_nothing) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/first", 5000, 1), 0);
+  RUN_UNTIL(res[0].calls); /* the line is quiet: every answer read */
+  ASSERT_EQ(go_key(p, 1, "/hold-read", 5000, 1), 0);
+  RUN_UNTIL(srv_held() == 1);
+  sconn_t *s = holding("/hold-read");
+  uv_read_stop((uv_stream_t *)&s->tcp); /* nothing more is read */
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]), 0);
+  RUN_UNTIL(st()->pipe_writes == 3);
+  ephd_peer_cancel(handles[2]);
+  free(body); /* the asker's body is gone with it */
+  RUN_UNTIL(res[1].calls || st()->retries);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(srv.requests, 2); /* /hold-read was read once, never again */
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}

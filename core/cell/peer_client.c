@@ -689,8 +689,14 @@ static void pipe_orphan(ephd_peer_call_t *r) {
   r->answer_bytes = NULL;
   r->state = R_ORPHAN;
   not_live();
-  if (c->writing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0)
+  if (c->writing &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0) {
+    /* We drop it, the peer did not close it: quiet or not, the peer may
+     * have read every request written before the bytes still held (a push
+     * it holds, or is applying), and none may be written again. */
+    c->quiet = 0;
     pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  }
 }
 
 /* close_all: every pipe's requests hear that this broker stops. */
