@@ -18,6 +18,7 @@
  * silent request on it waits.
  * /raw...     answered with srv.raw, then srv.then (keep, close, reset)
  * /close...   answered with Connection: close
+ * POST /early answered as soon as its head is read, its body never read
  * anything    answered 200 with the target as body, Content-Type and a
  *             Retry-After */
 
@@ -123,6 +124,14 @@ static void sconn_parse(sconn_t *c) {
     size_t head = (size_t)(end - c->in) + 4, body = 0;
     char *cl = memmem(c->in, head, "Content-Length: ", 16);
     if (cl) body = strtoul(cl + 16, NULL, 10);
+    if (c->len < head + body && memcmp(c->in, "POST /early", 11) == 0) {
+      /* Answered on its head, its body left unread. */
+      c->silent = 1;
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      srv.requests++;
+      echo(c, "/early", "");
+      return;
+    }
     if (c->len < head + body) return;
     size_t n =
         head + body < sizeof(srv.last) - 1 ? head + body : sizeof(srv.last) - 1;
@@ -1383,6 +1392,64 @@ TEST_IMPL(peer_pipe_cancel_mid_write_resends_nothing) {
   ASSERT_EQ(res[1].kind, EPHD_PEER_E_CLOSED);
   ASSERT_EQ(st()->retries, 0);
   ASSERT_EQ(srv.requests, 2); /* /hold-read was read once, never again */
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A server connection that reads and forgets until its peer goes. */
+static char discard[65536];
+static void on_sdiscard_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf) {
+  (void)h;
+  (void)s;
+  *buf = uv_buf_init(discard, sizeof(discard));
+}
+static void on_sdiscard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)buf;
+  if (n < 0) sconn_close(s->data, 0);
+}
+
+/* The asker's callback frees the borrowed body, as the relay's does. */
+static char *early_body;
+static uint64_t open_at_answer;
+static void on_early(void *data, int kind, const ephd_peer_response_t *r) {
+  open_at_answer = st()->connections_open;
+  on_done(data, kind, r);
+  free(early_body);
+  early_body = NULL;
+}
+
+/* A peer that answers a piped request before it read the request's body:
+ * the line still writing that body is ended before the asker hears (its
+ * borrowed body goes with it), never written from after. */
+TEST_IMPL(peer_pipe_answer_before_body_read) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  size_t big = 32u << 20;
+  early_body = malloc(big);
+  ASSERT(early_body != NULL);
+  memset(early_body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/early"),
+                             .headers = S(""),
+                             .body = {early_body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_early, &res[0], &handles[0]), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/early");
+  ASSERT_EQ(open_at_answer, 0); /* the line was ended first */
+  /* The peer reads again: nothing of the freed body may reach it. */
+  for (sconn_t *c = srv.conns; c; c = c->next)
+    uv_read_start((uv_stream_t *)&c->tcp, on_sdiscard_alloc, on_sdiscard);
+  RUN_UNTIL(srv.open == 0);
+  ASSERT_EQ(go_key(p, 1, "/next", 5000, 1), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
   ASSERT_EQ(st()->in_flight, 0);
   ASSERT_EQ(st()->bytes, 0);
   ASSERT_EQ(stop(), 0);

@@ -89,6 +89,7 @@ struct ephd_peer_call {
   int head;    /* a HEAD request: its answer has no body */
   int retried;
   int addrs_tried;
+  uint32_t write_no; /* a pipe's: which write of its connection carried it */
   void (*answer_bytes)(void *data, size_t bytes);
   size_t head_end;   /* in bytes: where the head's blank line begins */
   size_t answer_cap; /* what answer_bytes was last told */
@@ -125,7 +126,8 @@ struct conn {
   int addr;      /* which of the peer's addresses */
   uint32_t uses; /* answers it carried */
   int writing;
-  int sessioned; /* its first request carried the session line */
+  uint32_t writes; /* a pipe's: the writes made on it */
+  int sessioned;   /* its first request carried the session line */
   char session[EPHD_PEER_SESSION_MAX];
   int got_bytes; /* of the answer in progress */
   /* The answer being parsed; spans are offsets into in. */
@@ -492,12 +494,14 @@ static void pipe_write(pipe_t *pp) {
   uv_buf_t b[4 * WRITE_MAX];
   unsigned nb = 0, n = 0;
   uint64_t now_ns = uv_hrtime();
+  c->writes++;
   ephd_peer_call_t *r;
   while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
     ephd_list_remove(&pp->unwritten, &r->link);
     ephd_list_append(&c->written, &r->link);
     r->state = R_WRITTEN;
     r->conn = c;
+    r->write_no = c->writes;
     r->sent_ns = now_ns;
     nb += request_bufs(c, r, b + nb);
   }
@@ -677,6 +681,15 @@ static void on_peer_timer(uv_timer_t *t) {
   }
 }
 
+/* Whether the write that carried r may still hold bytes of it (its
+ * head, or its body, borrowed or not): only the connection's last write
+ * can, one write being made at a time, and only while libuv has bytes of
+ * it queued. */
+static int still_writing(conn_t *c, const ephd_peer_call_t *r) {
+  return c->writing && r->write_no == c->writes &&
+         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0;
+}
+
 /* A written request is cancelled. Its answer will come in its turn, and
  * the answers behind it are wanted: it stays on its connection, to be
  * read and dropped. Unless the write that carries it still holds its
@@ -689,8 +702,7 @@ static void pipe_orphan(ephd_peer_call_t *r) {
   r->answer_bytes = NULL;
   r->state = R_ORPHAN;
   not_live();
-  if (c->writing &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0) {
+  if (still_writing(c, r)) {
     /* We drop it, the peer did not close it: quiet or not, the peer may
      * have read every request written before the bytes still held (a push
      * it holds, or is applying), and none may be written again. */
@@ -1054,6 +1066,13 @@ static int pipe_deliver(conn_t *c, const ephd_answer_t *a) {
   ephd_list_remove(&c->written, &r->link);
   c->req = relay_of(c->written.head);
   c->uses++;
+  /* The peer answered before it read all of r: the write goes on from
+   * bytes the asker frees once it hears (a borrowed body, r itself). The
+   * line ends first, as one we drop (the rest told later, after this). */
+  if (still_writing(c, r)) {
+    c->quiet = 0;
+    pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  }
   if (c->req == NULL && c->taken == c->in.len) {
     c->quiet = 1;
     c->idle_since = uv_now(loop);

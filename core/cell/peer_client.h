@@ -34,7 +34,10 @@
  *    may have read and applied it, and a push must not be applied twice.
  * A request cancelled once written stays on its pipe until its answer is
  * read and dropped (the answers behind it are still wanted), unless its
- * bytes are still being written: then its connection is dropped, as above.
+ * bytes are still being written: then its connection is dropped, as above
+ * but with nothing written again (the drop is ours, not the peer's idle
+ * close). So is the connection of a request answered before all its bytes
+ * were written, before its callback runs.
  *
  * The module is one per process (as http.c): ephd_peer_init, then peers
  * and requests, then ephd_peer_close_all at shutdown. */
