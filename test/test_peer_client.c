@@ -1455,3 +1455,40 @@ TEST_IMPL(peer_pipe_answer_before_body_read) {
   ASSERT_EQ(stop(), 0);
   return 0;
 }
+
+/* A written request cancelled while a later write, carrying another
+ * asker's body, is unfinished: its own bytes are all out, so the line
+ * stays; its answer is read and dropped, and the later request is not
+ * failed for it. */
+TEST_IMPL(peer_pipe_cancel_behind_unfinished_write) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/hold-read", 5000, 1), 0);
+  RUN_UNTIL(srv_held() == 1);
+  sconn_t *s = holding("/hold-read");
+  uv_read_stop((uv_stream_t *)&s->tcp);
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  RUN_UNTIL(st()->pipe_writes == 2);
+  ephd_peer_cancel(handles[0]);
+  ASSERT_EQ(srv_release(), 1); /* its answer comes, and is dropped */
+  RUN_UNTIL(st()->in_flight == 1);
+  ASSERT_EQ(st()->connections_open, 1);
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(res[1].calls, 0);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
+  free(body);
+  return 0;
+}
