@@ -1,0 +1,149 @@
+-- The pipelined relay against an owner that does not play by the rules
+-- and clients that leave at the worst moment (core/cell/peer_client.h):
+-- the edge never writes from a body its client took with it, and never
+-- writes again a push the owner may have read.
+local cjson = require("cjson")
+local socket = require("socket")
+local daemon = require("e2e.daemon")
+local fake_member = require("e2e.fake_member")
+local placement = require("ephd.placement")
+
+local TOKEN = "relay-hostile-spec-token-0123456789abcdef"
+local BIG = 16 * 1024 * 1024 -- past what the sockets between them buffer
+
+-- An edge with a fake member beside it, and a partition of q the fake
+-- owns for the tenant an anonymous request is served as.
+local function edge_and_fake()
+    local a = daemon.start({ db = true, env = {
+        QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
+        QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000",
+        QUEEN_EPHEMERAL_RELAY_PIPES = "1" } })
+    local fake = fake_member.new()
+    local function cleanup()
+        fake:close()
+        a:stop()
+    end
+    local ok, err = pcall(function() fake:join(TOKEN, { a }, 2) end)
+    if not ok then
+        cleanup()
+        error(err, 0)
+    end
+    local tenant = a:request("GET", "/api/v1/ephemeral/cell").json.tenant
+    local ms = {
+        { id = placement.id(a:cell().self.id), hex = a:cell().self.id },
+        { id = placement.id(fake.id), hex = fake.id } }
+    for i = 1, 1000 do
+        if placement.owner(ms, tenant, "q", "p" .. i).hex == fake.id then
+            return a, fake, "p" .. i, cleanup
+        end
+    end
+    cleanup()
+    error("no partition of the fake's in 1000")
+end
+
+-- A client's push through a of one message, payload n (a number, or a
+-- string of that many bytes), on a connection of its own.
+local function push(a, part, n)
+    local c = a:connect()
+    c:send(daemon.format("POST", "/api/v1/ephemeral/push", cjson.encode({
+        queue = "q", partition = part, messages = { { payload = n } } })))
+    return { conn = c, n = n, sent = daemon.now() }
+end
+
+-- Serves the fake until the client has its answer.
+local function answer_of(fake, cl, seconds)
+    fake:pump("a client's answer", function()
+        if socket.select({ cl.conn.sock }, nil, 0)[cl.conn.sock] then
+            cl.res = assert(cl.conn:receive(1))
+            cl.at = daemon.now()
+            cl.conn:close()
+        end
+        return cl.res
+    end, seconds or 5)
+    return cl.res
+end
+
+local function pushes_of(fake, n)
+    local seen = 0
+    for _, req in ipairs(fake.requests) do
+        if req.payload == n then seen = seen + 1 end
+    end
+    return seen
+end
+
+describe("the pipelined relay, hostile", function()
+    it("ends a line whose owner answered a push before reading its body, "
+       .. "and never writes the rest of the body the client took away",
+       function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local early
+        fake.on_head = function(line, head)
+            if not head:find("^POST /api/v1/ephemeral/push") then return end
+            early = line
+            line.paused = true
+            line:send(fake_member.answer_bytes(201, '{"pushed":1}'))
+            return true
+        end
+        local cl = push(a, part, string.rep("x", BIG))
+        local res = answer_of(fake, cl, 10)
+        assert.equals(201, res.status, res.body)
+        -- The owner reads again: the edge has dropped that line, so what
+        -- it reads ends, short of the body, and the edge lives on.
+        early.paused = false
+        fake:pump("the early line to end", function() return early.eof end, 5)
+        assert.is_true((early.bytes or 0) < BIG,
+                       "the whole body came: " .. tostring(early.bytes))
+        fake.on_head = nil
+        fake.on_request = function(req)
+            fake_member.answer(req, 201, '{"pushed":1,"for":7}')
+        end
+        local after = push(a, part, 7)
+        res = answer_of(fake, after)
+        assert.equals(201, res.status, res.body)
+        assert.are_not.equal(early.n, fake.requests[#fake.requests].line.n)
+        assert.is_true(a:alive())
+    end)
+
+    it("fails, and never writes again, a push the owner read on a quiet line "
+       .. "the edge drops because a client left mid-write", function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        -- The line answers everything: it is quiet.
+        fake.on_request = function(req)
+            if req.payload == 1 then
+                fake_member.answer(req, 201, '{"pushed":1,"for":1}')
+            end
+        end
+        local first = push(a, part, 1)
+        assert.equals(201, answer_of(fake, first).status)
+        -- Push 2 is read and held; then the line is not read any more.
+        local held = push(a, part, 2)
+        fake:pump("push 2", function() return pushes_of(fake, 2) == 1 end)
+        local line = fake.requests[#fake.requests].line
+        line.paused = true
+        -- A big push behind it, its client gone once the edge is writing
+        -- it (the line has bytes the fake has not read).
+        local leaver = push(a, part, string.rep("y", BIG))
+        daemon.wait_until("the big push on the line", function()
+            return socket.select({ line.sock }, nil, 0)[line.sock] ~= nil
+        end, 10, 0.01)
+        leaver.conn:close()
+        -- Push 2's client hears the line was lost, at once.
+        local res = answer_of(fake, held, 5)
+        assert.equals(503, res.status, res.body)
+        assert.equals("ephemeral_forward_failed", res.json.code)
+        assert.is_true(held.at - held.sent < 2.5)
+        -- No fresh line brings push 2 again.
+        local t = daemon.now() + 0.5
+        fake:pump("a moment", function() return daemon.now() > t end)
+        assert.equals(1, pushes_of(fake, 2), "push 2 was written again")
+        fake.on_request = function(req)
+            fake_member.answer(req, 201, '{"pushed":1,"for":3}')
+        end
+        local after = push(a, part, 3)
+        assert.equals(201, answer_of(fake, after).status)
+        assert.equals(1, pushes_of(fake, 2))
+        assert.is_true(a:alive())
+    end)
+end)
