@@ -266,8 +266,9 @@ static ephd_slice_t S(const char *s) {
 /* Sends GET target as request i; returns send's result. */
 static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
                  int parks) {
-  ephd_peer_request_t req = {S("GET"), S(target), S(""), S(""), timeout_ms,
-                             parks,    0,         NULL,  0,     0};
+  ephd_peer_request_t req = {S("GET"),   S(target), S(""), S(""),
+                             timeout_ms, parks,     0,     NULL,
+                             0,          0,         NULL};
   return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -363,7 +364,8 @@ TEST_IMPL(peer_request_response) {
                              0,
                              NULL,
                              0,
-                             0};
+                             0,
+                             NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
   RUN_UNTIL(res[0].calls);
@@ -411,7 +413,7 @@ static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_PEER_OK && --chain_left > 0) {
     ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                               0,        NULL,          0,     0};
+                               0,        NULL,          0,     0,     NULL};
     ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -431,7 +433,7 @@ TEST_IMPL(peer_keep_alive_reuse) {
   chain_peer = p;
   chain_left = 10;
   ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                             0,        NULL,          0,     0};
+                             0,        NULL,          0,     0,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -865,8 +867,8 @@ TEST_IMPL(peer_close_all_pending) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000,
-                             0,        0,          NULL,  0,     0};
+  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000, 0,
+                             0,        NULL,       0,     0,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -908,7 +910,7 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   memset(body, 'b', sizeof(body));
   ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
                              5000,      0,          1,     NULL,
-                             0,         0};
+                             0,         0,          NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT(st()->bytes > sizeof(body));
   RUN_UNTIL(res[0].calls);
@@ -1021,8 +1023,8 @@ TEST_IMPL(peer_refuses_unusable_requests) {
   defaults();
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000,
-                           0,        0,       NULL,  0,     0};
+  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0,
+                           0,        NULL,    0,     0,     NULL};
   ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
@@ -1490,5 +1492,65 @@ TEST_IMPL(peer_pipe_cancel_behind_unfinished_write) {
   ASSERT_EQ(stop(), 0);
   ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
   free(body);
+  return 0;
+}
+
+/* An asker that can wait for its borrowed body (release) has it lent when
+ * it leaves while the body is being written: the line stays for the
+ * others' answers, and the body comes back once the write is over, or
+ * once the line is lost. */
+static int released;
+static void on_release(void *data) {
+  released++;
+  free(*(char **)data);
+}
+
+TEST_IMPL(peer_pipe_cancel_lends_borrowed_body) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  released = 0;
+  size_t big = 32u << 20;
+  char *bodies[2];
+  for (int k = 0; k < 2; k++) {
+    uint32_t key = (uint32_t)k + 1;
+    const char *held = k ? "/hold-two" : "/hold-one";
+    ASSERT_EQ(go_key(p, 2 * k, held, 5000, key), 0);
+    RUN_UNTIL(srv_held() == k + 1);
+    uv_read_stop((uv_stream_t *)&holding(held)->tcp);
+    bodies[k] = malloc(big);
+    ASSERT(bodies[k] != NULL);
+    memset(bodies[k], 'x', big);
+    ephd_peer_request_t req = {.method = S("POST"),
+                               .target = S("/big"),
+                               .headers = S(""),
+                               .body = {bodies[k], big},
+                               .timeout_ms = 5000,
+                               .borrows = 1,
+                               .key = key,
+                               .release = on_release};
+    ASSERT_EQ(ephd_peer_send(p, &req, on_done, &bodies[k], &handles[2 * k + 1]),
+              0);
+    RUN_UNTIL(st()->pipe_writes == (uint64_t)(2 * k + 2));
+    ASSERT_EQ(ephd_peer_cancel(handles[2 * k + 1]), 1);
+    ASSERT_EQ(released, 0);
+    ASSERT_EQ(st()->connections_open, (uint64_t)(k + 1));
+  }
+  /* The first peer reads it all: the body is given back, and the held
+   * request still gets its own answer on that line. */
+  sconn_t *one = holding("/hold-one");
+  uv_read_start((uv_stream_t *)&one->tcp, on_sdiscard_alloc, on_sdiscard);
+  RUN_UNTIL(released == 1);
+  echo(one, "/hold-one", "");
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/hold-one");
+  /* The second resets its line: what it read fails, the body comes back
+   * as its write is cancelled. */
+  sconn_close(holding("/hold-two"), 1);
+  RUN_UNTIL(released == 2 && res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(stop(), 0);
   return 0;
 }

@@ -96,6 +96,14 @@ struct ephd_peer_call {
   size_t total;      /* len and the body's: what the peer's bytes count */
   const char *body;  /* a borrowed body, written after bytes; or NULL */
   size_t body_len;
+  /* A cancelled request whose borrowed body its connection's write still
+   * holds is lent (in the connection's lent list) until that write ends,
+   * then release(lender) gives the body back; one freed meanwhile (its
+   * answer read, its line dropped) is R_DONE, and freed then. */
+  void (*release)(void *lender);
+  void *lender;
+  ephd_node_t lent_link;
+  int lent;
   size_t len;
   char bytes[]; /* the request as written (its body unless borrowed) */
 };
@@ -111,6 +119,7 @@ struct conn {
   ephd_peer_call_t *req;
   pipe_t *pipe;          /* the pipe it carries; NULL: one request at a time */
   ephd_list_t written;   /* a pipe's: written, answered in this order */
+  ephd_list_t lent;      /* cancelled, their bodies in the write: on_write */
   ephd_node_t idle_link; /* in the peer's idle list, newest first */
   /* What was read: whole answers first (taken), then the one in progress;
    * llhttp's, headers as read and the body compacted. */
@@ -331,12 +340,16 @@ static void not_live(void) {
   if (--live == 0 && drain_done) uv_timer_start(&drain_timer, on_drained, 0, 0);
 }
 
-/* A cancelled request's answer was read (or its connection is gone). */
+/* A cancelled request's answer was read (or its connection is gone); one
+ * lent is freed once its body is given back (on_write). */
 static void orphan_free(ephd_peer_call_t *r) {
   r->peer->piped--;
   stats.in_flight--;
   gone(r);
-  free(r);
+  if (r->lent)
+    r->state = R_DONE;
+  else
+    free(r);
 }
 
 /* Takes r out of every list and slot it holds and closes a connection of
@@ -692,23 +705,29 @@ static int still_writing(conn_t *c, const ephd_peer_call_t *r) {
 
 /* A written request is cancelled. Its answer will come in its turn, and
  * the answers behind it are wanted: it stays on its connection, to be
- * read and dropped. Unless the write that carries it still holds its
- * bytes (a borrowed body goes away with its asker): the connection goes,
- * as any lost one, its failures told from the timer. */
-static void pipe_orphan(ephd_peer_call_t *r) {
+ * read and dropped. Its own bytes stay with it; a borrowed body the write
+ * still holds is lent until the write ends (1), when its asker can wait
+ * for it (release), and otherwise goes away with its asker: then the
+ * connection goes, as any lost one, its failures told from the timer. */
+static int pipe_orphan(ephd_peer_call_t *r) {
   conn_t *c = r->conn;
   r->cb = NULL;
   r->data = NULL;
   r->answer_bytes = NULL;
   r->state = R_ORPHAN;
   not_live();
-  if (still_writing(c, r)) {
-    /* We drop it, the peer did not close it: quiet or not, the peer may
-     * have read every request written before the bytes still held (a push
-     * it holds, or is applying), and none may be written again. */
-    c->quiet = 0;
-    pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  if (r->body == NULL || !still_writing(c, r)) return 0;
+  if (r->release) {
+    r->lent = 1;
+    ephd_list_append(&c->lent, &r->lent_link);
+    return 1;
   }
+  /* We drop it, the peer did not close it: quiet or not, the peer may
+   * have read every request written before the bytes still held (a push
+   * it holds, or is applying), and none may be written again. */
+  c->quiet = 0;
+  pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  return 0;
 }
 
 /* close_all: every pipe's requests hear that this broker stops. */
@@ -818,6 +837,15 @@ static void conn_fail(conn_t *c, int kind);
 static void on_write(uv_write_t *w, int status) {
   conn_t *c = w->data;
   c->writing = 0;
+  /* Done, failed or cancelled by the close: libuv reads none of it now. */
+  ephd_node_t *n;
+  while ((n = c->lent.head)) {
+    ephd_peer_call_t *r = EPHD_ENTRY(n, ephd_peer_call_t, lent_link);
+    ephd_list_remove(&c->lent, n);
+    r->lent = 0;
+    r->release(r->lender);
+    if (r->state == R_DONE) free(r);
+  }
   if (c->state == C_CLOSED) return;
   if (status < 0)
     conn_fail(c, EPHD_PEER_E_CLOSED);
@@ -1590,6 +1618,8 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   if (req->borrows && req->body.len) {
     r->body = req->body.ptr;
     r->body_len = req->body.len;
+    r->release = req->release;
+    r->lender = data;
   }
   r->len = len;
   r->total = total;
@@ -1648,17 +1678,15 @@ void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res) {
   (void)res;
 }
 
-void ephd_peer_cancel(ephd_peer_call_t *r) {
-  if (r == NULL || r->state == R_DONE || r->state == R_ORPHAN) return;
+int ephd_peer_cancel(ephd_peer_call_t *r) {
+  if (r == NULL || r->state == R_DONE || r->state == R_ORPHAN) return 0;
   ephd_peer_t *p = r->peer;
   stats.cancelled++;
-  if (r->state == R_WRITTEN) {
-    pipe_orphan(r);
-    return;
-  }
+  if (r->state == R_WRITTEN) return pipe_orphan(r);
   detach(r);
   if (r->lane == LANE_PIPE) free(r);
   pump(p);
+  return 0;
 }
 
 static ephd_peer_call_t *any_pending(ephd_peer_t *p) {
