@@ -153,4 +153,29 @@ describe("the pipelined relay, hostile", function()
         assert.equals(4, #fake.requests)
         assert.is_true(a:alive())
     end)
+
+    it("stops cleanly with a body lent to a line its owner does not read",
+       function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        fake.on_request = function(req)
+            fake_member.answer(req, 201, '{"pushed":1}')
+        end
+        local first = push(a, part, 1)
+        assert.equals(201, answer_of(fake, first).status)
+        local line = fake.requests[1].line
+        line.paused = true
+        local leaver = push(a, part, string.rep("z", BIG))
+        daemon.wait_until("the big push on the line", function()
+            return socket.select({ line.sock }, nil, 0)[line.sock] ~= nil
+        end, 10, 0.01)
+        leaver.conn:close()
+        daemon.wait_until("the leaver's relay cancelled", function()
+            return a:metric('queen_ephemeral_forwarded_total{route="push",'
+                            .. 'outcome="cancelled"} (%d+)') == 1
+        end, 5, 0.01)
+        -- Nothing waits on the line: the stop does not either, and what
+        -- it lent is given back (stop fails on any sanitizer report).
+        assert.is_true(a:stop() < 5)
+    end)
 end)
