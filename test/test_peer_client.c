@@ -19,6 +19,7 @@
  * /raw...     answered with srv.raw, then srv.then (keep, close, reset)
  * /close...   answered with Connection: close
  * POST /early answered as soon as its head is read, its body never read
+ * /then-discard... answered, then everything after it read and forgotten
  * anything    answered 200 with the target as body, Content-Type and a
  *             Retry-After */
 
@@ -91,6 +92,22 @@ static void swrite(sconn_t *c, const char *data, size_t len, int then) {
   uv_write(&sw->req, (uv_stream_t *)&c->tcp, &b, 1, on_swrite);
 }
 
+/* A server connection that reads and forgets until its peer goes. */
+static char discard[65536];
+static size_t discarded;
+static void on_sdiscard_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf) {
+  (void)h;
+  (void)s;
+  *buf = uv_buf_init(discard, sizeof(discard));
+}
+static void on_sdiscard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)buf;
+  if (n < 0)
+    sconn_close(s->data, 0);
+  else
+    discarded += (size_t)n;
+}
+
 static void echo(sconn_t *c, const char *target, const char *extra) {
   char out[512];
   int n = snprintf(out, sizeof(out),
@@ -109,6 +126,11 @@ static void handle(sconn_t *c, const char *target) {
     c->silent = 1;
   } else if (strncmp(target, "/raw", 4) == 0) {
     swrite(c, srv.raw, srv.raw_len, srv.then);
+  } else if (strncmp(target, "/then-discard", 13) == 0) {
+    echo(c, target, "");
+    c->silent = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_read_start((uv_stream_t *)&c->tcp, on_sdiscard_alloc, on_sdiscard);
   } else if (strncmp(target, "/close", 6) == 0) {
     echo(c, target, "Connection: close\r\n");
   } else {
@@ -1400,18 +1422,6 @@ TEST_IMPL(peer_pipe_cancel_mid_write_resends_nothing) {
   return 0;
 }
 
-/* A server connection that reads and forgets until its peer goes. */
-static char discard[65536];
-static void on_sdiscard_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf) {
-  (void)h;
-  (void)s;
-  *buf = uv_buf_init(discard, sizeof(discard));
-}
-static void on_sdiscard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  (void)buf;
-  if (n < 0) sconn_close(s->data, 0);
-}
-
 /* The asker's callback frees the borrowed body, as the relay's does. */
 static char *early_body;
 static uint64_t open_at_answer;
@@ -1552,5 +1562,38 @@ TEST_IMPL(peer_pipe_cancel_lends_borrowed_body) {
   ASSERT_EQ(res[2].kind, EPHD_PEER_E_CLOSED);
   ASSERT_EQ(st()->retries, 0);
   ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A write of a small request and a large one behind it: the peer answers
+ * the small one while the large one's body is still going out. That is
+ * no early answer (the small one was all written): the line stays. */
+TEST_IMPL(peer_pipe_answer_while_later_body_written) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  discarded = 0;
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ASSERT_EQ(go_key(p, 0, "/then-discard", 5000, 1), 0);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(st()->pipe_writes, 1);
+  RUN_UNTIL(discarded + sizeof(discard) >= big || res[1].calls);
+  ASSERT_EQ(res[1].calls, 0);
+  ASSERT_EQ(st()->connections_open, 1);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
+  free(body);
   return 0;
 }

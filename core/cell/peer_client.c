@@ -694,13 +694,23 @@ static void on_peer_timer(uv_timer_t *t) {
   }
 }
 
-/* Whether the write that carried r may still hold bytes of it (its
- * head, or its body, borrowed or not): only the connection's last write
- * can, one write being made at a time, and only while libuv has bytes of
- * it queued. */
-static int still_writing(conn_t *c, const ephd_peer_call_t *r) {
-  return c->writing && r->write_no == c->writes &&
-         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0;
+/* Whether the write that carried r still holds bytes of it (its head, or
+ * its body, borrowed or not); next is the request written after it, if
+ * any. Only the connection's last write can, one write being made at a
+ * time, and its bytes go out in order: r's are all out once what libuv
+ * has left of it is no more than the requests after r in it. (A small
+ * push answered while a large one behind it is still going out is no
+ * early answer.) */
+static int still_writing(conn_t *c, const ephd_peer_call_t *r,
+                         ephd_node_t *next) {
+  if (!c->writing || r->write_no != c->writes) return 0;
+  size_t left = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+  size_t after = 0;
+  for (; next && after < left; next = next->next) {
+    const ephd_peer_call_t *w = relay_of(next);
+    after += w->len + w->body_len;
+  }
+  return left > after;
 }
 
 /* A written request is cancelled. Its answer will come in its turn, and
@@ -716,7 +726,7 @@ static int pipe_orphan(ephd_peer_call_t *r) {
   r->answer_bytes = NULL;
   r->state = R_ORPHAN;
   not_live();
-  if (r->body == NULL || !still_writing(c, r)) return 0;
+  if (r->body == NULL || !still_writing(c, r, r->link.next)) return 0;
   if (r->release) {
     r->lent = 1;
     ephd_list_append(&c->lent, &r->lent_link);
@@ -1091,13 +1101,14 @@ static void deliver(conn_t *c, const ephd_answer_t *a) {
 static int pipe_deliver(conn_t *c, const ephd_answer_t *a) {
   ephd_peer_call_t *r = c->req;
   ephd_peer_response_t res = response_of(&c->in, a);
+  ephd_node_t *next = r->link.next;
   ephd_list_remove(&c->written, &r->link);
   c->req = relay_of(c->written.head);
   c->uses++;
   /* The peer answered before it read all of r: the write goes on from
    * bytes the asker frees once it hears (a borrowed body, r itself). The
    * line ends first, as one we drop (the rest told later, after this). */
-  if (still_writing(c, r)) {
+  if (still_writing(c, r, next)) {
     c->quiet = 0;
     pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
   }
