@@ -1597,3 +1597,30 @@ TEST_IMPL(peer_pipe_answer_while_later_body_written) {
   free(body);
   return 0;
 }
+
+/* Pipes to a name: the requests wait for its resolution, then go in one
+ * write; a name that does not resolve fails them all (resolve), and the
+ * next ones too, without a hang; the name's other addresses are tried. */
+TEST_IMPL(peer_pipe_names) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "localhost:%d", srv.port);
+  ephd_peer_t *named = ephd_peer(addr);
+  for (int i = 0; i < 3; i++) ASSERT_EQ(go_key(named, i, "/n", 5000, 1), 0);
+  RUN_UNTIL(ncalls == 3);
+  for (int i = 0; i < 3; i++) ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
+  ephd_peer_t *nowhere = ephd_peer("no-such-member.invalid:80");
+  ASSERT(nowhere != NULL);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 3; i < 6; i++)
+      ASSERT_EQ(go_key(nowhere, i, "/x", 2000, (uint32_t)i), 0);
+    RUN_UNTIL(ncalls == 6 + 3 * round);
+    for (int i = 3; i < 6; i++) ASSERT_EQ(res[i].kind, EPHD_PEER_E_RESOLVE);
+  }
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
