@@ -1624,3 +1624,55 @@ TEST_IMPL(peer_pipe_names) {
   ASSERT_EQ(stop(), 0);
   return 0;
 }
+
+/* An asker that sends again from the callback of a pipe's failed
+ * connection: its new request gets a connection of its own to try, not
+ * the failure of the one before it (an asker that always retried would
+ * have held the loop in that callback for ever). */
+static int resends_left;
+static ephd_peer_t *resend_peer;
+static void on_resend(void *data, int kind, const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  if (resends_left-- > 0) {
+    ephd_peer_request_t req = {.method = S("GET"),
+                               .target = S("/again"),
+                               .headers = S(""),
+                               .body = S(""),
+                               .timeout_ms = 2000,
+                               .key = 1};
+    ephd_peer_send(resend_peer, &req, on_resend, data, &handles[0]);
+  }
+}
+
+TEST_IMPL(peer_pipe_send_from_connect_failure) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  /* A port nobody listens on: connects are refused. */
+  uv_tcp_t hole;
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  uv_tcp_init(&loop, &hole);
+  ASSERT_EQ(uv_tcp_bind(&hole, (struct sockaddr *)&a, 0), 0);
+  int len = sizeof(a);
+  uv_tcp_getsockname(&hole, (struct sockaddr *)&a, &len);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+  uv_close((uv_handle_t *)&hole, NULL);
+  resend_peer = ephd_peer(addr);
+  resends_left = 3;
+  uint64_t opened = st()->connections_opened;
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/first"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 2000,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(resend_peer, &req, on_resend, &res[0], &handles[0]),
+            0);
+  RUN_UNTIL(res[0].calls == 4);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CONNECT);
+  ASSERT_EQ(st()->connections_opened - opened, 4);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}

@@ -577,6 +577,18 @@ static void fail_later(ephd_peer_call_t *r, int kind) {
   ephd_list_append(&r->peer->pipe_failing, &r->link);
 }
 
+/* Every request the pipe has not written fails with kind, now: those a
+ * callback sends meanwhile are the next connection's, not this failure's
+ * (an asker that sent again at each failure held the loop for ever). */
+static void fail_unwritten(pipe_t *pp, int kind) {
+  ephd_peer_call_t *r;
+  while ((r = relay_of(pp->unwritten.head))) {
+    ephd_list_remove(&pp->unwritten, &r->link);
+    fail_later(r, kind);
+  }
+  tell_failures(pp->peer, 0);
+}
+
 /* The pipe's connection is gone (the peer closed or reset it, a write
  * failed, the oldest answer's deadline passed, bytes nobody asked for, a
  * cancel while its bytes were still being written). Its written requests
@@ -628,9 +640,7 @@ static void pipe_connected(conn_t *c, int status) {
       return;
     }
     pp->addrs_tried = 0;
-    ephd_peer_call_t *r;
-    while ((r = relay_of(pp->unwritten.head)))
-      complete(r, EPHD_PEER_E_CONNECT, NULL);
+    fail_unwritten(pp, EPHD_PEER_E_CONNECT);
     return;
   }
   pp->addrs_tried = 0;
@@ -648,8 +658,7 @@ static uint64_t pipe_tend(pipe_t *pp, uint64_t now) {
   if (pp->failure && pp->conn == NULL) {
     int kind = pp->failure;
     pp->failure = 0;
-    ephd_peer_call_t *r;
-    while ((r = relay_of(pp->unwritten.head))) complete(r, kind, NULL);
+    fail_unwritten(pp, kind);
   }
   conn_t *c = pp->conn;
   ephd_peer_call_t *w = c ? relay_of(c->written.head) : NULL;
