@@ -1676,3 +1676,48 @@ TEST_IMPL(peer_pipe_send_from_connect_failure) {
   ASSERT_EQ(stop(), 0);
   return 0;
 }
+
+/* A request sent from a callback the peer's timer runs, on a pipe the
+ * timer had already looked at: its deadline still holds (the timer, set
+ * again for the pipes it had seen, kept the sooner due the send set). */
+static uint64_t sent_at, failed_at;
+static void on_late(void *data, int kind, const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  failed_at = uv_now(&loop);
+}
+static void on_send_behind(void *data, int kind,
+                           const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/silent-late"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 100,
+                             .key = 3}; /* pipe 0 */
+  sent_at = uv_now(&loop);
+  ephd_peer_send(chain_pipe, &req, on_late, &res[2], &handles[2]);
+}
+
+TEST_IMPL(peer_pipe_deadline_of_send_from_timer) {
+  defaults();
+  lim.pipes = 3;
+  lim.idle_timeout_ms = 3000;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  chain_pipe = p;
+  ASSERT_EQ(go_key(p, 0, "/warm", 5000, 3), 0); /* pipe 0, then idle */
+  RUN_UNTIL(res[0].calls);
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/silent"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 50,
+                             .key = 1}; /* pipe 1 */
+  ASSERT_EQ(ephd_peer_send(p, &req, on_send_behind, &res[1], &handles[1]), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT(failed_at - sent_at < 1000);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}

@@ -697,6 +697,9 @@ static void on_peer_timer(uv_timer_t *t) {
       oldest->idle_since + limits.idle_timeout_ms < due)
     due = oldest->idle_since + limits.idle_timeout_ms;
   if (p->pipe_failing.head) due = now;
+  /* A callback above may have sent, arming the timer for a pipe already
+   * looked at: the sooner due stands. */
+  if (uv_is_active((uv_handle_t *)t) && p->timer_due < due) due = p->timer_due;
   if (due != UINT64_MAX && !stopping) {
     p->timer_due = due;
     uv_timer_start(t, on_peer_timer, due > now ? due - now : 0, 0);
