@@ -1721,3 +1721,48 @@ TEST_IMPL(peer_pipe_deadline_of_send_from_timer) {
   ASSERT_EQ(stop(), 0);
   return 0;
 }
+
+/* A pipe's connection that is still connecting when its requests' deadline
+ * passes is given up with them: the next request tries a fresh one, not
+ * the same attempt the kernel may retry for minutes (a member behind a
+ * network that dropped its SYNs, and then healed). */
+TEST_IMPL(peer_pipe_connect_given_up) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  int fds[2];
+  int port = blackhole(fds);
+  ASSERT(port > 0);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+  ephd_peer_t *hole = ephd_peer(addr);
+  uint64_t opened = st()->connections_opened;
+  ASSERT_EQ(go_key(hole, 0, "/never", 50, 1), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(st()->connections_open, 0);
+  ASSERT_EQ(go_key(hole, 1, "/again", 50, 1), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(st()->connections_opened - opened, 2);
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A pipe's connection that opens after every request it was opened for
+ * went (cancelled while it connected) closes once idle, as any other. */
+TEST_IMPL(peer_pipe_idle_after_empty_connect) {
+  defaults();
+  lim.idle_timeout_ms = 100;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/gone", 5000, 1), 0);
+  ephd_peer_cancel(handles[0]);
+  RUN_UNTIL(srv.accepted == 1);
+  RUN_UNTIL(st()->connections_open == 0);
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}

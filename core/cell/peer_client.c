@@ -647,6 +647,8 @@ static void pipe_connected(conn_t *c, int status) {
   p->preferred = c->addr;
   c->state = C_BUSY;
   c->idle_since = uv_now(loop);
+  /* Its requests may all have gone while it connected: it ages then. */
+  peer_timer_at(p, c->idle_since + limits.idle_timeout_ms);
   pipe_write(pp);
 }
 
@@ -663,13 +665,20 @@ static uint64_t pipe_tend(pipe_t *pp, uint64_t now) {
   conn_t *c = pp->conn;
   ephd_peer_call_t *w = c ? relay_of(c->written.head) : NULL;
   if (w && w->deadline <= now) pipe_drop(c, EPHD_PEER_E_ANSWER_TIMEOUT, 0);
-  ephd_peer_call_t *u;
-  while ((u = relay_of(pp->unwritten.head)) && u->deadline <= now)
-    complete(u,
-             pp->conn && pp->conn->state == C_CONNECTING
-                 ? EPHD_PEER_E_CONNECT_TIMEOUT
-                 : EPHD_PEER_E_QUEUE_TIMEOUT,
-             NULL);
+  ephd_peer_call_t *u = relay_of(pp->unwritten.head);
+  if (u && u->deadline <= now) {
+    int kind = EPHD_PEER_E_QUEUE_TIMEOUT;
+    if (pp->conn && pp->conn->state == C_CONNECTING) {
+      /* Given up with them: the kernel may go on retrying that attempt
+       * for minutes after the peer is reachable again, and the next
+       * request would wait on it. It tries a fresh one. */
+      kind = EPHD_PEER_E_CONNECT_TIMEOUT;
+      conn_abort(pp->conn);
+    }
+    while ((u = relay_of(pp->unwritten.head)) && u->deadline <= now)
+      complete(u, kind, NULL);
+    pipe_connect(pp);
+  }
   c = pp->conn;
   if (c && (w = relay_of(c->written.head))) return w->deadline;
   if (u) return u->deadline;
