@@ -17,7 +17,10 @@ local function edge_and_fake()
     local a = daemon.start({ db = true, env = {
         QUEEN_EPHEMERAL_CELL_TOKEN = TOKEN,
         QUEEN_EPHEMERAL_MEMBER_TTL_MS = "60000",
-        QUEEN_EPHEMERAL_RELAY_PIPES = "1" } })
+        QUEEN_EPHEMERAL_RELAY_PIPES = "1",
+        -- The fake reads a big push slowly (a Lua string grown a read at a
+        -- time): no deadline may strike while it does.
+        QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "30000" } })
     local fake = fake_member.new()
     local function cleanup()
         fake:close()
@@ -152,6 +155,59 @@ describe("the pipelined relay, hostile", function()
         assert.equals(1, pushes_of(fake, 2), "push 2 was written again")
         assert.equals(4, #fake.requests)
         assert.is_true(a:alive())
+    end)
+
+    it("matches each answer to its own push through interim answers, "
+       .. "trailers and a trickle, and drops a line with bytes after its "
+       .. "last answer", function()
+        local a, fake, part, cleanup = edge_and_fake()
+        finally(cleanup)
+        local clients = {}
+        for i = 1, 5 do clients[i] = push(a, part, i) end
+        fake:pump("5 relayed pushes", function() return #fake.requests == 5 end)
+        local line = fake.requests[1].line
+        for _, req in ipairs(fake.requests) do
+            assert.equals(line.n, req.line.n, "the pushes came apart")
+        end
+        local function body(req)
+            return ('{"pushed":1,"for":%d}'):format(req.payload)
+        end
+        local r = fake.requests
+        local chunked = body(r[2])
+        local bytes = {
+            "HTTP/1.1 100 Continue\r\n\r\n"
+                .. fake_member.answer_bytes(201, body(r[1])),
+            "HTTP/1.1 102 Processing\r\nX-Queen-Owner: 0000000000000bad"
+                .. "\r\n\r\nHTTP/1.1 201 Created\r\nContent-Type: "
+                .. "application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .. ("%x"):format(#chunked) .. "\r\n" .. chunked
+                .. "\r\n0\r\nX-Trailer: t\r\nContent-Length: 99\r\n\r\n",
+            "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+                .. fake_member.answer_bytes(201, body(r[3]),
+                                            "Connection: keep-alive\r\n"),
+            fake_member.answer_bytes(201, body(r[4])),
+            fake_member.answer_bytes(201, body(r[5])) .. "HTTP/1.1 200 OK\r\n",
+        }
+        line:send(bytes[1] .. bytes[2])
+        -- The third a byte at a time, the rest whole.
+        for at = 1, #bytes[3] do
+            line:send(bytes[3]:sub(at, at))
+            if at % 16 == 0 then fake:step(0.001) end
+        end
+        line:send(bytes[4] .. bytes[5])
+        for _, cl in ipairs(clients) do answer_of(fake, cl, 5) end
+        for _, cl in ipairs(clients) do
+            assert.equals(201, cl.res.status, cl.res.body)
+            assert.same({ pushed = 1, ["for"] = cl.n }, cl.res.json)
+        end
+        -- What followed the last answer owed ended the line.
+        fake:pump("the line to end", function() return line.eof end, 5)
+        fake.on_request = function(req)
+            fake_member.answer(req, 201, body(req))
+        end
+        local after = push(a, part, 6)
+        assert.same({ pushed = 1, ["for"] = 6 }, answer_of(fake, after).json)
+        assert.are_not.equal(line.n, fake.requests[6].line.n)
     end)
 
     it("stops cleanly with a body lent to a line its owner does not read",
