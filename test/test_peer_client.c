@@ -1766,3 +1766,27 @@ TEST_IMPL(peer_pipe_idle_after_empty_connect) {
   ASSERT_EQ(stop(), 0);
   return 0;
 }
+
+/* A pipe's answer past the body limit fails the line (too_large) with
+ * every request written on it; the next request gets a fresh line. */
+TEST_IMPL(peer_pipe_answer_too_large) {
+  defaults();
+  lim.max_response_bytes = 16;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/ok", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 1, "/far-too-long-an-answer-to-take", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 2, "/behind", 5000, 1), 0);
+  RUN_UNTIL(ncalls == 3);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_TOO_LARGE);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_TOO_LARGE);
+  ASSERT_EQ(go_key(p, 3, "/next", 5000, 1), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
