@@ -18,6 +18,8 @@
  * silent request on it waits.
  * /raw...     answered with srv.raw, then srv.then (keep, close, reset)
  * /close...   answered with Connection: close
+ * POST /early answered as soon as its head is read, its body never read
+ * /then-discard... answered, then everything after it read and forgotten
  * anything    answered 200 with the target as body, Content-Type and a
  *             Retry-After */
 
@@ -90,6 +92,22 @@ static void swrite(sconn_t *c, const char *data, size_t len, int then) {
   uv_write(&sw->req, (uv_stream_t *)&c->tcp, &b, 1, on_swrite);
 }
 
+/* A server connection that reads and forgets until its peer goes. */
+static char discard[65536];
+static size_t discarded;
+static void on_sdiscard_alloc(uv_handle_t *h, size_t s, uv_buf_t *buf) {
+  (void)h;
+  (void)s;
+  *buf = uv_buf_init(discard, sizeof(discard));
+}
+static void on_sdiscard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  (void)buf;
+  if (n < 0)
+    sconn_close(s->data, 0);
+  else
+    discarded += (size_t)n;
+}
+
 static void echo(sconn_t *c, const char *target, const char *extra) {
   char out[512];
   int n = snprintf(out, sizeof(out),
@@ -108,6 +126,11 @@ static void handle(sconn_t *c, const char *target) {
     c->silent = 1;
   } else if (strncmp(target, "/raw", 4) == 0) {
     swrite(c, srv.raw, srv.raw_len, srv.then);
+  } else if (strncmp(target, "/then-discard", 13) == 0) {
+    echo(c, target, "");
+    c->silent = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_read_start((uv_stream_t *)&c->tcp, on_sdiscard_alloc, on_sdiscard);
   } else if (strncmp(target, "/close", 6) == 0) {
     echo(c, target, "Connection: close\r\n");
   } else {
@@ -123,6 +146,14 @@ static void sconn_parse(sconn_t *c) {
     size_t head = (size_t)(end - c->in) + 4, body = 0;
     char *cl = memmem(c->in, head, "Content-Length: ", 16);
     if (cl) body = strtoul(cl + 16, NULL, 10);
+    if (c->len < head + body && memcmp(c->in, "POST /early", 11) == 0) {
+      /* Answered on its head, its body left unread. */
+      c->silent = 1;
+      uv_read_stop((uv_stream_t *)&c->tcp);
+      srv.requests++;
+      echo(c, "/early", "");
+      return;
+    }
     if (c->len < head + body) return;
     size_t n =
         head + body < sizeof(srv.last) - 1 ? head + body : sizeof(srv.last) - 1;
@@ -257,8 +288,9 @@ static ephd_slice_t S(const char *s) {
 /* Sends GET target as request i; returns send's result. */
 static int go_as(ephd_peer_t *p, int i, const char *target, uint64_t timeout_ms,
                  int parks) {
-  ephd_peer_request_t req = {S("GET"), S(target), S(""), S(""), timeout_ms,
-                             parks,    0,         NULL,  0,     0};
+  ephd_peer_request_t req = {S("GET"),   S(target), S(""), S(""),
+                             timeout_ms, parks,     0,     NULL,
+                             0,          0,         NULL};
   return ephd_peer_send(p, &req, on_done, &res[i], &handles[i]);
 }
 
@@ -354,7 +386,8 @@ TEST_IMPL(peer_request_response) {
                              0,
                              NULL,
                              0,
-                             0};
+                             0,
+                             NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT_EQ(res[0].calls, 0); /* never from inside send */
   RUN_UNTIL(res[0].calls);
@@ -402,7 +435,7 @@ static void on_chain(void *data, int kind, const ephd_peer_response_t *r) {
   on_done(data, kind, r);
   if (kind == EPHD_PEER_OK && --chain_left > 0) {
     ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                               0,        NULL,          0,     0};
+                               0,        NULL,          0,     0,     NULL};
     ephd_peer_send(chain_peer, &req, on_chain, data, &handles[1]);
   }
 }
@@ -422,7 +455,7 @@ TEST_IMPL(peer_keep_alive_reuse) {
   chain_peer = p;
   chain_left = 10;
   ephd_peer_request_t req = {S("GET"), S("/chained"), S(""), S(""), 5000, 0,
-                             0,        NULL,          0,     0};
+                             0,        NULL,          0,     0,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_chain, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[1].calls == 10);
   ASSERT_EQ(srv.accepted, 1);
@@ -856,8 +889,8 @@ TEST_IMPL(peer_close_all_pending) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   chain_peer = p;
-  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000,
-                             0,        0,          NULL,  0,     0};
+  ephd_peer_request_t req = {S("GET"), S("/hold"), S(""), S(""), 5000, 0,
+                             0,        NULL,       0,     0,     NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_stop_send, &res[0], &handles[0]), 0);
   ASSERT_EQ(go(p, 1, "/queued"), 0);
   ASSERT_EQ(go_as(p, 2, "/hold-parked", 5000, 1), 0);
@@ -899,7 +932,7 @@ TEST_IMPL(peer_borrowed_body_and_peer_bytes) {
   memset(body, 'b', sizeof(body));
   ephd_peer_request_t req = {S("POST"), S("/echo"), S(""), {body, sizeof(body)},
                              5000,      0,          1,     NULL,
-                             0,         0};
+                             0,         0,          NULL};
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[0], &handles[0]), 0);
   ASSERT(st()->bytes > sizeof(body));
   RUN_UNTIL(res[0].calls);
@@ -1012,8 +1045,8 @@ TEST_IMPL(peer_refuses_unusable_requests) {
   defaults();
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000,
-                           0,        0,       NULL,  0,     0};
+  ephd_peer_request_t r = {S("GET"), S("/x"), S(""), S(""), 1000, 0,
+                           0,        NULL,    0,     0,     NULL};
   ephd_peer_request_t bad[9];
   for (int i = 0; i < 9; i++) bad[i] = r;
   bad[0].timeout_ms = 0;
@@ -1346,5 +1379,414 @@ TEST_IMPL(peer_parked_share) {
             EPHD_PEER_E_SHARE);
   ASSERT_EQ(stop(), 0);
   ASSERT_EQ(res[3].kind, EPHD_PEER_E_STOPPING);
+  return 0;
+}
+
+/* A line that had answered everything, then carried a request the peer
+ * read and holds, and behind it a large borrowed body the peer does not
+ * read: the body's asker leaves while the write still holds its bytes,
+ * so the line is dropped by us, not closed by the peer. The held request
+ * was read (it may be applied): it fails, and is never written again. */
+TEST_IMPL(peer_pipe_cancel_mid_write_resends_nothing) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/first", 5000, 1), 0);
+  RUN_UNTIL(res[0].calls); /* the line is quiet: every answer read */
+  ASSERT_EQ(go_key(p, 1, "/hold-read", 5000, 1), 0);
+  RUN_UNTIL(srv_held() == 1);
+  sconn_t *s = holding("/hold-read");
+  uv_read_stop((uv_stream_t *)&s->tcp); /* nothing more is read */
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]), 0);
+  RUN_UNTIL(st()->pipe_writes == 3);
+  ephd_peer_cancel(handles[2]);
+  free(body); /* the asker's body is gone with it */
+  RUN_UNTIL(res[1].calls || st()->retries);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(srv.requests, 2); /* /hold-read was read once, never again */
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* The asker's callback frees the borrowed body, as the relay's does. */
+static char *early_body;
+static uint64_t open_at_answer;
+static void on_early(void *data, int kind, const ephd_peer_response_t *r) {
+  open_at_answer = st()->connections_open;
+  on_done(data, kind, r);
+  free(early_body);
+  early_body = NULL;
+}
+
+/* A peer that answers a piped request before it read the request's body:
+ * the line still writing that body is ended before the asker hears (its
+ * borrowed body goes with it), never written from after. */
+TEST_IMPL(peer_pipe_answer_before_body_read) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  size_t big = 32u << 20;
+  early_body = malloc(big);
+  ASSERT(early_body != NULL);
+  memset(early_body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/early"),
+                             .headers = S(""),
+                             .body = {early_body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_early, &res[0], &handles[0]), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/early");
+  ASSERT_EQ(open_at_answer, 0); /* the line was ended first */
+  /* The peer reads again: nothing of the freed body may reach it. */
+  for (sconn_t *c = srv.conns; c; c = c->next)
+    uv_read_start((uv_stream_t *)&c->tcp, on_sdiscard_alloc, on_sdiscard);
+  RUN_UNTIL(srv.open == 0);
+  ASSERT_EQ(go_key(p, 1, "/next", 5000, 1), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_OK);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A written request cancelled while a later write, carrying another
+ * asker's body, is unfinished: its own bytes are all out, so the line
+ * stays; its answer is read and dropped, and the later request is not
+ * failed for it. */
+TEST_IMPL(peer_pipe_cancel_behind_unfinished_write) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/hold-read", 5000, 1), 0);
+  RUN_UNTIL(srv_held() == 1);
+  sconn_t *s = holding("/hold-read");
+  uv_read_stop((uv_stream_t *)&s->tcp);
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  RUN_UNTIL(st()->pipe_writes == 2);
+  ephd_peer_cancel(handles[0]);
+  ASSERT_EQ(srv_release(), 1); /* its answer comes, and is dropped */
+  RUN_UNTIL(st()->in_flight == 1);
+  ASSERT_EQ(st()->connections_open, 1);
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(res[1].calls, 0);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
+  free(body);
+  return 0;
+}
+
+/* An asker that can wait for its borrowed body (release) has it lent when
+ * it leaves while the body is being written: the line stays for the
+ * others' answers, and the body comes back once the write is over, or
+ * once the line is lost. */
+static int released;
+static void on_release(void *data) {
+  released++;
+  free(*(char **)data);
+}
+
+TEST_IMPL(peer_pipe_cancel_lends_borrowed_body) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  released = 0;
+  size_t big = 32u << 20;
+  char *bodies[2];
+  for (int k = 0; k < 2; k++) {
+    uint32_t key = (uint32_t)k + 1;
+    const char *held = k ? "/hold-two" : "/hold-one";
+    ASSERT_EQ(go_key(p, 2 * k, held, 5000, key), 0);
+    RUN_UNTIL(srv_held() == k + 1);
+    uv_read_stop((uv_stream_t *)&holding(held)->tcp);
+    bodies[k] = malloc(big);
+    ASSERT(bodies[k] != NULL);
+    memset(bodies[k], 'x', big);
+    ephd_peer_request_t req = {.method = S("POST"),
+                               .target = S("/big"),
+                               .headers = S(""),
+                               .body = {bodies[k], big},
+                               .timeout_ms = 5000,
+                               .borrows = 1,
+                               .key = key,
+                               .release = on_release};
+    ASSERT_EQ(ephd_peer_send(p, &req, on_done, &bodies[k], &handles[2 * k + 1]),
+              0);
+    RUN_UNTIL(st()->pipe_writes == (uint64_t)(2 * k + 2));
+    ASSERT_EQ(ephd_peer_cancel(handles[2 * k + 1]), 1);
+    ASSERT_EQ(released, 0);
+    ASSERT_EQ(st()->connections_open, (uint64_t)(k + 1));
+  }
+  /* The first peer reads it all: the body is given back, and the held
+   * request still gets its own answer on that line. */
+  sconn_t *one = holding("/hold-one");
+  uv_read_start((uv_stream_t *)&one->tcp, on_sdiscard_alloc, on_sdiscard);
+  RUN_UNTIL(released == 1);
+  echo(one, "/hold-one", "");
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_MEM_EQ(res[0].body, res[0].body_len, "/hold-one");
+  /* The second resets its line: what it read fails, the body comes back
+   * as its write is cancelled. */
+  sconn_close(holding("/hold-two"), 1);
+  RUN_UNTIL(released == 2 && res[2].calls);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_CLOSED);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A write of a small request and a large one behind it: the peer answers
+ * the small one while the large one's body is still going out. That is
+ * no early answer (the small one was all written): the line stays. */
+TEST_IMPL(peer_pipe_answer_while_later_body_written) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  discarded = 0;
+  size_t big = 32u << 20;
+  char *body = malloc(big);
+  ASSERT(body != NULL);
+  memset(body, 'x', big);
+  ASSERT_EQ(go_key(p, 0, "/then-discard", 5000, 1), 0);
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S("/big"),
+                             .headers = S(""),
+                             .body = {body, big},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(st()->pipe_writes, 1);
+  RUN_UNTIL(discarded + sizeof(discard) >= big || res[1].calls);
+  ASSERT_EQ(res[1].calls, 0);
+  ASSERT_EQ(st()->connections_open, 1);
+  ASSERT_EQ(stop(), 0);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_STOPPING);
+  free(body);
+  return 0;
+}
+
+/* Pipes to a name: the requests wait for its resolution, then go in one
+ * write; a name that does not resolve fails them all (resolve), and the
+ * next ones too, without a hang; the name's other addresses are tried. */
+TEST_IMPL(peer_pipe_names) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "localhost:%d", srv.port);
+  ephd_peer_t *named = ephd_peer(addr);
+  for (int i = 0; i < 3; i++) ASSERT_EQ(go_key(named, i, "/n", 5000, 1), 0);
+  RUN_UNTIL(ncalls == 3);
+  for (int i = 0; i < 3; i++) ASSERT_EQ(res[i].kind, EPHD_PEER_OK);
+  ephd_peer_t *nowhere = ephd_peer("no-such-member.invalid:80");
+  ASSERT(nowhere != NULL);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 3; i < 6; i++)
+      ASSERT_EQ(go_key(nowhere, i, "/x", 2000, (uint32_t)i), 0);
+    RUN_UNTIL(ncalls == 6 + 3 * round);
+    for (int i = 3; i < 6; i++) ASSERT_EQ(res[i].kind, EPHD_PEER_E_RESOLVE);
+  }
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* An asker that sends again from the callback of a pipe's failed
+ * connection: its new request gets a connection of its own to try, not
+ * the failure of the one before it (an asker that always retried would
+ * have held the loop in that callback for ever). */
+static int resends_left;
+static ephd_peer_t *resend_peer;
+static void on_resend(void *data, int kind, const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  if (resends_left-- > 0) {
+    ephd_peer_request_t req = {.method = S("GET"),
+                               .target = S("/again"),
+                               .headers = S(""),
+                               .body = S(""),
+                               .timeout_ms = 2000,
+                               .key = 1};
+    ephd_peer_send(resend_peer, &req, on_resend, data, &handles[0]);
+  }
+}
+
+TEST_IMPL(peer_pipe_send_from_connect_failure) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  /* A port nobody listens on: connects are refused. */
+  uv_tcp_t hole;
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", 0, &a);
+  uv_tcp_init(&loop, &hole);
+  ASSERT_EQ(uv_tcp_bind(&hole, (struct sockaddr *)&a, 0), 0);
+  int len = sizeof(a);
+  uv_tcp_getsockname(&hole, (struct sockaddr *)&a, &len);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+  uv_close((uv_handle_t *)&hole, NULL);
+  resend_peer = ephd_peer(addr);
+  resends_left = 3;
+  uint64_t opened = st()->connections_opened;
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/first"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 2000,
+                             .key = 1};
+  ASSERT_EQ(ephd_peer_send(resend_peer, &req, on_resend, &res[0], &handles[0]),
+            0);
+  RUN_UNTIL(res[0].calls == 4);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CONNECT);
+  ASSERT_EQ(st()->connections_opened - opened, 4);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A request sent from a callback the peer's timer runs, on a pipe the
+ * timer had already looked at: its deadline still holds (the timer, set
+ * again for the pipes it had seen, kept the sooner due the send set). */
+static uint64_t sent_at, failed_at;
+static void on_late(void *data, int kind, const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  failed_at = uv_now(&loop);
+}
+static void on_send_behind(void *data, int kind,
+                           const ephd_peer_response_t *r) {
+  on_done(data, kind, r);
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/silent-late"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 100,
+                             .key = 3}; /* pipe 0 */
+  sent_at = uv_now(&loop);
+  ephd_peer_send(chain_pipe, &req, on_late, &res[2], &handles[2]);
+}
+
+TEST_IMPL(peer_pipe_deadline_of_send_from_timer) {
+  defaults();
+  lim.pipes = 3;
+  lim.idle_timeout_ms = 3000;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  chain_pipe = p;
+  ASSERT_EQ(go_key(p, 0, "/warm", 5000, 3), 0); /* pipe 0, then idle */
+  RUN_UNTIL(res[0].calls);
+  ephd_peer_request_t req = {.method = S("GET"),
+                             .target = S("/silent"),
+                             .headers = S(""),
+                             .body = S(""),
+                             .timeout_ms = 50,
+                             .key = 1}; /* pipe 1 */
+  ASSERT_EQ(ephd_peer_send(p, &req, on_send_behind, &res[1], &handles[1]), 0);
+  RUN_UNTIL(res[2].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_ANSWER_TIMEOUT);
+  ASSERT(failed_at - sent_at < 1000);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A pipe's connection that is still connecting when its requests' deadline
+ * passes is given up with them: the next request tries a fresh one, not
+ * the same attempt the kernel may retry for minutes (a member behind a
+ * network that dropped its SYNs, and then healed). */
+TEST_IMPL(peer_pipe_connect_given_up) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  int fds[2];
+  int port = blackhole(fds);
+  ASSERT(port > 0);
+  char addr[32];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+  ephd_peer_t *hole = ephd_peer(addr);
+  uint64_t opened = st()->connections_opened;
+  ASSERT_EQ(go_key(hole, 0, "/never", 50, 1), 0);
+  RUN_UNTIL(res[0].calls);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(st()->connections_open, 0);
+  ASSERT_EQ(go_key(hole, 1, "/again", 50, 1), 0);
+  RUN_UNTIL(res[1].calls);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_CONNECT_TIMEOUT);
+  ASSERT_EQ(st()->connections_opened - opened, 2);
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A pipe's connection that opens after every request it was opened for
+ * went (cancelled while it connected) closes once idle, as any other. */
+TEST_IMPL(peer_pipe_idle_after_empty_connect) {
+  defaults();
+  lim.idle_timeout_ms = 100;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/gone", 5000, 1), 0);
+  ephd_peer_cancel(handles[0]);
+  RUN_UNTIL(srv.accepted == 1);
+  RUN_UNTIL(st()->connections_open == 0);
+  ASSERT_EQ(res[0].calls, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A pipe's answer past the body limit fails the line (too_large) with
+ * every request written on it; the next request gets a fresh line. */
+TEST_IMPL(peer_pipe_answer_too_large) {
+  defaults();
+  lim.max_response_bytes = 16;
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  ASSERT_EQ(go_key(p, 0, "/ok", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 1, "/far-too-long-an-answer-to-take", 5000, 1), 0);
+  ASSERT_EQ(go_key(p, 2, "/behind", 5000, 1), 0);
+  RUN_UNTIL(ncalls == 3);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
+  ASSERT_EQ(res[1].kind, EPHD_PEER_E_TOO_LARGE);
+  ASSERT_EQ(res[2].kind, EPHD_PEER_E_TOO_LARGE);
+  ASSERT_EQ(go_key(p, 3, "/next", 5000, 1), 0);
+  RUN_UNTIL(res[3].calls);
+  ASSERT_EQ(res[3].kind, EPHD_PEER_OK);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(st()->retries, 0);
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(stop(), 0);
   return 0;
 }

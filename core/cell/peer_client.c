@@ -89,12 +89,21 @@ struct ephd_peer_call {
   int head;    /* a HEAD request: its answer has no body */
   int retried;
   int addrs_tried;
+  uint32_t write_no; /* a pipe's: which write of its connection carried it */
   void (*answer_bytes)(void *data, size_t bytes);
   size_t head_end;   /* in bytes: where the head's blank line begins */
   size_t answer_cap; /* what answer_bytes was last told */
   size_t total;      /* len and the body's: what the peer's bytes count */
   const char *body;  /* a borrowed body, written after bytes; or NULL */
   size_t body_len;
+  /* A cancelled request whose borrowed body its connection's write still
+   * holds is lent (in the connection's lent list) until that write ends,
+   * then release(lender) gives the body back; one freed meanwhile (its
+   * answer read, its line dropped) is R_DONE, and freed then. */
+  void (*release)(void *lender);
+  void *lender;
+  ephd_node_t lent_link;
+  int lent;
   size_t len;
   char bytes[]; /* the request as written (its body unless borrowed) */
 };
@@ -110,6 +119,7 @@ struct conn {
   ephd_peer_call_t *req;
   pipe_t *pipe;          /* the pipe it carries; NULL: one request at a time */
   ephd_list_t written;   /* a pipe's: written, answered in this order */
+  ephd_list_t lent;      /* cancelled, their bodies in the write: on_write */
   ephd_node_t idle_link; /* in the peer's idle list, newest first */
   /* What was read: whole answers first (taken), then the one in progress;
    * llhttp's, headers as read and the body compacted. */
@@ -125,7 +135,8 @@ struct conn {
   int addr;      /* which of the peer's addresses */
   uint32_t uses; /* answers it carried */
   int writing;
-  int sessioned; /* its first request carried the session line */
+  uint32_t writes; /* a pipe's: the writes made on it */
+  int sessioned;   /* its first request carried the session line */
   char session[EPHD_PEER_SESSION_MAX];
   int got_bytes; /* of the answer in progress */
   /* The answer being parsed; spans are offsets into in. */
@@ -329,12 +340,16 @@ static void not_live(void) {
   if (--live == 0 && drain_done) uv_timer_start(&drain_timer, on_drained, 0, 0);
 }
 
-/* A cancelled request's answer was read (or its connection is gone). */
+/* A cancelled request's answer was read (or its connection is gone); one
+ * lent is freed once its body is given back (on_write). */
 static void orphan_free(ephd_peer_call_t *r) {
   r->peer->piped--;
   stats.in_flight--;
   gone(r);
-  free(r);
+  if (r->lent)
+    r->state = R_DONE;
+  else
+    free(r);
 }
 
 /* Takes r out of every list and slot it holds and closes a connection of
@@ -492,12 +507,14 @@ static void pipe_write(pipe_t *pp) {
   uv_buf_t b[4 * WRITE_MAX];
   unsigned nb = 0, n = 0;
   uint64_t now_ns = uv_hrtime();
+  c->writes++;
   ephd_peer_call_t *r;
   while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
     ephd_list_remove(&pp->unwritten, &r->link);
     ephd_list_append(&c->written, &r->link);
     r->state = R_WRITTEN;
     r->conn = c;
+    r->write_no = c->writes;
     r->sent_ns = now_ns;
     nb += request_bufs(c, r, b + nb);
   }
@@ -560,6 +577,18 @@ static void fail_later(ephd_peer_call_t *r, int kind) {
   ephd_list_append(&r->peer->pipe_failing, &r->link);
 }
 
+/* Every request the pipe has not written fails with kind, now: those a
+ * callback sends meanwhile are the next connection's, not this failure's
+ * (an asker that sent again at each failure held the loop for ever). */
+static void fail_unwritten(pipe_t *pp, int kind) {
+  ephd_peer_call_t *r;
+  while ((r = relay_of(pp->unwritten.head))) {
+    ephd_list_remove(&pp->unwritten, &r->link);
+    fail_later(r, kind);
+  }
+  tell_failures(pp->peer, 0);
+}
+
 /* The pipe's connection is gone (the peer closed or reset it, a write
  * failed, the oldest answer's deadline passed, bytes nobody asked for, a
  * cancel while its bytes were still being written). Its written requests
@@ -611,15 +640,15 @@ static void pipe_connected(conn_t *c, int status) {
       return;
     }
     pp->addrs_tried = 0;
-    ephd_peer_call_t *r;
-    while ((r = relay_of(pp->unwritten.head)))
-      complete(r, EPHD_PEER_E_CONNECT, NULL);
+    fail_unwritten(pp, EPHD_PEER_E_CONNECT);
     return;
   }
   pp->addrs_tried = 0;
   p->preferred = c->addr;
   c->state = C_BUSY;
   c->idle_since = uv_now(loop);
+  /* Its requests may all have gone while it connected: it ages then. */
+  peer_timer_at(p, c->idle_since + limits.idle_timeout_ms);
   pipe_write(pp);
 }
 
@@ -631,19 +660,25 @@ static uint64_t pipe_tend(pipe_t *pp, uint64_t now) {
   if (pp->failure && pp->conn == NULL) {
     int kind = pp->failure;
     pp->failure = 0;
-    ephd_peer_call_t *r;
-    while ((r = relay_of(pp->unwritten.head))) complete(r, kind, NULL);
+    fail_unwritten(pp, kind);
   }
   conn_t *c = pp->conn;
   ephd_peer_call_t *w = c ? relay_of(c->written.head) : NULL;
   if (w && w->deadline <= now) pipe_drop(c, EPHD_PEER_E_ANSWER_TIMEOUT, 0);
-  ephd_peer_call_t *u;
-  while ((u = relay_of(pp->unwritten.head)) && u->deadline <= now)
-    complete(u,
-             pp->conn && pp->conn->state == C_CONNECTING
-                 ? EPHD_PEER_E_CONNECT_TIMEOUT
-                 : EPHD_PEER_E_QUEUE_TIMEOUT,
-             NULL);
+  ephd_peer_call_t *u = relay_of(pp->unwritten.head);
+  if (u && u->deadline <= now) {
+    int kind = EPHD_PEER_E_QUEUE_TIMEOUT;
+    if (pp->conn && pp->conn->state == C_CONNECTING) {
+      /* Given up with them: the kernel may go on retrying that attempt
+       * for minutes after the peer is reachable again, and the next
+       * request would wait on it. It tries a fresh one. */
+      kind = EPHD_PEER_E_CONNECT_TIMEOUT;
+      conn_abort(pp->conn);
+    }
+    while ((u = relay_of(pp->unwritten.head)) && u->deadline <= now)
+      complete(u, kind, NULL);
+    pipe_connect(pp);
+  }
   c = pp->conn;
   if (c && (w = relay_of(c->written.head))) return w->deadline;
   if (u) return u->deadline;
@@ -671,26 +706,59 @@ static void on_peer_timer(uv_timer_t *t) {
       oldest->idle_since + limits.idle_timeout_ms < due)
     due = oldest->idle_since + limits.idle_timeout_ms;
   if (p->pipe_failing.head) due = now;
+  /* A callback above may have sent, arming the timer for a pipe already
+   * looked at: the sooner due stands. */
+  if (uv_is_active((uv_handle_t *)t) && p->timer_due < due) due = p->timer_due;
   if (due != UINT64_MAX && !stopping) {
     p->timer_due = due;
     uv_timer_start(t, on_peer_timer, due > now ? due - now : 0, 0);
   }
 }
 
+/* Whether the write that carried r still holds bytes of it (its head, or
+ * its body, borrowed or not); next is the request written after it, if
+ * any. Only the connection's last write can, one write being made at a
+ * time, and its bytes go out in order: r's are all out once what libuv
+ * has left of it is no more than the requests after r in it. (A small
+ * push answered while a large one behind it is still going out is no
+ * early answer.) */
+static int still_writing(conn_t *c, const ephd_peer_call_t *r,
+                         ephd_node_t *next) {
+  if (!c->writing || r->write_no != c->writes) return 0;
+  size_t left = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+  size_t after = 0;
+  for (; next && after < left; next = next->next) {
+    const ephd_peer_call_t *w = relay_of(next);
+    after += w->len + w->body_len;
+  }
+  return left > after;
+}
+
 /* A written request is cancelled. Its answer will come in its turn, and
  * the answers behind it are wanted: it stays on its connection, to be
- * read and dropped. Unless the write that carries it still holds its
- * bytes (a borrowed body goes away with its asker): the connection goes,
- * as any lost one, its failures told from the timer. */
-static void pipe_orphan(ephd_peer_call_t *r) {
+ * read and dropped. Its own bytes stay with it; a borrowed body the write
+ * still holds is lent until the write ends (1), when its asker can wait
+ * for it (release), and otherwise goes away with its asker: then the
+ * connection goes, as any lost one, its failures told from the timer. */
+static int pipe_orphan(ephd_peer_call_t *r) {
   conn_t *c = r->conn;
   r->cb = NULL;
   r->data = NULL;
   r->answer_bytes = NULL;
   r->state = R_ORPHAN;
   not_live();
-  if (c->writing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > 0)
-    pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  if (r->body == NULL || !still_writing(c, r, r->link.next)) return 0;
+  if (r->release) {
+    r->lent = 1;
+    ephd_list_append(&c->lent, &r->lent_link);
+    return 1;
+  }
+  /* We drop it, the peer did not close it: quiet or not, the peer may
+   * have read every request written before the bytes still held (a push
+   * it holds, or is applying), and none may be written again. */
+  c->quiet = 0;
+  pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  return 0;
 }
 
 /* close_all: every pipe's requests hear that this broker stops. */
@@ -800,6 +868,15 @@ static void conn_fail(conn_t *c, int kind);
 static void on_write(uv_write_t *w, int status) {
   conn_t *c = w->data;
   c->writing = 0;
+  /* Done, failed or cancelled by the close: libuv reads none of it now. */
+  ephd_node_t *n;
+  while ((n = c->lent.head)) {
+    ephd_peer_call_t *r = EPHD_ENTRY(n, ephd_peer_call_t, lent_link);
+    ephd_list_remove(&c->lent, n);
+    r->lent = 0;
+    r->release(r->lender);
+    if (r->state == R_DONE) free(r);
+  }
   if (c->state == C_CLOSED) return;
   if (status < 0)
     conn_fail(c, EPHD_PEER_E_CLOSED);
@@ -1045,9 +1122,17 @@ static void deliver(conn_t *c, const ephd_answer_t *a) {
 static int pipe_deliver(conn_t *c, const ephd_answer_t *a) {
   ephd_peer_call_t *r = c->req;
   ephd_peer_response_t res = response_of(&c->in, a);
+  ephd_node_t *next = r->link.next;
   ephd_list_remove(&c->written, &r->link);
   c->req = relay_of(c->written.head);
   c->uses++;
+  /* The peer answered before it read all of r: the write goes on from
+   * bytes the asker frees once it hears (a borrowed body, r itself). The
+   * line ends first, as one we drop (the rest told later, after this). */
+  if (still_writing(c, r, next)) {
+    c->quiet = 0;
+    pipe_drop(c, EPHD_PEER_E_CLOSED, 1);
+  }
   if (c->req == NULL && c->taken == c->in.len) {
     c->quiet = 1;
     c->idle_since = uv_now(loop);
@@ -1565,6 +1650,8 @@ int ephd_peer_send(ephd_peer_t *p, const ephd_peer_request_t *req,
   if (req->borrows && req->body.len) {
     r->body = req->body.ptr;
     r->body_len = req->body.len;
+    r->release = req->release;
+    r->lender = data;
   }
   r->len = len;
   r->total = total;
@@ -1623,17 +1710,15 @@ void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res) {
   (void)res;
 }
 
-void ephd_peer_cancel(ephd_peer_call_t *r) {
-  if (r == NULL || r->state == R_DONE || r->state == R_ORPHAN) return;
+int ephd_peer_cancel(ephd_peer_call_t *r) {
+  if (r == NULL || r->state == R_DONE || r->state == R_ORPHAN) return 0;
   ephd_peer_t *p = r->peer;
   stats.cancelled++;
-  if (r->state == R_WRITTEN) {
-    pipe_orphan(r);
-    return;
-  }
+  if (r->state == R_WRITTEN) return pipe_orphan(r);
   detach(r);
   if (r->lane == LANE_PIPE) free(r);
   pump(p);
+  return 0;
 }
 
 static ephd_peer_call_t *any_pending(ephd_peer_t *p) {

@@ -33,8 +33,12 @@
  *    the oldest answer on its connection is past its deadline): the peer
  *    may have read and applied it, and a push must not be applied twice.
  * A request cancelled once written stays on its pipe until its answer is
- * read and dropped (the answers behind it are still wanted), unless its
- * bytes are still being written: then its connection is dropped, as above.
+ * read and dropped (the answers behind it are still wanted); a borrowed
+ * body still being written is lent until the write ends (the request's
+ * release), or, without a release, its connection is dropped, as above
+ * but with nothing written again (the drop is ours, not the peer's idle
+ * close). So is the connection of a request answered before all its bytes
+ * were written, before its callback runs.
  *
  * The module is one per process (as http.c): ephd_peer_init, then peers
  * and requests, then ephd_peer_close_all at shutdown. */
@@ -131,6 +135,11 @@ typedef struct {
   /* A parking request's share (its tenant, as any tag but 0): a share
    * holds at most max_parked_share of the peer's parking lane. 0: none. */
   uint64_t share;
+  /* With a borrowed body: a cancel that finds it still being written on a
+   * pipe lends it (ephd_peer_cancel returns 1) and this gives it back,
+   * with the callback's data, once the write is over. NULL: such a cancel
+   * ends the connection, failing the requests written on it. */
+  void (*release)(void *data);
 } ephd_peer_request_t;
 
 /* The peer's answer; every slice points into the relay's buffer and lives
@@ -197,8 +206,9 @@ void ephd_peer_ignore(void *data, int result, const ephd_peer_response_t *res);
  * one in flight on a connection of its own closes it (its answer could not
  * be told from the next one's); one written on a pipe has its answer read
  * and dropped. Only for a handle whose callback has not run. A borrowed
- * body is not read once this returns. */
-void ephd_peer_cancel(ephd_peer_call_t *r);
+ * body is not read once this returns 0; on 1 it is still being written,
+ * and the request's release gives it back (never from inside this). */
+int ephd_peer_cancel(ephd_peer_call_t *r);
 /* The longest line ephd_peer_session may ask for. */
 #define EPHD_PEER_SESSION_MAX 160
 /* write(out, authority) writes len bytes (at most EPHD_PEER_SESSION_MAX),

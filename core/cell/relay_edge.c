@@ -116,6 +116,7 @@ static const char *f_group(const forward_t *f) {
 }
 
 static void on_answer(void *data, int result, const ephd_peer_response_t *res);
+static void on_released(void *data);
 
 /* s may be NULL when n is 0 (a pop's body, a group not named), which
  * memcpy may not be given. */
@@ -170,6 +171,7 @@ static int send_to(forward_t *f, const ephd_member_t *owner) {
       .answer_bytes = on_answer_bytes,
       .key = pipe_key(f),
       .share = f->parks ? ephd_relay_share(f_tenant(f), f->tenant_len) : 0,
+      .release = on_released,
   };
   f->owner = owner->id;
   f->peer = peer;
@@ -345,10 +347,17 @@ static void on_answer(void *data, int result, const ephd_peer_response_t *res) {
   free(f);
 }
 
+/* A cancelled relay's body, written to its owner after its client left,
+ * is no longer read. */
+static void on_released(void *data) { free(data); }
+
 static void on_cancel(void *data) {
   forward_t *f = data;
-  if (f->relay) ephd_peer_cancel(f->relay);
   forwarded[f->verb][OUT_CANCELLED]++;
+  /* Its body still being written on the owner's pipe: the request is kept
+   * until that write is over (on_released), rather than the pipe dropped
+   * with the other clients' pushes the owner has read on it. */
+  if (f->relay && ephd_peer_cancel(f->relay)) return;
   free(f);
 }
 

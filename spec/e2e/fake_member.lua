@@ -103,15 +103,24 @@ local function answer_bytes(status, body, extra)
 end
 _M.answer_bytes = answer_bytes
 
--- The whole requests at the front of l.buf, each handled as it is parsed.
+-- The whole requests at the front of l.buf, each handled as it is parsed;
+-- a line that answered early (on_head) reads on and forgets.
 function Line:parse(fake)
-    while true do
+    while not self.early do
         local head_end = self.buf:find("\r\n\r\n", 1, true)
         if not head_end then return end
         local head = self.buf:sub(1, head_end + 1)
         local length = tonumber(head:lower():match(
             "\r\ncontent%-length:%s*(%d+)")) or 0
-        if #self.buf < head_end + 3 + length then return end
+        if #self.buf < head_end + 3 + length then
+            -- A spec's on_head(line, head) may answer before the body is
+            -- read, as a server refusing early does: true if it did.
+            if fake.on_head and fake.on_head(self, head) then
+                self.early = true
+                self.buf = ""
+            end
+            return
+        end
         local method, target = head:match("^(%u+) (%S+)")
         local req = {
             line = self, method = method, target = target, head = head,
@@ -205,11 +214,14 @@ function Line:reset()
 end
 
 -- Accepts and reads whatever is ready, for up to `timeout` seconds of
--- waiting for something to be.
+-- waiting for something to be; a line a spec set `paused` is not read (its
+-- peer's writes to it stall once the socket's buffers are full).
 function _M:step(timeout)
     local watch = { self.server }
     for _, l in ipairs(self.lines) do
-        if not l.closed and not l.eof then watch[#watch + 1] = l.sock end
+        if not l.closed and not l.eof and not l.paused then
+            watch[#watch + 1] = l.sock
+        end
     end
     local readable = socket.select(watch, nil, timeout or 0)
     for _, s in ipairs(readable) do
@@ -233,8 +245,11 @@ function _M:step(timeout)
             data = data or partial
             if data and #data > 0 then
                 l.reads = l.reads + 1
-                l.buf = l.buf .. data
-                l:parse(self)
+                l.bytes = (l.bytes or 0) + #data
+                if not l.early then
+                    l.buf = l.buf .. data
+                    l:parse(self)
+                end
             end
             if err == "closed" then
                 l.eof = true
