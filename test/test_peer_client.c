@@ -1382,6 +1382,28 @@ TEST_IMPL(peer_parked_share) {
   return 0;
 }
 
+/* A borrowed body larger than a peer's socket buffers take at once: its
+ * write stays unfinished while the peer does not read. */
+#define BIG_BODY (32u << 20)
+
+static char *big_body(void) {
+  char *body = malloc(BIG_BODY);
+  if (body) memset(body, 'x', BIG_BODY);
+  return body;
+}
+
+/* A POST of body (BIG_BODY, borrowed) to target on the pipe key chooses. */
+static ephd_peer_request_t big_post(const char *target, char *body,
+                                    uint32_t key) {
+  ephd_peer_request_t req = {.method = S("POST"),
+                             .target = S(target),
+                             .headers = S(""),
+                             .body = {body, BIG_BODY},
+                             .timeout_ms = 5000,
+                             .borrows = 1,
+                             .key = key};
+  return req;
+}
 /* A line that had answered everything, then carried a request the peer
  * read and holds, and behind it a large borrowed body the peer does not
  * read: the body's asker leaves while the write still holds its bytes,
@@ -1397,17 +1419,9 @@ TEST_IMPL(peer_pipe_cancel_mid_write_resends_nothing) {
   RUN_UNTIL(srv_held() == 1);
   sconn_t *s = holding("/hold-read");
   uv_read_stop((uv_stream_t *)&s->tcp); /* nothing more is read */
-  size_t big = 32u << 20;
-  char *body = malloc(big);
+  char *body = big_body();
   ASSERT(body != NULL);
-  memset(body, 'x', big);
-  ephd_peer_request_t req = {.method = S("POST"),
-                             .target = S("/big"),
-                             .headers = S(""),
-                             .body = {body, big},
-                             .timeout_ms = 5000,
-                             .borrows = 1,
-                             .key = 1};
+  ephd_peer_request_t req = big_post("/big", body, 1);
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[2], &handles[2]), 0);
   RUN_UNTIL(st()->pipe_writes == 3);
   ephd_peer_cancel(handles[2]);
@@ -1439,17 +1453,9 @@ TEST_IMPL(peer_pipe_answer_before_body_read) {
   defaults();
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
-  size_t big = 32u << 20;
-  early_body = malloc(big);
+  early_body = big_body();
   ASSERT(early_body != NULL);
-  memset(early_body, 'x', big);
-  ephd_peer_request_t req = {.method = S("POST"),
-                             .target = S("/early"),
-                             .headers = S(""),
-                             .body = {early_body, big},
-                             .timeout_ms = 5000,
-                             .borrows = 1,
-                             .key = 1};
+  ephd_peer_request_t req = big_post("/early", early_body, 1);
   ASSERT_EQ(ephd_peer_send(p, &req, on_early, &res[0], &handles[0]), 0);
   RUN_UNTIL(res[0].calls);
   ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
@@ -1480,17 +1486,9 @@ TEST_IMPL(peer_pipe_cancel_behind_unfinished_write) {
   RUN_UNTIL(srv_held() == 1);
   sconn_t *s = holding("/hold-read");
   uv_read_stop((uv_stream_t *)&s->tcp);
-  size_t big = 32u << 20;
-  char *body = malloc(big);
+  char *body = big_body();
   ASSERT(body != NULL);
-  memset(body, 'x', big);
-  ephd_peer_request_t req = {.method = S("POST"),
-                             .target = S("/big"),
-                             .headers = S(""),
-                             .body = {body, big},
-                             .timeout_ms = 5000,
-                             .borrows = 1,
-                             .key = 1};
+  ephd_peer_request_t req = big_post("/big", body, 1);
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
   RUN_UNTIL(st()->pipe_writes == 2);
   ephd_peer_cancel(handles[0]);
@@ -1520,7 +1518,6 @@ TEST_IMPL(peer_pipe_cancel_lends_borrowed_body) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   released = 0;
-  size_t big = 32u << 20;
   char *bodies[2];
   for (int k = 0; k < 2; k++) {
     uint32_t key = (uint32_t)k + 1;
@@ -1528,17 +1525,10 @@ TEST_IMPL(peer_pipe_cancel_lends_borrowed_body) {
     ASSERT_EQ(go_key(p, 2 * k, held, 5000, key), 0);
     RUN_UNTIL(srv_held() == k + 1);
     uv_read_stop((uv_stream_t *)&holding(held)->tcp);
-    bodies[k] = malloc(big);
+    bodies[k] = big_body();
     ASSERT(bodies[k] != NULL);
-    memset(bodies[k], 'x', big);
-    ephd_peer_request_t req = {.method = S("POST"),
-                               .target = S("/big"),
-                               .headers = S(""),
-                               .body = {bodies[k], big},
-                               .timeout_ms = 5000,
-                               .borrows = 1,
-                               .key = key,
-                               .release = on_release};
+    ephd_peer_request_t req = big_post("/big", bodies[k], key);
+    req.release = on_release;
     ASSERT_EQ(ephd_peer_send(p, &req, on_done, &bodies[k], &handles[2 * k + 1]),
               0);
     RUN_UNTIL(st()->pipe_writes == (uint64_t)(2 * k + 2));
@@ -1573,23 +1563,15 @@ TEST_IMPL(peer_pipe_answer_while_later_body_written) {
   ephd_peer_t *p = start();
   ASSERT(p != NULL);
   discarded = 0;
-  size_t big = 32u << 20;
-  char *body = malloc(big);
+  char *body = big_body();
   ASSERT(body != NULL);
-  memset(body, 'x', big);
   ASSERT_EQ(go_key(p, 0, "/then-discard", 5000, 1), 0);
-  ephd_peer_request_t req = {.method = S("POST"),
-                             .target = S("/big"),
-                             .headers = S(""),
-                             .body = {body, big},
-                             .timeout_ms = 5000,
-                             .borrows = 1,
-                             .key = 1};
+  ephd_peer_request_t req = big_post("/big", body, 1);
   ASSERT_EQ(ephd_peer_send(p, &req, on_done, &res[1], &handles[1]), 0);
   RUN_UNTIL(res[0].calls);
   ASSERT_EQ(res[0].kind, EPHD_PEER_OK);
   ASSERT_EQ(st()->pipe_writes, 1);
-  RUN_UNTIL(discarded + sizeof(discard) >= big || res[1].calls);
+  RUN_UNTIL(discarded + sizeof(discard) >= BIG_BODY || res[1].calls);
   ASSERT_EQ(res[1].calls, 0);
   ASSERT_EQ(st()->connections_open, 1);
   ASSERT_EQ(stop(), 0);
