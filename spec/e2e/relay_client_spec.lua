@@ -355,6 +355,34 @@ describe("a client through an edge", function()
         assert.same(wantb, drained(b, p2))
     end)
 
+    it("pops, pipelined behind its push on one connection, what it pushed",
+       function()
+        local p = owned_by(a, c, "ryw", 1)[1]
+        local s = assert(socket.connect("127.0.0.1", a.port))
+        s:settimeout(10)
+        local reqs = {}
+        for i = 1, 30 do
+            reqs[#reqs + 1] = daemon.format("POST", "/api/v1/ephemeral/push",
+                                            push_body("ryw", p,
+                                                      { tostring(i) }))
+            reqs[#reqs + 1] = daemon.format("GET",
+                "/api/v1/ephemeral/pop?queue=ryw&commitOnDelivery=true"
+                .. "&partition=" .. p)
+        end
+        assert(s:send(table.concat(reqs)))
+        local got = {}
+        for i = 1, 30 do
+            assert.equals("HTTP/1.1 201 Created", read_raw(s).line)
+            local res = read_raw(s)
+            local m = cjson.decode(res.body).messages[1]
+            got[i] = m and m.payload or "none"
+        end
+        s:close()
+        local want = {}
+        for i = 1, 30 do want[i] = i end
+        assert.same(want, got)
+    end)
+
     it("keeps each connection's order when several push through two edges",
        function()
         local p = owned_by(a, c, "many", 1)[1]
@@ -390,5 +418,51 @@ describe("a client through an edge", function()
             assert.equals((next_of[k] or 0) + 1, i, m.payload)
             next_of[k] = i
         end
+    end)
+end)
+
+-- ephemeral_forward_failed after the relay wrote the request: the owner
+-- may have applied it, and a client must be told so (docs/client.md).
+-- An owner that stalls (SIGSTOP) past the relay's deadline with a push and
+-- an ack unread, and then reads them: both are applied, after the client
+-- heard 503 for each.
+describe("a client told ephemeral_forward_failed", function()
+    local ds
+    setup(function()
+        ds = daemon.start_cell(2, {
+            QUEEN_EPHEMERAL_MEMBER_TTL_MS = "10000",
+            QUEEN_EPHEMERAL_RELAY_TIMEOUT_MS = "300",
+            QUEEN_EPHEMERAL_CELL_TOKEN = ENV.QUEEN_EPHEMERAL_CELL_TOKEN })
+        daemon.await_cell(ds, 30)
+    end)
+    teardown(function()
+        os.execute("kill -CONT " .. ds[2].pid)
+        daemon.stop_all(ds)
+    end)
+
+    it("may have had its push or ack applied, and is told so", function()
+        local a, c = ds[1], ds[2]
+        local p = owned_by(a, c, "stalled", 1)[1]
+        assert.equals(201, a:push("stalled", { "1" }, p).status)
+        local id = a:pop("queue=stalled&partition=" .. p).json.messages[1].id
+        os.execute("kill -STOP " .. c.pid)
+        local pushed = a:push("stalled", { "2" }, p)
+        local acked = a:ack("stalled", nil, { { id, "completed" } })
+        os.execute("kill -CONT " .. c.pid)
+        for _, res in ipairs({ pushed, acked }) do
+            assert.equals(503, res.status, res.body)
+            assert.equals("ephemeral_forward_failed", res.json.code)
+            assert.equals("1", res.headers["retry-after"])
+        end
+        -- Both were applied: the push is there, the ack settled the lease.
+        local res = c:pop("queue=stalled&partition=" .. p)
+        assert.equals(2, res.json.messages[1].payload)
+        res = a:ack("stalled", nil, { { id, "completed" } })
+        assert.equals("unknown", res.json.results[1].outcome)
+        -- What the docs tell a client author to do about it.
+        local doc = assert(io.open(helper.root .. "/docs/client.md")):read("*a")
+        local errors = doc:match("\n## Errors\n(.-)\n## ")
+        assert.truthy(errors:find("`ephemeral_forward_failed`", 1, true))
+        assert.truthy(errors:find("may have been applied", 1, true))
     end)
 end)
