@@ -79,7 +79,9 @@ static const knob_t knobs[] = {
      AT(relay_timeout_ms),
      "a relayed request's answer deadline (a waiting pop: its timeout + 2 s)"},
     {"QUEEN_EPHEMERAL_RELAY_MAX_CONNS", "64", 1, 65536, K_U64,
-     AT(relay_max_conns), "relayed pushes, acks and pops in flight per peer"},
+     AT(relay_max_conns),
+     "relayed requests in flight per peer on the short lane (pops, split "
+     "acks)"},
     {"QUEEN_EPHEMERAL_RELAY_MAX_PARKED", "4096", 1, 1000000, K_U64,
      AT(relay_max_parked), "relayed waiting pops in flight per peer"},
     {"QUEEN_EPHEMERAL_RELAY_TENANT_PARKED", "1024", 1, 1000000, K_U64,

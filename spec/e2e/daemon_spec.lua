@@ -28,6 +28,8 @@ describe("the daemon", function()
             "QUEEN_EPHEMERAL_RELAY_MAX_IDLE%s+64",
             "QUEEN_EPHEMERAL_RELAY_IDLE_TIMEOUT_MS%s+60000",
             "QUEEN_EPHEMERAL_RELAY_RESOLVE_TTL_MS%s+30000",
+            "QUEEN_EPHEMERAL_RELAY_PIPES%s+4",
+            "QUEEN_EPHEMERAL_RELAY_TENANT_PARKED%s+1024",
         }) do
             assert.truthy(out:find(knob), knob)
         end
@@ -37,6 +39,10 @@ describe("the daemon", function()
                        .. "maxBytes over its partitions: default and ceiling", out)
         assert.matches("QUEEN_EPHEMERAL_QUEUE_MAX_LENGTH%s+10000%s+a queue's "
                        .. "maxLength over its partitions: default and ceiling", out)
+        -- Relayed pushes and acks go on the pipes, not the short lane
+        -- MAX_CONNS bounds: its line must not say they do.
+        assert.matches("QUEEN_EPHEMERAL_RELAY_MAX_CONNS%s+64%s+[^\n]*short "
+                       .. "lane", out)
         -- Read, if not knobs: the commands' URL and the database's.
         assert.matches("\n  EPHD_URL%s+%(none%)%s+the commands' broker", out)
         assert.matches("\n  DATABASE_URL%s+%(none%)", out)

@@ -88,8 +88,20 @@ describe("a tenant's share of a member's parking lane", function()
         assert.equals(429, res.status, res.body)
         assert.equals("rate_limited", res.json.code)
         assert.equals("1", res.headers["retry-after"])
+        assert.equals("application/json", res.headers["content-type"])
+        assert.same({ "code", "error" }, (function()
+            local keys = {}
+            for k in pairs(res.json) do keys[#keys + 1] = k end
+            table.sort(keys)
+            return keys
+        end)())
         assert.truthy(res.json.error:find("QUEEN_EPHEMERAL_RELAY_TENANT_PARKED",
                                           1, true))
+        -- A client author reads it among the refusals (docs/wire.md).
+        local wire = assert(io.open(helper.root .. "/docs/wire.md")):read("*a")
+        local order = wire:match("\n## The refusal order\n(.-)\n## ")
+        assert.truthy(order:find("QUEEN_EPHEMERAL_RELAY_TENANT_PARKED", 1,
+                                 true))
         -- Tenant 2's parks beside them.
         conns[4] = wait_on(a, "waits", p2[1], T2)
         await_parked(b, 3)
