@@ -3,6 +3,7 @@
 -- place, redeliveries, leases as redeliveries); what cannot be handed over
 -- is emptied where it was (the loss contract), its old ids answer stale,
 -- and the drop is counted.
+local cjson = require("cjson")
 local socket = require("socket")
 local daemon = require("e2e.daemon")
 local helper = require("helper")
@@ -399,7 +400,16 @@ describe("ownership moves", function()
         -- Its partitions come back (handed over, or pushed afresh) while
         -- the traffic goes on: waited for, as a loaded machine may take
         -- more than the second above.
-        daemon.wait_until("c2 to own partitions again", function()
+        daemon.wait_until(function()
+            -- What each saw, for a failure: the views and c2's log.
+            local views = {}
+            for name, d in pairs({ a = a, b = b, c2 = c2 }) do
+                views[name] = d:cell()
+            end
+            return "c2 to own partitions again; views "
+                   .. cjson.encode(views) .. "\nc2's log:\n"
+                   .. c2:read_log():sub(-4000)
+        end, function()
             books.step({ a, b, c2 })
             return c2:cell().partitions.owned > 0
         end)
