@@ -16,7 +16,8 @@
  *    key) hold at most max_conns connections of the peer at once, one
  *    request each (a pop's answer may be large: it must not hold a line);
  *  - parking requests (a wait=true pop, which the owner may hold for its
- *    whole timeout) hold at most max_parked, counted apart, one each.
+ *    whole timeout) hold at most max_parked, counted apart, one each, and
+ *    one share of them (a tenant's) at most max_parked_share.
  * An idle connection serves either of the last two; a request that finds
  * its lane full waits in that lane's FIFO, at most max_queued deep, and
  * past that is refused at once. The pipes of a peer hold at most
