@@ -314,6 +314,28 @@ function _M:held(queue)
     return parts
 end
 
+-- n partitions ("p-1", "p-2", ...) of queue that the broker owner holds,
+-- by the placement view via gives the identity headers name (ephd.placement,
+-- the cell's own hash).
+function _M:owned_partitions(owner, queue, n, headers)
+    local placement = require("ephd.placement")
+    local res = self:request("GET", "/api/v1/ephemeral/cell", nil, headers)
+    assert(res.status == 200, res.body)
+    local view = res.json
+    for _, m in ipairs(view.members) do m.id = placement.id(m.id) end
+    local address = "http://127.0.0.1:" .. owner.port
+    local parts = {}
+    for i = 1, 500 do
+        local p = "p-" .. i
+        if placement.owner(view.members, view.tenant, queue, p).address
+                == address then
+            parts[#parts + 1] = p
+            if #parts == n then return parts end
+        end
+    end
+    error("too few partitions of " .. queue .. " on " .. address, 2)
+end
+
 -- n brokers on the test database, each with env: a cell once
 -- await_cell says so. The test stops them (stop_all in its finally: busted
 -- keeps only the last finally a test registers, so a helper must not).

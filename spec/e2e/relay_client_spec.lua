@@ -18,20 +18,9 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
 
 local function url(d) return "http://127.0.0.1:" .. d.port end
 
--- Partitions of queue that owner holds (nil: the Default partition).
+-- Partitions of queue that owner holds.
 local function owned_by(via, owner, queue, n)
-    local view = via:request("GET", "/api/v1/ephemeral/cell").json
-    for _, m in ipairs(view.members) do m.id = placement.id(m.id) end
-    local parts = {}
-    for i = 1, 500 do
-        local p = "p-" .. i
-        if placement.owner(view.members, view.tenant, queue, p).address
-                == url(owner) then
-            parts[#parts + 1] = p
-            if #parts == n then return parts end
-        end
-    end
-    error("too few partitions of " .. queue .. " on " .. url(owner))
+    return via:owned_partitions(owner, queue, n)
 end
 
 -- Whether owner holds queue's Default partition.

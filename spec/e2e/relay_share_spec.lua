@@ -5,7 +5,6 @@
 -- rate_limited, as for its own parked-pop slots; another tenant still parks.
 local daemon = require("e2e.daemon")
 local helper = require("helper")
-local placement = require("ephd.placement")
 
 local T1 = { Authorization = "Bearer admin-token" }
 local T2 = { Authorization = "Bearer other-tenant-token" }
@@ -15,26 +14,6 @@ local ENV = { QUEEN_EPHEMERAL_MEMBER_TTL_MS = "400",
               QUEEN_EPHEMERAL_CELL_TOKEN = "relay-share-spec-token-0123456789" }
 local ARGS = { "--policy-dir " .. helper.root
                .. "/examples/policies/bearer-tokens" }
-
-local function url(d) return "http://127.0.0.1:" .. d.port end
-
--- n partitions of queue that owner holds for the tenant headers name.
-local function owned_by(via, owner, headers, queue, n)
-    local res = via:request("GET", "/api/v1/ephemeral/cell", nil, headers)
-    assert.equals(200, res.status, res.body)
-    local view = res.json
-    for _, m in ipairs(view.members) do m.id = placement.id(m.id) end
-    local parts = {}
-    for i = 1, 200 do
-        local p = "p-" .. i
-        if placement.owner(view.members, view.tenant, queue, p).address
-                == url(owner) then
-            parts[#parts + 1] = p
-            if #parts == n then return parts end
-        end
-    end
-    error("too few partitions of " .. queue .. " on " .. url(owner))
-end
 
 -- Waits until d holds n parked pops (/metrics is the admin's here).
 local function await_parked(d, n)
@@ -76,8 +55,8 @@ describe("a tenant's share of a member's parking lane", function()
             end)
         end
         local a, b = ds[1], ds[2]
-        local p1 = owned_by(a, b, T1, "waits", 3)
-        local p2 = owned_by(a, b, T2, "waits", 1)
+        local p1 = a:owned_partitions(b, "waits", 3, T1)
+        local p2 = a:owned_partitions(b, "waits", 1, T2)
         -- Tenant 1's two waits through a park at b: its whole share.
         conns[1] = wait_on(a, "waits", p1[1], T1)
         conns[2] = wait_on(a, "waits", p1[2], T1)
