@@ -45,6 +45,10 @@ static int same_name(const char *f, const char *name, size_t len) {
   return folded8(f + len - 8) == folded8(name + len - 8);
 }
 
+int ephd_head_same_name(const char *f, const char *name, size_t len) {
+  return same_name(f, name, len);
+}
+
 /* By length first, since most fields are none of them. */
 int ephd_head_header_of(const char *f, size_t len) {
   int h = -1;
@@ -144,7 +148,7 @@ static const unsigned char *printable_run(const unsigned char *p,
   return p;
 }
 
-static int all_token(const unsigned char *p, size_t len) {
+int ephd_head_token(const unsigned char *p, size_t len) {
   for (size_t i = 0; i < len; i++)
     if (!is_token[p[i]]) return 0;
   return 1;
@@ -152,8 +156,45 @@ static int all_token(const unsigned char *p, size_t len) {
 
 static int is_ows(unsigned char b) { return b == ' ' || b == '\t'; }
 
-/* A Content-Length within max_body: digits only, nine at most. */
-static int length_of(const unsigned char *v, const unsigned char *ve,
+static const unsigned char *text_end(const unsigned char *p,
+                                     const unsigned char *end) {
+  /* A tab stops the run, and the byte loop goes on past it. */
+  p = printable_run(p, end, 0x1f, 0x7f);
+  while (p < end && (*p == '\t' || printable_above(*p, 0x1f, 0x7f))) p++;
+  return p;
+}
+
+/* The request's reader has it inlined; the answer's calls it. */
+static const unsigned char *read_line(const unsigned char *p,
+                                     const unsigned char *end,
+                                     ephd_head_line_t *l) {
+  l->name = p;
+  p = printable_run(p, end, ' ', ':');
+  if (p == l->name || p == end || *p != ':') return NULL;
+  l->name_len = (size_t)(p - l->name);
+  p++;
+  while (p < end && is_ows(*p)) p++;
+  l->value = p;
+  p = text_end(p, end);
+  if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return NULL;
+  l->value_end = l->value + ephd_head_trimmed((const char *)l->value,
+                                              (size_t)(p - l->value));
+  l->bare = l->value_end == p;
+  return p + 2;
+}
+
+const unsigned char *ephd_head_text_end(const unsigned char *p,
+                                        const unsigned char *end) {
+  return text_end(p, end);
+}
+
+const unsigned char *ephd_head_line(const unsigned char *p,
+                                    const unsigned char *end,
+                                    ephd_head_line_t *l) {
+  return read_line(p, end, l);
+}
+
+int ephd_head_length(const unsigned char *v, const unsigned char *ve,
                      size_t max_body, size_t *out) {
   if (ve == v || ve - v > 9) return 0;
   size_t n = 0;
@@ -223,20 +264,11 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
       p += 2;
       break;
     }
-    const unsigned char *field = p;
-    p = printable_run(p, end, ' ', ':');
-    if (p == field || p == end || *p != ':') return 0;
-    size_t field_len = (size_t)(p - field);
-    p++;
-    while (p < end && is_ows(*p)) p++;
-    const unsigned char *value = p;
-    /* A tab stops the run, and the byte loop goes on past it. */
-    p = printable_run(p, end, 0x1f, 0x7f);
-    while (p < end && (*p == '\t' || printable_above(*p, 0x1f, 0x7f))) p++;
-    if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return 0;
-    const unsigned char *value_end =
-        value + ephd_head_trimmed((const char *)value, (size_t)(p - value));
-    p += 2;
+    ephd_head_line_t l;
+    if ((p = read_line(p, end, &l)) == NULL) return 0;
+    const unsigned char *field = l.name, *value = l.value;
+    const unsigned char *value_end = l.value_end;
+    size_t field_len = l.name_len;
     int h = ephd_head_header_of((const char *)field, field_len);
     if (h >= 0) {
       /* Twice is refused, on llhttp's path. */
@@ -249,16 +281,16 @@ size_t ephd_head_read_plain(const char *buf, size_t len, size_t max_head,
     /* A name that is none of those is checked whole: printable is not
      * yet a token. (One that is spells a token: of the printable bytes
      * only letters fold onto letters, and '-' onto '-'.) */
-    if (framing == F_OTHER && !all_token(field, field_len)) return 0;
+    if (framing == F_OTHER && !ephd_head_token(field, field_len)) return 0;
     switch (framing) {
       case F_LENGTH: /* llhttp takes no tab after the digits */
-        if (has_length || value_end != p - 2 ||
-            !length_of(value, value_end, max_body, &body_len))
+        if (has_length || !l.bare ||
+            !ephd_head_length(value, value_end, max_body, &body_len))
           return 0;
         has_length = 1;
         break;
       case F_CONNECTION: /* llhttp takes no tab after "close" */
-        if (value_end - value == 5 && value_end == p - 2 &&
+        if (value_end - value == 5 && l.bare &&
             same_name((const char *)value, "close", 5))
           m->keep_alive = 0;
         else if (value_end - value != 10 ||

@@ -45,6 +45,43 @@ static inline size_t ephd_head_room(size_t taken, size_t avail, size_t max) {
   return avail < left ? avail : left;
 }
 
+/* Both plain readers' pieces (the request's here, the relay's answer's in
+ * core/cell/peer_answer.c), each byte rule never wider than llhttp's.
+ *
+ * Whether f spells `name`, in any case (both are folded), both len bytes (4 to 24):
+ * of the token bytes (and of the printable ones in a value) only letters
+ * fold onto letters by the 0x20 bit, and '-' onto '-', so a name that does
+ * is a token. */
+int ephd_head_same_name(const char *f, const char *name, size_t len);
+
+/* Whether every byte is a token's (RFC 9110 5.6.2). */
+int ephd_head_token(const unsigned char *p, size_t len);
+
+/* A Content-Length within max_body: digits only, nine at most, so no
+ * overflow on any machine. */
+int ephd_head_length(const unsigned char *v, const unsigned char *ve,
+                     size_t max_body, size_t *out);
+
+/* The first byte from p that is not printable ASCII, a space or a tab: how
+ * far a header value (or a reason phrase) may run. */
+const unsigned char *ephd_head_text_end(const unsigned char *p,
+                                        const unsigned char *end);
+
+/* A header line: a name of printable bytes right before its colon (a token
+ * only if checked: ephd_head_token, or a known name that ephd_head_same_name
+ * matched), spaces and tabs, a value ephd_head_text_end allows, CRLF. */
+typedef struct {
+  const unsigned char *name, *value, *value_end; /* value_end: trimmed */
+  size_t name_len;
+  int bare; /* nothing trimmed: the value ends right at its CR */
+} ephd_head_line_t;
+
+/* Reads the line at p into l; returns the byte after its CRLF, or NULL
+ * when it is not such a line or not all before end. */
+const unsigned char *ephd_head_line(const unsigned char *p,
+                                    const unsigned char *end,
+                                    ephd_head_line_t *l);
+
 /* Which of the headers above a field name is (any case), or -1. */
 int ephd_head_header_of(const char *name, size_t len);
 

@@ -10,19 +10,6 @@
 
 #include <string.h>
 
-/* What a byte may be in a plain answer: never wider than llhttp takes it,
- * narrower where that is simpler. A field name is a token (RFC 9110 5.6.2);
- * a value or a reason is printable ASCII, space and tab (no obs-text). */
-static const unsigned char is_token[256] = {
-    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1, ['!'] = 1,
-    ['#'] = 1,         ['$'] = 1,         ['%'] = 1,         ['&'] = 1,
-    ['\''] = 1,        ['*'] = 1,         ['+'] = 1,         ['-'] = 1,
-    ['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1,
-    ['|'] = 1,         ['~'] = 1,
-};
-
-static const unsigned char is_text[256] = {[' ' ... '~'] = 1, ['\t'] = 1};
-
 /* The fields the relay reads or that frame the answer, by length, as no two
  * share one. Of the framing ones a plain answer has Content-Length, once,
  * and Connection "keep-alive" or "close"; the others (a chunked or upgraded
@@ -52,33 +39,11 @@ static const struct {
     [17] = {"transfer-encoding", F_NOT_PLAIN},
 };
 
-/* Whether token bytes f spell lower-case name in any case: of the token
- * bytes only the letters fold onto letters by the 0x20 bit, and '-' onto
- * '-'. */
-static int same_name(const unsigned char *f, const char *name, size_t len) {
-  for (size_t i = 0; i < len; i++)
-    if ((f[i] | 0x20) != (unsigned char)name[i]) return 0;
-  return 1;
-}
-
 static int field_of(const unsigned char *f, size_t len) {
   if (len >= 18 || field_by_len[len].name == NULL) return F_OTHER;
-  return same_name(f, field_by_len[len].name, len) ? field_by_len[len].kind
-                                                   : F_OTHER;
-}
-
-/* A Content-Length within max_body: digits only, nine at most, so no
- * overflow on any machine. */
-static int length_of(const unsigned char *v, const unsigned char *ve,
-                     size_t max_body, size_t *out) {
-  if (ve == v || ve - v > 9) return 0;
-  size_t n = 0;
-  for (; v < ve; v++) {
-    if ((unsigned)(*v - '0') > 9u) return 0;
-    n = n * 10 + (size_t)(*v - '0');
-  }
-  *out = n;
-  return n <= max_body;
+  return ephd_head_same_name((const char *)f, field_by_len[len].name, len)
+             ? field_by_len[len].kind
+             : F_OTHER;
 }
 
 static ephd_head_span_t span(const unsigned char *base,
@@ -107,8 +72,7 @@ size_t ephd_answer_read_plain(const char *buf, size_t len, size_t max_head,
   /* "HTTP/1.1 200 " */
   if (end - p < 13 || memcmp(p, "HTTP/1.1 ", 9) != 0 || p[12] != ' ') return 0;
   if ((a->status = status_of(p + 9)) == 0) return 0;
-  p += 13;
-  while (p < end && is_text[*p]) p++;
+  p = ephd_head_text_end(p + 13, end);
   if (end - p < 2 || p[0] != '\r' || p[1] != '\n') return 0;
   p += 2;
   ephd_head_span_t none = {0, 0};
@@ -123,22 +87,15 @@ size_t ephd_answer_read_plain(const char *buf, size_t len, size_t max_head,
       p += 2;
       break;
     }
-    const unsigned char *field = p;
-    while (p < end && is_token[*p]) p++;
-    if (p == field || p == end || *p != ':') return 0;
-    size_t field_len = (size_t)(p - field);
-    p++;
-    while (p < end && (*p == ' ' || *p == '\t')) p++;
-    const unsigned char *value = p;
-    const unsigned char *cr = memchr(p, '\r', (size_t)(end - p));
-    if (cr == NULL || end - cr < 2 || cr[1] != '\n') return 0;
-    for (; p < cr; p++)
-      if (!is_text[*p]) return 0;
-    const unsigned char *value_end =
-        value + ephd_head_trimmed((const char *)value, (size_t)(p - value));
-    p += 2;
+    ephd_head_line_t l;
+    if ((p = ephd_head_line(p, end, &l)) == NULL) return 0;
+    const unsigned char *value = l.value, *value_end = l.value_end;
+    int field = field_of(l.name, l.name_len);
+    /* A name that is none of those is checked whole: printable is not yet
+     * a token (one that is spells one: ephd_head_same_name). */
+    if (field == F_OTHER && !ephd_head_token(l.name, l.name_len)) return 0;
     ephd_head_span_t *kept = NULL;
-    switch (field_of(field, field_len)) {
+    switch (field) {
       case F_CONTENT_TYPE:
         kept = &a->content_type;
         break;
@@ -149,16 +106,17 @@ size_t ephd_answer_read_plain(const char *buf, size_t len, size_t max_head,
         kept = &a->owner;
         break;
       case F_LENGTH: /* llhttp takes no space or tab after the digits */
-        if (has_length || value_end != p - 2 ||
-            !length_of(value, value_end, max_body, &body_len))
+        if (has_length || !l.bare ||
+            !ephd_head_length(value, value_end, max_body, &body_len))
           return 0;
         has_length = 1;
         break;
       case F_CONNECTION: /* llhttp takes no tab after "close" */
-        if (value_end - value == 5 && value_end == p - 2 &&
-            same_name(value, "close", 5))
+        if (value_end - value == 5 && l.bare &&
+            ephd_head_same_name((const char *)value, "close", 5))
           a->keep_alive = 0;
-        else if (value_end - value != 10 || !same_name(value, "keep-alive", 10))
+        else if (value_end - value != 10 ||
+                 !ephd_head_same_name((const char *)value, "keep-alive", 10))
           return 0;
         break;
       case F_NOT_PLAIN:
