@@ -366,5 +366,17 @@ TEST_IMPL(uuid_lowered_and_canonical) {
               EPHD_E_BAD_REQUEST);
     ASSERT(!ephd_uuid_canonical(bad[i], strlen(bad[i])));
   }
+  /* Every byte value at every place: a dash where the dashes go, a digit
+   * or a lowercase hex letter everywhere else. */
+  for (size_t i = 0; i < EPHD_UUID_LEN; i++) {
+    int dash = i == 8 || i == 13 || i == 18 || i == 23;
+    for (int b = 0; b < 256; b++) {
+      char one[EPHD_UUID_LEN];
+      memcpy(one, out, sizeof(one));
+      one[i] = (char)b;
+      int hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f');
+      ASSERT_EQ(ephd_uuid_canonical(one, sizeof(one)), dash ? b == '-' : hex);
+    }
+  }
   return 0;
 }
