@@ -518,35 +518,54 @@ static unsigned request_bufs(conn_t *c, ephd_peer_call_t *r, uv_buf_t *b) {
 
 static void on_write(uv_write_t *w, int status);
 
-/* What the pipe holds unwritten goes in one write, behind what its
- * connection has written already; one write at a time (the next is made
- * when this one is taken). */
+/* What the pipe holds unwritten goes in writes of at most WRITE_MAX
+ * requests, behind what its connection has written already. Each is tried
+ * at once (uv_try_write): the kernel nearly always takes it whole, and then
+ * libuv's write request, whose completion costs an epoll_ctl, is never
+ * made. What the kernel leaves goes in one uv_write, and the next write
+ * waits for it (on_write). */
 static void pipe_write(pipe_t *pp) {
   conn_t *c = pp->conn;
-  if (c == NULL || c->state != C_BUSY || c->writing || !pp->unwritten.head)
-    return;
-  uv_buf_t b[4 * WRITE_MAX];
-  unsigned nb = 0, n = 0;
-  uint64_t now_ns = uv_hrtime();
-  c->writes++;
-  ephd_peer_call_t *r;
-  while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
-    ephd_list_remove(&pp->unwritten, &r->link);
-    ephd_list_append(&c->written, &r->link);
-    r->state = R_WRITTEN;
-    r->conn = c;
-    r->write_no = c->writes;
-    r->sent_ns = now_ns;
-    nb += request_bufs(c, r, b + nb);
+  while (c && c->state == C_BUSY && !c->writing && pp->unwritten.head) {
+    uv_buf_t b[4 * WRITE_MAX];
+    unsigned nb = 0, n = 0;
+    size_t bytes = 0;
+    uint64_t now_ns = uv_hrtime();
+    c->writes++;
+    ephd_peer_call_t *r;
+    while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
+      ephd_list_remove(&pp->unwritten, &r->link);
+      ephd_list_append(&c->written, &r->link);
+      r->state = R_WRITTEN;
+      r->conn = c;
+      r->write_no = c->writes;
+      r->sent_ns = now_ns;
+      unsigned from = nb;
+      nb += request_bufs(c, r, b + nb);
+      for (; from < nb; from++) bytes += b[from].len;
+    }
+    if (c->req == NULL) c->req = relay_of(c->written.head);
+    stats.pipe_writes++;
+    int took = uv_try_write((uv_stream_t *)&c->tcp, b, nb);
+    if (took == UV_EAGAIN) took = 0;
+    if (took < 0) {
+      pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
+      return;
+    }
+    if ((size_t)took == bytes) continue;
+    unsigned first = 0;
+    size_t left = (size_t)took;
+    for (; left >= b[first].len; first++) left -= b[first].len;
+    b[first].base += left;
+    b[first].len -= (unsigned)left;
+    c->write.data = c;
+    if (uv_write(&c->write, (uv_stream_t *)&c->tcp, b + first, nb - first,
+                 on_write) < 0) {
+      pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
+      return;
+    }
+    c->writing = 1;
   }
-  if (c->req == NULL) c->req = relay_of(c->written.head);
-  c->write.data = c;
-  stats.pipe_writes++;
-  if (uv_write(&c->write, (uv_stream_t *)&c->tcp, b, nb, on_write) < 0) {
-    pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
-    return;
-  }
-  c->writing = 1;
 }
 
 static conn_t *conn_new(ephd_peer_t *p, int addr);
