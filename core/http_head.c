@@ -36,7 +36,9 @@ static uint32_t folded4(const char *p) {
 /* Whether f spells `name`, in any case (both are folded), both len bytes (4 to
  * 24): whole words, the last one overlapping the one before when len is not a
  * multiple of the word. */
-static int same_name(const char *f, const char *name, size_t len) {
+static inline __attribute__((always_inline)) int same_name(const char *f,
+                                                           const char *name,
+                                                           size_t len) {
   if (len < 8)
     return folded4(f) == folded4(name) &&
            folded4(f + len - 4) == folded4(name + len - 4);
@@ -164,10 +166,10 @@ static const unsigned char *text_end(const unsigned char *p,
   return p;
 }
 
-/* The request's reader has it inlined; the answer's calls it. */
-static const unsigned char *read_line(const unsigned char *p,
-                                     const unsigned char *end,
-                                     ephd_head_line_t *l) {
+/* Inlined into the request's reader, every request's hottest loop (called,
+ * it cost a direct push 90 instructions); the answer's reader calls it. */
+static inline __attribute__((always_inline)) const unsigned char *read_line(
+    const unsigned char *p, const unsigned char *end, ephd_head_line_t *l) {
   l->name = p;
   p = printable_run(p, end, ' ', ':');
   if (p == l->name || p == end || *p != ':') return NULL;

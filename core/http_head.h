@@ -48,8 +48,8 @@ static inline size_t ephd_head_room(size_t taken, size_t avail, size_t max) {
 /* Both plain readers' pieces (the request's here, the relay's answer's in
  * core/cell/peer_answer.c), each byte rule never wider than llhttp's.
  *
- * Whether f spells `name`, in any case (both are folded), both len bytes (4 to 24):
- * of the token bytes (and of the printable ones in a value) only letters
+ * Whether f spells `name`, in any case (both are folded), both len bytes (4 to
+ * 24): of the token bytes (and of the printable ones in a value) only letters
  * fold onto letters by the 0x20 bit, and '-' onto '-', so a name that does
  * is a token. */
 int ephd_head_same_name(const char *f, const char *name, size_t len);

@@ -18,9 +18,9 @@ enum { NOT_UUID, HEX, DASH };
 static const unsigned char class_of[256] = {
     ['0' ... '9'] = HEX, ['a' ... 'f'] = HEX, ['-'] = DASH};
 static const unsigned char canonical[EPHD_UUID_LEN] = {
-    HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX, DASH, HEX, HEX, HEX,
-    HEX, DASH, HEX, HEX, HEX, HEX, DASH, HEX, HEX, HEX, HEX, DASH,
-    HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX, HEX};
+    HEX, HEX,  HEX, HEX, HEX, HEX, HEX,  HEX, DASH, HEX, HEX, HEX,
+    HEX, DASH, HEX, HEX, HEX, HEX, DASH, HEX, HEX,  HEX, HEX, DASH,
+    HEX, HEX,  HEX, HEX, HEX, HEX, HEX,  HEX, HEX,  HEX, HEX, HEX};
 
 int ephd_uuid_canonical(const char *p, size_t len) {
   if (len != EPHD_UUID_LEN) return 0;

@@ -2,8 +2,8 @@
  * what the server does is chosen by the request's target. Nothing waits on
  * the clock except the deadline tests' own short deadlines. */
 #include <arpa/inet.h>
-#include <stdint.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
