@@ -10,8 +10,9 @@
  *  - pipelined requests (a push, an ack: those the asker gives a key) go
  *    on one of `pipes` connections of the peer, chosen by key (a
  *    partition's hash, so a partition's requests stay in order), many at
- *    once: every request queued on a pipe in a loop turn is written with
- *    one write at the turn's end, and the answers are read back in order;
+ *    once: the requests queued on a pipe go in one write once a loop turn
+ *    relays nothing more (at most eight turns; 64 requests at once), and
+ *    the answers are read back in order;
  *  - short requests (a pop that will not wait, and anything without a
  *    key) hold at most max_conns connections of the peer at once, one
  *    request each (a pop's answer may be large: it must not hold a line);
