@@ -21,6 +21,7 @@
  * /close...   answered with Connection: close
  * POST /early answered as soon as its head is read, its body never read
  * /then-discard... answered, then everything after it read and forgotten
+ * /reset-line...   srv.on_reset runs, then the connection is reset unanswered
  * anything    answered 200 with the target as body, Content-Type and a
  *             Retry-After */
 
@@ -52,6 +53,7 @@ static struct {
   const char *raw;
   size_t raw_len;
   int then;
+  void (*on_reset)(void);
   char targets[64][64];
   char last[1024];
 } srv;
@@ -132,6 +134,10 @@ static void handle(sconn_t *c, const char *target) {
     c->silent = 1;
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_read_start((uv_stream_t *)&c->tcp, on_sdiscard_alloc, on_sdiscard);
+  } else if (strncmp(target, "/reset-line", 11) == 0) {
+    if (srv.on_reset) srv.on_reset();
+    c->silent = 1;
+    sconn_close(c, 1);
   } else if (strncmp(target, "/close", 6) == 0) {
     echo(c, target, "Connection: close\r\n");
   } else {
@@ -1239,6 +1245,55 @@ TEST_IMPL(peer_pipe_write_waits_for_a_quiet_turn) {
 
   uv_close((uv_handle_t *)&stream.prepare, NULL);
   ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(stop(), 0);
+  return 0;
+}
+
+/* A whole write's worth relayed in the turn the peer resets the line
+ * (its reset arriving after the poll, before the write): the kernel takes
+ * none of the write, so those requests were never written, and go on a
+ * fresh connection; only the one the peer read fails. */
+static ephd_peer_t *reset_peer;
+static int victims_ok, victims_failed;
+static void on_victim(void *data, int kind, const ephd_peer_response_t *r) {
+  (void)data;
+  (void)r;
+  if (kind == EPHD_PEER_OK)
+    victims_ok++;
+  else
+    victims_failed++;
+}
+
+static void send_victims(void) {
+  for (int i = 0; i < 64; i++) {
+    ephd_peer_request_t req = {.method = S("GET"),
+                               .target = S("/victim"),
+                               .headers = S(""),
+                               .body = S(""),
+                               .timeout_ms = 5000,
+                               .key = 1};
+    ephd_peer_call_t *h;
+    ephd_peer_send(reset_peer, &req, on_victim, NULL, &h);
+  }
+}
+
+TEST_IMPL(peer_pipe_unwritten_resent_after_reset) {
+  defaults();
+  ephd_peer_t *p = start();
+  ASSERT(p != NULL);
+  reset_peer = p;
+  victims_ok = victims_failed = 0;
+  srv.on_reset = send_victims;
+  ASSERT_EQ(go_key(p, 0, "/reset-line", 5000, 1), 0);
+  RUN_UNTIL(res[0].calls && victims_ok + victims_failed == 64);
+  ASSERT_EQ(res[0].kind, EPHD_PEER_E_CLOSED); /* read: may be applied */
+  ASSERT_EQ(victims_failed, 0);
+  ASSERT_EQ(victims_ok, 64);
+  ASSERT_EQ(st()->retries, 64);
+  ASSERT_EQ(srv.accepted, 2);
+  ASSERT_EQ(srv.requests, 65); /* each read once */
+  ASSERT_EQ(st()->in_flight, 0);
+  ASSERT_EQ(st()->bytes, 0);
   ASSERT_EQ(stop(), 0);
   return 0;
 }

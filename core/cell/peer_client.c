@@ -531,6 +531,7 @@ static void pipe_write(pipe_t *pp) {
     unsigned nb = 0, n = 0;
     size_t bytes = 0;
     uint64_t now_ns = uv_hrtime();
+    ephd_node_t *before = c->written.tail;
     c->writes++;
     ephd_peer_call_t *r;
     while (n++ < WRITE_MAX && (r = relay_of(pp->unwritten.head))) {
@@ -549,6 +550,22 @@ static void pipe_write(pipe_t *pp) {
     int took = uv_try_write((uv_stream_t *)&c->tcp, b, nb);
     if (took == UV_EAGAIN) took = 0;
     if (took < 0) {
+      /* The kernel took none of it (the peer reset the line after this
+       * turn's poll): its requests were never written, and go on a fresh
+       * connection ahead of the rest. Once: a peer that resets every line
+       * before our write does not keep them connecting to it. */
+      ephd_node_t *at = c->written.tail;
+      while (at != before) {
+        r = relay_of(at);
+        at = at->prev;
+        if (r->retried) continue; /* fails with the line */
+        ephd_list_remove(&c->written, &r->link);
+        r->retried = 1;
+        stats.retries++;
+        r->state = R_PIPED;
+        r->conn = NULL;
+        ephd_list_prepend(&pp->unwritten, &r->link);
+      }
       pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
       return;
     }
