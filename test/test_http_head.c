@@ -196,6 +196,16 @@ static const char *const not_plain[] = {
     "GET /p HTTP/1.1\r\nX(A): a\r\n\r\n",
     "GET /p HTTP/1.1\r\nX/A: a\r\n\r\n",
     "GET /p HTTP/1.1\r\nX\"A: a\r\n\r\n",
+    "GET /p HTTP/1.1\r\nX-Quite-Long-Field(Name): a\r\n\r\n",
+    /* A CR folds onto '-' by the 0x20 bit (ephd_head_header_of would take
+     * "X-Queen\rTenant"), but it ends a name before any compare. */
+    "GET /p HTTP/1.1\r\nX-Queen\rTenant: a\r\n\r\n",
+    "POST /p HTTP/1.1\r\nContent\rLength: 1\r\n\r\nx",
+    /* past the first sixteen bytes, where the runs read sixteen at a time */
+    "GET /p HTTP/1.1\r\nUser-Agent: Mozilla/5.0 (X11;\x01 Linux)\r\n\r\n",
+    "GET /p HTTP/1.1\r\nUser-Agent: Mozilla/5.0 (X11;\x7f Linux)\r\n\r\n",
+    "GET /p HTTP/1.1\r\nUser-Agent: Mozilla/5.0 (X11;\x80 Linux)\r\n\r\n",
+    "GET /p HTTP/1.1\r\nUser-Agent: Mozilla/5.0 (X11;\r Linux)\r\n\r\n",
     "GET /p#frag HTTP/1.1\r\n\r\n",
     "GET /p\x7f HTTP/1.1\r\n\r\n",
     "GET /\xc3\xa9 HTTP/1.1\r\n\r\n",
@@ -215,6 +225,15 @@ TEST_IMPL(plain_leaves_the_rest_to_llhttp) {
   /* A NUL in the target, which strlen would hide. */
   static const char nul[] = "GET /p\0q HTTP/1.1\r\n\r\n";
   ASSERT_EQ(ephd_head_read_plain(nul, sizeof(nul) - 1, MAX_HEAD, MAX_BODY, &m),
+            0);
+  /* A NUL in a value or a name. */
+  static const char nul_value[] = "GET /p HTTP/1.1\r\nX-A: a\0b\r\n\r\n";
+  static const char nul_name[] = "GET /p HTTP/1.1\r\nX\0A: a\r\n\r\n";
+  ASSERT_EQ(ephd_head_read_plain(nul_value, sizeof(nul_value) - 1, MAX_HEAD,
+                                 MAX_BODY, &m),
+            0);
+  ASSERT_EQ(ephd_head_read_plain(nul_name, sizeof(nul_name) - 1, MAX_HEAD,
+                                 MAX_BODY, &m),
             0);
   /* A head past its bound, however small the request. */
   const char *get = "GET /p HTTP/1.1\r\nHost: a\r\n\r\n";

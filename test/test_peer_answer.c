@@ -119,6 +119,17 @@ TEST_IMPL(peer_answer_keeps_the_first_of_each_header) {
   ASSERT_EQ(read_answer(closing, &a), strlen(closing));
   ASSERT_EQ(a.keep_alive, 0);
   ASSERT_EQ(a.body.len, 0);
+
+  /* A tab inside a value past the first sixteen bytes is the value's (the
+   * sixteen-at-a-time run stops there and the byte loop goes on); the
+   * spaces and tabs before its CR are not. */
+  const char *tabbed =
+      "HTTP/1.1 200 OK\r\n"
+      "Content-Type: application/json;\tcharset=utf-8 \t\r\n"
+      "Content-Length: 0\r\n\r\n";
+  ASSERT_EQ(read_answer(tabbed, &a), strlen(tabbed));
+  ASSERT_MEM_EQ(tabbed + a.content_type.off, a.content_type.len,
+                "application/json;\tcharset=utf-8");
   return 0;
 }
 
@@ -152,6 +163,28 @@ TEST_IMPL(peer_answer_leaves_the_rest_to_llhttp) {
       "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nContent-Length: 0\n\r\n",
       "\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+      /* A name is read as printable bytes up to its colon and then checked
+       * whole: one that is not a token, its odd byte early or late. */
+      "HTTP/1.1 200 OK\r\nX(A): a\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nX/A: a\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nX-Quite-Long-Field-Name\": a\r\nContent-Length: "
+      "0\r\n\r\n",
+      /* A CR folds onto '-' by the 0x20 bit, but never reaches the compare
+       * of a known name: it ends the name. */
+      "HTTP/1.1 200 OK\r\nContent\rType: a\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent\rLength: 0\r\nContent-Length: 0\r\n\r\n",
+      /* A byte outside a value's class past the first sixteen, where the
+       * run reads sixteen at a time. */
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json;\x01"
+      "charset=x\r\n"
+      "Content-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json;\x7f"
+      "charset=x\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json;\x80"
+      "charset=x\r\nContent-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json;\rcharset=x\r\n"
+      "Content-Length: 0\r\n\r\n",
+      "HTTP/1.1 200 Fine by every measure\x01\r\nContent-Length: 0\r\n\r\n",
   };
   ephd_answer_t a;
   for (size_t i = 0; i < COUNT(not_plain); i++) {
@@ -160,6 +193,17 @@ TEST_IMPL(peer_answer_leaves_the_rest_to_llhttp) {
       return 1;
     }
   }
+  /* A NUL in a value or a name, which strlen would hide. */
+  static const char nul_value[] =
+      "HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n";
+  static const char nul_name[] =
+      "HTTP/1.1 200 OK\r\nX\0A: a\r\nContent-Length: 0\r\n\r\n";
+  ASSERT_EQ(ephd_answer_read_plain(nul_value, sizeof(nul_value) - 1, MAX_HEAD,
+                                   MAX_BODY, &a),
+            0);
+  ASSERT_EQ(ephd_answer_read_plain(nul_name, sizeof(nul_name) - 1, MAX_HEAD,
+                                   MAX_BODY, &a),
+            0);
   /* Whole only with its last byte, and within its bounds. */
   const char *whole =
       "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
