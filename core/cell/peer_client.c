@@ -518,6 +518,16 @@ static unsigned request_bufs(conn_t *c, ephd_peer_call_t *r, uv_buf_t *b) {
 
 static void on_write(uv_write_t *w, int status);
 
+/* r, taken off its connection's written list, goes first among the pipe's
+ * unwritten for a fresh connection: once (retried), as no peer read it. */
+static void write_again(pipe_t *pp, ephd_peer_call_t *r) {
+  r->retried = 1;
+  stats.retries++;
+  r->state = R_PIPED;
+  r->conn = NULL;
+  ephd_list_prepend(&pp->unwritten, &r->link);
+}
+
 /* What the pipe holds unwritten goes in writes of at most WRITE_MAX
  * requests, behind what its connection has written already. Each is tried
  * at once (uv_try_write): the kernel nearly always takes it whole, and then
@@ -560,11 +570,7 @@ static void pipe_write(pipe_t *pp) {
         at = at->prev;
         if (r->retried) continue; /* fails with the line */
         ephd_list_remove(&c->written, &r->link);
-        r->retried = 1;
-        stats.retries++;
-        r->state = R_PIPED;
-        r->conn = NULL;
-        ephd_list_prepend(&pp->unwritten, &r->link);
+        write_again(pp, r);
       }
       pipe_drop(c, EPHD_PEER_E_CLOSED, 0);
       return;
@@ -666,11 +672,7 @@ static void pipe_drop(conn_t *c, int kind, int late) {
     if (r->state == R_ORPHAN) {
       orphan_free(r);
     } else if (resend && !r->retried) {
-      r->retried = 1;
-      stats.retries++;
-      r->state = R_PIPED;
-      r->conn = NULL;
-      ephd_list_prepend(&pp->unwritten, &r->link);
+      write_again(pp, r);
     } else {
       ephd_list_prepend(&failed, &r->link);
     }
