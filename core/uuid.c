@@ -2,8 +2,6 @@
 
 #include "ffi.h"
 
-static int is_dash(size_t i) { return i == 8 || i == 13 || i == 18 || i == 23; }
-
 static int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -12,8 +10,9 @@ static int hex_value(char c) {
 }
 
 /* A byte's class, and the class each of a canonical UUID's bytes must
- * have: compared all at once, without a branch per byte, as a relayed
- * request's forward mark is checked on every one. */
+ * have (the one statement of the shape, for both functions below):
+ * compared all at once, without a branch per byte, as a relayed request's
+ * forward mark is checked on every one. */
 enum { NOT_UUID, HEX, DASH };
 static const unsigned char class_of[256] = {
     ['0' ... '9'] = HEX, ['a' ... 'f'] = HEX, ['-'] = DASH};
@@ -33,7 +32,7 @@ int ephd_uuid_canonical(const char *p, size_t len) {
 int ephd_ffi_uuid_lower(const char *p, size_t len, char *out) {
   if (len != EPHD_UUID_LEN) return EPHD_E_BAD_REQUEST;
   for (size_t i = 0; i < len; i++) {
-    if (is_dash(i)) {
+    if (canonical[i] == DASH) {
       if (p[i] != '-') return EPHD_E_BAD_REQUEST;
       out[i] = '-';
     } else {
