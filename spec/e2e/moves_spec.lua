@@ -341,6 +341,15 @@ describe("ownership moves", function()
         while daemon.now() - t0 < seconds do books.step(live) end
     end
 
+    -- A wait's failure message: what it waited for, every broker's cell
+    -- view, and the log of the one it was about.
+    local function seen(what, brokers, about)
+        local views = {}
+        for name, d in pairs(brokers) do views[name] = d:cell() end
+        return what .. "; views " .. cjson.encode(views) .. "\n" .. about
+               .. "'s log:\n" .. brokers[about]:read_log():sub(-4000)
+    end
+
     local function wait_gone(d, seconds)
         local t0 = daemon.now()
         while d:alive() and daemon.now() - t0 < seconds do daemon.sleep(0.01) end
@@ -364,12 +373,7 @@ describe("ownership moves", function()
         -- c holds some before it stops: waited for, as under ASan a second
         -- of traffic was once not enough (what each saw, for a failure).
         daemon.wait_until(function()
-            local views = {}
-            for name, d in pairs({ a = a, b = b, c = c }) do
-                views[name] = d:cell()
-            end
-            return "c to hold partitions; views " .. cjson.encode(views)
-                   .. "\nc's log:\n" .. c:read_log():sub(-4000)
+            return seen("c to hold partitions", { a = a, b = b, c = c }, "c")
         end, function()
             books.step({ a, b, c })
             return c:cell().partitions.held > 0
@@ -412,14 +416,8 @@ describe("ownership moves", function()
         -- the traffic goes on: waited for, as a loaded machine may take
         -- more than the second above.
         daemon.wait_until(function()
-            -- What each saw, for a failure: the views and c2's log.
-            local views = {}
-            for name, d in pairs({ a = a, b = b, c2 = c2 }) do
-                views[name] = d:cell()
-            end
-            return "c2 to own partitions again; views "
-                   .. cjson.encode(views) .. "\nc2's log:\n"
-                   .. c2:read_log():sub(-4000)
+            return seen("c2 to own partitions again",
+                        { a = a, b = b, c2 = c2 }, "c2")
         end, function()
             books.step({ a, b, c2 })
             return c2:cell().partitions.owned > 0
