@@ -1,5 +1,8 @@
 #include "uuid.h"
 
+#include <stdint.h>
+#include <string.h>
+
 #include "ffi.h"
 
 static int hex_value(char c) {
@@ -9,24 +12,40 @@ static int hex_value(char c) {
   return -1;
 }
 
-/* A byte's class, and the class each of a canonical UUID's bytes must
- * have (the one statement of the shape, for both functions below):
- * compared all at once, without a branch per byte, as a relayed request's
- * forward mark is checked on every one. */
+/* The class each of a canonical UUID's bytes must have: the one statement
+ * of the shape, for both functions below. */
 enum { NOT_UUID, HEX, DASH };
-static const unsigned char class_of[256] = {
-    ['0' ... '9'] = HEX, ['a' ... 'f'] = HEX, ['-'] = DASH};
 static const unsigned char canonical[EPHD_UUID_LEN] = {
     HEX, HEX,  HEX, HEX, HEX, HEX, HEX,  HEX, DASH, HEX, HEX, HEX,
     HEX, DASH, HEX, HEX, HEX, HEX, DASH, HEX, HEX,  HEX, HEX, DASH,
     HEX, HEX,  HEX, HEX, HEX, HEX, HEX,  HEX, HEX,  HEX, HEX, HEX};
 
+/* Sixteen bytes a step in GCC's portable vectors (SSE2 on x86-64, NEON on
+ * arm64): three overlapping loads cover the 36 bytes. The byte loop this
+ * replaced cost a relayed request 300 instructions at its owner. */
+typedef unsigned char bytes16 __attribute__((vector_size(16)));
+
+static bytes16 load16(const void *p) {
+  bytes16 v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/* Each byte's class (HEX, DASH or NOT_UUID) XOR the one its place needs. */
+static bytes16 misfit16(const char *p, size_t at) {
+  bytes16 b = load16(p + at);
+  bytes16 hex =
+      (bytes16)((bytes16)(b - '0') < 10) | (bytes16)((bytes16)(b - 'a') < 6);
+  bytes16 dash = (bytes16)(b == '-');
+  return ((hex & HEX) | (dash & DASH)) ^ load16(canonical + at);
+}
+
 int ephd_uuid_canonical(const char *p, size_t len) {
   if (len != EPHD_UUID_LEN) return 0;
-  unsigned differ = 0;
-  for (size_t i = 0; i < EPHD_UUID_LEN; i++)
-    differ |= class_of[(unsigned char)p[i]] ^ canonical[i];
-  return differ == 0;
+  bytes16 misfit = misfit16(p, 0) | misfit16(p, 16) | misfit16(p, 20);
+  uint64_t half[2];
+  memcpy(half, &misfit, sizeof(half));
+  return (half[0] | half[1]) == 0;
 }
 
 int ephd_ffi_uuid_lower(const char *p, size_t len, char *out) {
