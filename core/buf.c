@@ -30,14 +30,30 @@ char *ephd_buf_reserve(ephd_buf_t *b, size_t n) {
   return b->base + b->len;
 }
 
+/* Counted first, then written from the last digit back, two at a time:
+ * every answer's Content-Length is one, and every relayed push's frame
+ * (core/scan.h) six or more. */
 size_t ephd_u64_format(char *out, uint64_t v) {
-  char tmp[20];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+  static const char pairs[] =
+      "0001020304050607080910111213141516171819"
+      "2021222324252627282930313233343536373839"
+      "4041424344454647484950515253545556575859"
+      "6061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  size_t n = 1;
+  for (uint64_t t = v; t >= 10; t /= 10) n++;
+  char *p = out + n;
+  for (; v >= 100; v /= 100) {
+    const char *two = pairs + (v % 100) * 2;
+    *--p = two[1];
+    *--p = two[0];
+  }
+  if (v >= 10) {
+    *--p = pairs[v * 2 + 1];
+    *--p = pairs[v * 2];
+  } else {
+    *--p = (char)('0' + v);
+  }
   return n;
 }
 

@@ -1,3 +1,4 @@
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "buf.h"
@@ -378,5 +379,25 @@ TEST_IMPL(uuid_lowered_and_canonical) {
       ASSERT_EQ(ephd_uuid_canonical(one, sizeof(one)), dash ? b == '-' : hex);
     }
   }
+  return 0;
+}
+
+TEST_IMPL(u64_format_writes_every_width) {
+  uint64_t v[] = {0,   9,     10,    99,          100,
+                  101, 12345, 99999, 4294967295u, UINT64_MAX};
+  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+    char got[EPHD_U64_DIGITS + 1], want[32];
+    size_t n = ephd_u64_format(got, v[i]);
+    ASSERT_EQ(n, (size_t)snprintf(want, sizeof(want), "%" PRIu64, v[i]));
+    ASSERT(memcmp(got, want, n) == 0);
+  }
+  /* Every power of ten and its neighbours, where the width changes. */
+  for (uint64_t p = 1; p <= UINT64_MAX / 10; p *= 10)
+    for (uint64_t d = p - 1; d <= p + 1; d++) {
+      char got[EPHD_U64_DIGITS + 1], want[32];
+      size_t n = ephd_u64_format(got, d);
+      ASSERT_EQ(n, (size_t)snprintf(want, sizeof(want), "%" PRIu64, d));
+      ASSERT(memcmp(got, want, n) == 0);
+    }
   return 0;
 }
