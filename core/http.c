@@ -736,6 +736,11 @@ static ephd_slice_t slice(ephd_conn_t *c, span_t s) {
   return out;
 }
 
+ephd_slice_t ephd_http_scan_frame(const ephd_request_t *req) {
+  ephd_conn_t *c = ephd_http_conn(req);
+  return slice(c, c->headers[EPHD_HDR_SCAN]);
+}
+
 /* RFC 9112 3.2.2: a server accepts a target in absolute form (what a
  * proxy sends), whose path and query follow the authority. */
 static ephd_slice_t origin_form(ephd_slice_t url) {

@@ -63,6 +63,9 @@ ephd_conn_t *ephd_http_conn(const ephd_request_t *req);
  * it did: the connection's later requests are the member's too. */
 int ephd_http_peer(const ephd_request_t *req);
 void ephd_http_trust_peer(const ephd_request_t *req);
+/* req's X-Queen-Scan header (empty when absent): believed only once its
+ * forward mark is (core/scan.h). */
+ephd_slice_t ephd_http_scan_frame(const ephd_request_t *req);
 /* Starts a response on c and returns the buffer its body is appended to;
  * ephd_http_end fills in its Content-Length and sends it. */
 ephd_buf_t *ephd_http_begin(ephd_conn_t *c, int status, const char *extra);

@@ -15,7 +15,8 @@
 
 const char *const ephd_head_names[EPHD_N_HEADERS] = {
     "x-queen-tenant", "Authorization",  "Content-Type",    "Origin",
-    "Host",           "Sec-Fetch-Site", "X-Queen-Forward", "X-Queen-Session"};
+    "Host",           "Sec-Fetch-Site", "X-Queen-Forward", "X-Queen-Session",
+    "X-Queen-Scan"};
 
 /* Case-insensitive by one bit: the names are letters and '-', and of the
  * token bytes (and of the printable ones in a value) only those fold onto
@@ -61,8 +62,8 @@ int ephd_head_header_of(const char *f, size_t len) {
     case 6:
       h = EPHD_HDR_ORIGIN;
       break;
-    case 12:
-      h = EPHD_HDR_CONTENT_TYPE;
+    case 12: /* Content-Type, X-Queen-Scan */
+      h = (f[0] | 0x20) == 'x' ? EPHD_HDR_SCAN : EPHD_HDR_CONTENT_TYPE;
       break;
     case 13:
       h = EPHD_HDR_AUTHORIZATION;

@@ -20,6 +20,7 @@ enum {
   EPHD_HDR_FETCH_SITE,
   EPHD_HDR_FORWARD,
   EPHD_HDR_SESSION,
+  EPHD_HDR_SCAN, /* X-Queen-Scan: a relayed push's frame (core/scan.h) */
   EPHD_N_HEADERS
 };
 

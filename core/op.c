@@ -36,6 +36,7 @@ void ephd_op_attach(ephd_request_t *req) {
     if (op == NULL) abort();
   }
   op->scanned = NULL;
+  op->frame.len = 0;
   op->batch_bytes = SIZE_MAX;
   op->pub.has_created = 0;
   req->op = &op->pub;

@@ -40,6 +40,13 @@ typedef struct ephd_op_state {
    * or a pop's deliveries as JSON. */
   ephd_buf_t items;
   ephd_buf_t key, value; /* a key with escapes, and a string value, decoded */
+  /* Where a scanned body's queue and second name (a push's partition) lie
+   * in it, inside their quotes, when they hold no escape (0: not so, or not
+   * named): what the scan's frame names (core/scan.h). */
+  uint32_t queue_at, second_at;
+  /* The scan's frame a member of the cell sent with this push, once its
+   * forward mark is trusted (empty otherwise): read instead of the body. */
+  ephd_slice_t frame;
   /* A parked pop: its place on its group's gate, the hold of its answer,
    * and what each wake runs again. */
   struct {

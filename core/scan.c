@@ -2,6 +2,8 @@
  * through Lua: one skeleton walks the body's object (a queue, a second
  * name, an array of items) and each verb adds how one item is read. What a
  * scan finds goes into the request's operation, for its commit. */
+#include "scan.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -55,12 +57,20 @@ typedef struct {
   size_t off, len;
 } name_t;
 
-static const char *name_value(ephd_op_state_t *op, const char *p,
-                              const char *end, name_t *name) {
+/* at (unless NULL): where the name lies in the body (base), inside its
+ * quotes, when its decoding took every byte as it is (an escape always
+ * shortens it); 0 otherwise. */
+static const char *name_value(ephd_op_state_t *op, const char *base,
+                              const char *p, const char *end, name_t *name,
+                              uint32_t *at) {
   if (p >= end || *p != '"') return NULL;
+  const char *open = p;
   name->off = op->names.len;
   p = ephd_json_string(p, end, &op->names);
   name->len = op->names.len - name->off;
+  if (at)
+    *at = p && (size_t)(p - open) == name->len + 2 ? (uint32_t)(open + 1 - base)
+                                                   : 0;
   return p;
 }
 
@@ -132,7 +142,7 @@ static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
   while ((r = ephd_json_member(&p, end, &op->key, &key, &first)) == 1) {
     if (key_is(key, "queue") && !s->has_queue) {
       s->has_queue = 1;
-      if (!(p = name_value(op, p, end, &queue)))
+      if (!(p = name_value(op, base, p, end, &queue, &op->queue_at)))
         return fail(s, "queue must be a string");
     } else if (key_eq(key, shape->second, shape->second_len) && !*has_second) {
       *has_second = 1;
@@ -141,7 +151,7 @@ static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
         p += 4;
         continue;
       }
-      if (!(p = name_value(op, p, end, &other))) {
+      if (!(p = name_value(op, base, p, end, &other, &op->second_at))) {
         snprintf(s->message, sizeof(s->message), "%s must be a string",
                  shape->second);
         return EPHD_E_BAD_REQUEST;
@@ -180,6 +190,7 @@ static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
   memset(s, 0, offsetof(ephd_scan_t, message));
   s->message[0] = 0;
   op->scanned = NULL;
+  op->queue_at = op->second_at = 0;
   op->names.len = op->items.len = 0;
   const char *base = req->body.ptr;
   int rc = scan_object(op, shape, base, base + req->body.len);
@@ -191,6 +202,19 @@ static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
 }
 
 /* --- push: {"queue", "partition", "messages": [{"payload"}...]} -------- */
+
+/* A payload's span of the body, for the commit. */
+static void add_message(ephd_op_state_t *op, uint32_t off, uint32_t len) {
+  ephd_buf_t *items = &op->items;
+  if (items->cap - items->len < sizeof(ephd_span_t))
+    ephd_buf_reserve(items, sizeof(ephd_span_t));
+  ephd_span_t *span = (ephd_span_t *)(items->base + items->len);
+  items->len += sizeof(*span);
+  span->off = off;
+  span->len = len;
+  op->pub.scan.count++;
+  op->pub.scan.bytes += len;
+}
 
 static const char *scan_message(ephd_op_state_t *op, const char *base,
                                 const char *p, const char *end) {
@@ -212,15 +236,7 @@ static const char *scan_message(ephd_op_state_t *op, const char *base,
                max);
       return NULL;
     }
-    ephd_buf_t *items = &op->items;
-    if (items->cap - items->len < sizeof(ephd_span_t))
-      ephd_buf_reserve(items, sizeof(ephd_span_t));
-    ephd_span_t *span = (ephd_span_t *)(items->base + items->len);
-    items->len += sizeof(*span);
-    span->off = (uint32_t)(v - base);
-    span->len = (uint32_t)(p - v);
-    s->count++;
-    s->bytes += span->len;
+    add_message(op, (uint32_t)(v - base), (uint32_t)(p - v));
   }
   if (r < 0) return NULL;
   if (!seen) {
@@ -252,22 +268,128 @@ static int name_clean(ephd_slice_t name, size_t max) {
     unsigned b = p[i];
     if (b - 32u < 95u) continue; /* printable ASCII */
     if (b < 128) return 0;       /* C0 or DEL */
-    if (b == 0xC2 && p[i + 1] < 0xA0) return 0;
+    /* A name from a frame was not decoded here: its last byte is not
+     * known to be followed by another. */
+    if (b == 0xC2 && (i + 1 == name.len || p[i + 1] < 0xA0)) return 0;
   }
   return 1;
 }
 
-int ephd_ffi_push_scan(const ephd_request_t *req) {
-  int rc = scan_body(req, &PUSH);
-  ephd_scan_t *s = &req->op->scan;
-  if (!s->has_partition) {
-    s->partition.ptr = EPHD_DEFAULT_PARTITION;
-    s->partition.len = sizeof(EPHD_DEFAULT_PARTITION) - 1;
-  }
+static void default_partition(ephd_scan_t *s) {
+  if (s->has_partition) return;
+  s->partition.ptr = EPHD_DEFAULT_PARTITION;
+  s->partition.len = sizeof(EPHD_DEFAULT_PARTITION) - 1;
+}
+
+static int names_clean(const ephd_scan_t *s) {
   size_t max = ephd_ffi_config()->max_name_bytes;
-  s->names_clean = rc == EPHD_OK && name_clean(s->queue, max) &&
-                   name_clean(s->partition, max);
+  return name_clean(s->queue, max) && name_clean(s->partition, max);
+}
+
+int ephd_ffi_push_scan(const ephd_request_t *req) {
+  ephd_op_state_t *op = ephd_op_of(req);
+  if (op->frame.len && ephd_scan_frame_read(req, op->frame) == EPHD_OK)
+    return EPHD_OK;
+  int rc = scan_body(req, &PUSH);
+  ephd_scan_t *s = &op->pub.scan;
+  default_partition(s);
+  s->names_clean = rc == EPHD_OK && names_clean(s);
   return rc;
+}
+
+/* --- the scan's frame (scan.h) ------------------------------------------- */
+
+#define FRAME "X-Queen-Scan: "
+
+static char *put_span(char *p, uint32_t off, uint32_t len) {
+  p += ephd_u64_format(p, off);
+  *p++ = ':';
+  return p + ephd_u64_format(p, len);
+}
+
+size_t ephd_scan_frame(const ephd_request_t *req, char *out) {
+  const ephd_op_state_t *op = ephd_op_of(req);
+  const ephd_scan_t *s = &op->pub.scan;
+  if (op->scanned == NULL || !s->names_clean || s->count == 0 ||
+      s->count > EPHD_FRAME_MAX || op->queue_at == 0 ||
+      (s->has_partition && op->second_at == 0))
+    return 0;
+  char *p = out;
+  memcpy(p, FRAME, sizeof(FRAME) - 1);
+  p = put_span(p + sizeof(FRAME) - 1, op->queue_at, (uint32_t)s->queue.len);
+  *p++ = ' ';
+  if (s->has_partition)
+    p = put_span(p, op->second_at, (uint32_t)s->partition.len);
+  else
+    *p++ = '-';
+  const ephd_span_t *m = (const ephd_span_t *)op->items.base;
+  for (uint32_t i = 0; i < s->count; i++) {
+    *p++ = i ? ',' : ' ';
+    p = put_span(p, m[i].off, m[i].len);
+  }
+  *p++ = '\r';
+  *p++ = '\n';
+  return (size_t)(p - out);
+}
+
+/* Up to ten digits, within a uint32_t. */
+static const char *read_number(const char *p, const char *end, uint32_t *v) {
+  const char *start = p, *stop = end - p > 10 ? p + 10 : end;
+  uint64_t n = 0;
+  for (unsigned d; p < stop && (d = (unsigned char)*p - '0') <= 9u; p++)
+    n = n * 10 + d;
+  if (p == start || n > UINT32_MAX) return NULL;
+  *v = (uint32_t)n;
+  return p;
+}
+
+/* OFF:LEN, within the body's len bytes. */
+static const char *read_span(const char *p, const char *end, size_t len,
+                             ephd_span_t *span) {
+  if (!(p = read_number(p, end, &span->off)) || p >= end || *p++ != ':' ||
+      !(p = read_number(p, end, &span->len)))
+    return NULL;
+  return (uint64_t)span->off + span->len <= len ? p : NULL;
+}
+
+static int frame_refused(ephd_op_state_t *op) {
+  op->items.len = 0;
+  return EPHD_E_BAD_REQUEST;
+}
+
+int ephd_scan_frame_read(const ephd_request_t *req, ephd_slice_t frame) {
+  ephd_op_state_t *op = ephd_op_of(req);
+  ephd_scan_t *s = &op->pub.scan;
+  const char *body = req->body.ptr, *p = frame.ptr, *end = p + frame.len;
+  size_t len = req->body.len;
+  uint32_t max = ephd_ffi_config()->max_items;
+  if (max > EPHD_FRAME_MAX) max = EPHD_FRAME_MAX;
+  memset(s, 0, offsetof(ephd_scan_t, message));
+  s->message[0] = 0;
+  op->scanned = NULL;
+  op->items.len = 0;
+  ephd_span_t queue, partition, m;
+  if (!(p = read_span(p, end, len, &queue)) || p >= end || *p++ != ' ')
+    return frame_refused(op);
+  s->has_partition = p >= end || *p != '-';
+  if (!s->has_partition)
+    p++;
+  else if (!(p = read_span(p, end, len, &partition)))
+    return frame_refused(op);
+  for (char sep = ' '; p < end; sep = ',') {
+    if (*p++ != sep || s->count == max || !(p = read_span(p, end, len, &m)))
+      return frame_refused(op);
+    add_message(op, m.off, m.len);
+  }
+  s->has_queue = 1;
+  s->queue = (ephd_slice_t){body + queue.off, queue.len};
+  if (s->has_partition)
+    s->partition = (ephd_slice_t){body + partition.off, partition.len};
+  default_partition(s);
+  if (s->count == 0 || !names_clean(s)) return frame_refused(op);
+  s->names_clean = 1;
+  op->scanned = body;
+  return EPHD_OK;
 }
 
 /* --- ack: {"queue", "group", "acks": [{"id", "status", "error"}...]} ---- */
@@ -282,7 +404,6 @@ static const char *string_value(ephd_op_state_t *op, const char *p,
 
 static const char *scan_ack(ephd_op_state_t *op, const char *base,
                             const char *p, const char *end) {
-  (void)base;
   ephd_scan_t *s = &op->pub.scan;
   int first = 1, r, has_id = 0, has_status = 0, has_error = 0;
   ephd_ack_item_t item = {0, 0, EPHD_ACK_COMPLETED};
@@ -291,7 +412,7 @@ static const char *scan_ack(ephd_op_state_t *op, const char *base,
     if (key_is(key, "id") && !has_id) {
       has_id = 1;
       name_t id;
-      if (!(p = name_value(op, p, end, &id))) {
+      if (!(p = name_value(op, base, p, end, &id, NULL))) {
         fail(s, "an ack id must be a string");
         return NULL;
       }

@@ -21,6 +21,7 @@
 #include "op.h"
 #include "peer_client.h"
 #include "prom.h"
+#include "scan.h"
 
 /* A relayed pop that waits is held by its owner for its whole timeout:
  * its deadline is that plus this margin for the way there and back. */
@@ -437,9 +438,12 @@ static forward_t *forward_new(const ephd_request_t *req, ephd_cell_verb_t verb,
   }
   int commits = verb == EPHD_CELL_POP && a->auto_ack;
   size_t group_len = commits && a->group ? a->group_len : 0;
+  /* What the scan here found, so the owner need not scan the body again. */
+  char frame[EPHD_FRAME_LINE_MAX];
+  size_t frame_len = verb == EPHD_CELL_PUSH ? ephd_scan_frame(req, frame) : 0;
   ephd_marked_t m;
-  size_t n = ephd_relay_marked_size(req, tenant_len, extra, &m) + tenant_len +
-             queue.len + partition.len + group_len;
+  size_t n = ephd_relay_marked_size(req, tenant_len, extra, &m) + frame_len +
+             tenant_len + queue.len + partition.len + group_len;
   forward_t *f = malloc(sizeof(*f) + n);
   if (f == NULL) return NULL;
   f->deferred = NULL;
@@ -457,13 +461,15 @@ static forward_t *forward_new(const ephd_request_t *req, ephd_cell_verb_t verb,
   char *p = write_target(f->bytes, req, commits ? ephd_delivery_commits : NULL,
                          extra);
   f->target_len = (size_t)(p - f->bytes);
-  f->headers_len = m.headers_len;
+  f->headers_len = m.headers_len + frame_len;
   f->body_len = m.body_len;
   f->tenant_len = tenant_len;
   f->queue_len = queue.len;
   f->partition_len = partition.len;
   f->group_len = group_len;
-  p = put(p + m.headers_len, req->body.ptr, req->body.len);
+  /* The mark and Content-Type go before the frame at each send. */
+  p = put(p + m.headers_len, frame, frame_len);
+  p = put(p, req->body.ptr, req->body.len);
   p = put(p, tenant, tenant_len);
   p = put(p, queue.ptr, queue.len);
   p = put(p, partition.ptr, partition.len);
@@ -839,7 +845,10 @@ int ephd_ffi_forward_tenant(const ephd_request_t *req, ephd_slice_t *tenant) {
       return EPHD_E_REFUSED;
     ephd_http_trust_peer(req);
   }
-  return ephd_mark_tenant(req->forward, tenant);
+  int rc = ephd_mark_tenant(req->forward, tenant);
+  /* The mark believed, so is the scan's frame the member sent with it. */
+  if (rc == EPHD_OK) ephd_op_of(req)->frame = ephd_http_scan_frame(req);
+  return rc;
 }
 
 /* The pops naming no partition that whole_pop.c served over the cell, by

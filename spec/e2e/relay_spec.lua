@@ -195,6 +195,50 @@ describe("the relay", function()
                 "a session replayed")
     end)
 
+    it("reads a relayed push's scan frame only from a member, and a "
+       .. "frame that is not one of the body not at all", function()
+        local ds = start(1)
+        finally(function() daemon.stop_all(ds) end)
+        daemon.await_cell(ds, 10)
+        local a = ds[1]
+        local PATH = "/api/v1/ephemeral/push"
+        -- The frame an edge writes for it is "10:1 26:1 52:3"; this one
+        -- says the payload is the partition's name, and no partition.
+        local body = '{"queue":"q","partition":"p","messages":'
+                     .. '[{"payload":123}]}'
+        local lie = "10:1 - 25:3"
+        local function payloads(partition)
+            local res = a:pop("queue=q&partition=" .. partition .. "&batch=10")
+            assert.equals(200, res.status, res.body)
+            local out = {}
+            for i, m in ipairs(res.json.messages) do out[i] = m.payload end
+            return out
+        end
+        -- A client's frame is never read: the body is scanned.
+        local res = a:request("POST", PATH, body,
+                              { ["Content-Type"] = "application/json",
+                                ["X-Queen-Scan"] = lie })
+        assert.equals(201, res.status, res.body)
+        assert.same({ 123 }, payloads("p"))
+        -- Nor a member's that does not fit the body (a span past its end).
+        local c = a:connect()
+        local h = mark.headers(TOKEN, a, TENANT,
+                               { extra = { ["Content-Type"] = "application/json",
+                                           ["X-Queen-Scan"] = "10:1 - 52:99" } })
+        res = c:request("POST", PATH, body, h)
+        assert.equals(201, res.status, res.body)
+        assert.same({ 123 }, payloads("p"))
+        -- A member's is believed, as its mark is: what the frame names is
+        -- what is stored.
+        res = c:request("POST", PATH, body,
+                        { ["Content-Type"] = "application/json",
+                          ["X-Queen-Forward"] = TENANT, ["X-Queen-Scan"] = lie,
+                          Host = "127.0.0.1:" .. a.port })
+        assert.equals(201, res.status, res.body)
+        c:close()
+        assert.same({ "p" }, payloads("Default"))
+    end)
+
     it("refuses any mark at a broker without a cell token", function()
         local a = daemon.start()
         finally(function() a:stop() end)
