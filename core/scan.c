@@ -388,6 +388,10 @@ int ephd_scan_frame_read(const ephd_request_t *req, ephd_slice_t frame) {
   default_partition(s);
   if (s->count == 0 || !names_clean(s)) return frame_refused(op);
   s->names_clean = 1;
+  /* Where the names lie, as the scan would have left them, not as the
+   * operation's last user did: what ephd_scan_frame frames. */
+  op->queue_at = queue.off;
+  op->second_at = s->has_partition ? partition.off : 0;
   op->scanned = body;
   return EPHD_OK;
 }

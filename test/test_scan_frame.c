@@ -56,6 +56,11 @@ static int framed_as_scanned(const char *body) {
   ASSERT(same_slice(f->queue, s->queue));
   ASSERT(same_slice(f->partition, s->partition));
   ASSERT(ephd_op_of(&owner)->scanned == owner.body.ptr);
+  /* Whatever the operation held before (the free list hands one back as
+   * it was), the frame read frames again as the scan did. */
+  char again[EPHD_FRAME_LINE_MAX];
+  ASSERT_EQ(ephd_scan_frame(&owner, again), n);
+  ASSERT(memcmp(again, line, n) == 0);
   ASSERT_EQ(ephd_op_of(&owner)->items.len, ephd_op_of(&edge)->items.len);
   ASSERT(memcmp(ephd_op_of(&owner)->items.base, ephd_op_of(&edge)->items.base,
                 ephd_op_of(&edge)->items.len) == 0);
