@@ -30,9 +30,11 @@ end
 describe("a hostile neighbour", function()
     it("cannot hold a broker's loop with rows it cannot sign", function()
         local a = daemon.start({ db = true, env = ENV })
+        -- The rows go first: a stop that fails must not leave them to
+        -- every later spec on this database.
         finally(function()
-            a:stop()
             daemon.sql("DELETE FROM queen.ephemeral_members")
+            a:stop()
         end)
         daemon.wait_until("a fresh view", function() return a:cell().fresh end)
         -- 50,000 unsigned rows that are never collected (a TTL of 24 days
@@ -57,9 +59,11 @@ describe("a hostile neighbour", function()
 
     it("cannot hold a broker's loop with rows of megabytes", function()
         local a = daemon.start({ db = true, env = ENV })
+        -- The rows go first: a stop that fails must not leave them to
+        -- every later spec on this database.
         finally(function()
-            a:stop()
             daemon.sql("DELETE FROM queen.ephemeral_members")
+            a:stop()
         end)
         daemon.wait_until("a fresh view", function() return a:cell().fresh end)
         -- Twenty rows of 6 MB each, read at every beat (ten a second).
