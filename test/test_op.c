@@ -1,34 +1,16 @@
 /* Requests own their operation: what a scan hands its commit is the
  * request's alone, whatever other requests are scanned in between (a held
  * configure, a parked pop, the push that wakes it, a relayed request). */
-#include "config.h"
+#include "body_request.h"
 #include "op.h"
 #include "test.h"
-
-static int configured;
-
-static void configure(void) {
-  static ephd_settings_t settings;
-  char *argv[] = {"test", NULL};
-  if (!configured) ephd_config_load(&settings, 1, argv, "/", "/");
-  configured = 1;
-}
-
-static ephd_request_t request(const char *body) {
-  ephd_request_t req;
-  memset(&req, 0, sizeof(req));
-  req.body.ptr = body;
-  req.body.len = strlen(body);
-  ephd_op_attach(&req);
-  return req;
-}
 
 static const ephd_span_t *spans(const ephd_request_t *req) {
   return (const ephd_span_t *)ephd_op_of(req)->items.base;
 }
 
 TEST_IMPL(op_requests_do_not_share_scans) {
-  configure();
+  body_configure();
   const char *a_body =
       "{\"queue\":\"alpha\",\"partition\":\"p\\u0031\","
       "\"messages\":[{\"payload\":1},{\"payload\":\"x\"}]}";
@@ -37,7 +19,8 @@ TEST_IMPL(op_requests_do_not_share_scans) {
       "[{\"id\":\"e:1:x:2\",\"status\":\"failed\"}]}";
   const char *c_body =
       "{\"queue\":\"gamma\",\"messages\":[{\"payload\":[true]}]}";
-  ephd_request_t a = request(a_body), b = request(b_body), c = request(c_body);
+  ephd_request_t a = body_request(a_body), b = body_request(b_body),
+                 c = body_request(c_body);
   ASSERT(a.op != b.op && b.op != c.op && a.op != c.op);
   /* Scanned in turn, each before the one before it is committed. */
   ASSERT_EQ(ephd_ffi_push_scan(&a), EPHD_OK);
@@ -55,7 +38,7 @@ TEST_IMPL(op_requests_do_not_share_scans) {
    * it: the ack scanned meanwhile keeps its own. */
   ephd_op_release(&a);
   ASSERT(a.op == NULL);
-  ephd_request_t d = request("{\"queue\":\"delta\",\"messages\":[]}");
+  ephd_request_t d = body_request("{\"queue\":\"delta\",\"messages\":[]}");
   ASSERT_EQ(ephd_ffi_push_scan(&d), EPHD_OK);
   s = &b.op->scan;
   ASSERT_MEM_EQ(s->queue.ptr, s->queue.len, "beta");
@@ -79,9 +62,9 @@ TEST_IMPL(op_requests_do_not_share_scans) {
 
 /* A refused body leaves nothing a commit could take. */
 TEST_IMPL(op_refused_scan_commits_nothing) {
-  configure();
+  body_configure();
   ephd_request_t r =
-      request("{\"queue\":\"q\",\"messages\":[{\"payload\":1}],\"x\":1}");
+      body_request("{\"queue\":\"q\",\"messages\":[{\"payload\":1}],\"x\":1}");
   ASSERT_EQ(ephd_ffi_push_scan(&r), EPHD_E_BAD_REQUEST);
   ASSERT(ephd_op_of(&r)->scanned == NULL);
   ASSERT(strstr(r.op->scan.message, "unknown or repeated field \"x\"") != NULL);
@@ -93,7 +76,7 @@ TEST_IMPL(op_refused_scan_commits_nothing) {
 /* An operation that held a large scan gives its memory back when its
  * request is answered, so the free list never pins one big body's spans. */
 TEST_IMPL(op_release_gives_back_large_buffers) {
-  configure();
+  body_configure();
   ephd_buf_t body;
   ephd_buf_init(&body);
   ephd_buf_appends(&body, "{\"queue\":\"q\",\"messages\":[");
@@ -101,12 +84,12 @@ TEST_IMPL(op_release_gives_back_large_buffers) {
     ephd_buf_appends(&body, i ? ",{\"payload\":1}" : "{\"payload\":1}");
   ephd_buf_appends(&body, "]}");
   ephd_buf_append(&body, "", 1); /* for strlen */
-  ephd_request_t r = request(body.base);
+  ephd_request_t r = body_request(body.base);
   ASSERT_EQ(ephd_ffi_push_scan(&r), EPHD_OK);
   ephd_op_state_t *op = ephd_op_of(&r);
   ASSERT(op->items.cap > 4096);
   ephd_op_release(&r);
-  ephd_request_t again = request("{}");
+  ephd_request_t again = body_request("{}");
   ASSERT(ephd_op_of(&again) == op); /* the free list's most recent */
   ASSERT(op->items.cap <= 4096);
   ephd_op_release(&again);

@@ -3,27 +3,10 @@
  * read as one. */
 #include <stdio.h>
 
-#include "config.h"
+#include "body_request.h"
 #include "op.h"
 #include "scan.h"
 #include "test.h"
-
-static void configure(void) {
-  static ephd_settings_t settings;
-  static int done;
-  char *argv[] = {"test", NULL};
-  if (!done) ephd_config_load(&settings, 1, argv, "/", "/");
-  done = 1;
-}
-
-static ephd_request_t request(const char *body) {
-  ephd_request_t req;
-  memset(&req, 0, sizeof(req));
-  req.body.ptr = body;
-  req.body.len = strlen(body);
-  ephd_op_attach(&req);
-  return req;
-}
 
 /* The frame's value: its header line without the name and the CRLF. */
 static ephd_slice_t value_of(const char *line, size_t len) {
@@ -39,7 +22,7 @@ static int same_slice(ephd_slice_t a, ephd_slice_t b) {
 /* Scanned at an edge, framed, and read from the frame at an owner: every
  * result the commit and Lua read is the scan's. */
 static int framed_as_scanned(const char *body) {
-  ephd_request_t edge = request(body), owner = request(body);
+  ephd_request_t edge = body_request(body), owner = body_request(body);
   ASSERT_EQ(ephd_ffi_push_scan(&edge), EPHD_OK);
   char line[EPHD_FRAME_LINE_MAX];
   size_t n = ephd_scan_frame(&edge, line);
@@ -70,7 +53,7 @@ static int framed_as_scanned(const char *body) {
 }
 
 TEST_IMPL(scan_frame_reads_as_the_scan_found) {
-  configure();
+  body_configure();
   const char *bodies[] = {
       "{\"queue\":\"single\",\"partition\":\"p-1\","
       "\"messages\":[{\"payload\":\"xxxxxxxxxxxxxx\"}]}",
@@ -95,7 +78,7 @@ TEST_IMPL(scan_frame_reads_as_the_scan_found) {
 
 /* A push the owner must scan itself gets no frame. */
 TEST_IMPL(scan_frame_none_when_the_owner_must_scan) {
-  configure();
+  body_configure();
   char many[2048];
   int at = snprintf(many, sizeof(many), "{\"queue\":\"q\",\"messages\":[");
   for (int i = 0; i <= EPHD_FRAME_MAX; i++)
@@ -113,7 +96,7 @@ TEST_IMPL(scan_frame_none_when_the_owner_must_scan) {
       "{\"queue\":\"q\",\"messages\":[{\"payload\":1}]", /* refused */
   };
   for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-    ephd_request_t req = request(bodies[i]);
+    ephd_request_t req = body_request(bodies[i]);
     ephd_ffi_push_scan(&req);
     char line[EPHD_FRAME_LINE_MAX];
     ASSERT_EQ(ephd_scan_frame(&req, line), 0);
@@ -126,7 +109,7 @@ TEST_IMPL(scan_frame_none_when_the_owner_must_scan) {
  * alone: the body need not be JSON), and the push is scanned as any
  * other. */
 TEST_IMPL(scan_frame_refuses_what_is_not_one) {
-  configure();
+  body_configure();
   /* queue at 10:1, partition at 26:3, the payload at 54:3, 60 bytes */
   const char *body =
       "{\"queue\":\"q\",\"partition\":\"p\x01x\",\"messages\":[{\"payload\":"
@@ -154,7 +137,7 @@ TEST_IMPL(scan_frame_refuses_what_is_not_one) {
   char with_c2[128];
   snprintf(with_c2, sizeof(with_c2), "%s\xc2", body);
   for (size_t i = 0; i < sizeof(frames) / sizeof(frames[0]); i++) {
-    ephd_request_t req = request(i == 14 ? with_c2 : body);
+    ephd_request_t req = body_request(i == 14 ? with_c2 : body);
     ephd_slice_t frame = {frames[i], strlen(frames[i])};
     ASSERT_EQ(ephd_scan_frame_read(&req, frame), EPHD_E_BAD_REQUEST);
     ASSERT(ephd_op_of(&req)->scanned == NULL);
@@ -165,7 +148,7 @@ TEST_IMPL(scan_frame_refuses_what_is_not_one) {
   const char *valid =
       "{\"queue\":\"q\",\"partition\":\"p\",\"messages\":[{\"payload\":"
       "123}]}";
-  ephd_request_t req = request(valid);
+  ephd_request_t req = body_request(valid);
   ephd_op_of(&req)->frame = (ephd_slice_t){"10:1 - 52:99", 12};
   ASSERT_EQ(ephd_ffi_push_scan(&req), EPHD_OK);
   ASSERT_EQ(req.op->scan.count, 1);
@@ -174,7 +157,7 @@ TEST_IMPL(scan_frame_refuses_what_is_not_one) {
   ephd_op_release(&req);
   /* And a frame that is one is believed over the body, which names a
    * partition the frame does not: 52:3 is the payload 123. */
-  req = request(valid);
+  req = body_request(valid);
   ephd_op_of(&req)->frame = (ephd_slice_t){"10:1 - 52:3", 11};
   ASSERT_EQ(ephd_ffi_push_scan(&req), EPHD_OK);
   ASSERT_EQ(req.op->scan.count, 1);
