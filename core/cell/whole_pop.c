@@ -26,6 +26,11 @@
 /* A waiting pop's answer at its timeout waits this much more for a take
  * already in flight. */
 #define TAKE_MARGIN_MS 100
+/* A member that refused its notify (its tenant's parked pops there at
+ * their bound, a failure) would wake nobody: while the others wait, it is
+ * asked with a take this often, so a message pushed there is found
+ * within it rather than at the pop's timeout. */
+#define RECHECK_MS 1000
 /* Where each (tenant, queue, group) starts its turn among the members: a
  * counter per hash bucket, no allocation; two queues sharing a bucket
  * still each move on at every pop of either. */
@@ -41,6 +46,7 @@ typedef struct {
   whole_t *w;
   ephd_peer_call_t *call; /* NULL: none */
   uint32_t member;
+  int deaf; /* its notify refused: asked with takes (RECHECK_MS) */
 } ask_t;
 
 enum { SWEEP, NOTIFY, TAKE };
@@ -195,6 +201,19 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
   finish(w);
 }
 
+/* The deadline the deferred holds: the pop's own, or sooner the next
+ * take of a member that refused its notify. */
+static void recheck_later(whole_t *w) {
+  uint64_t at = w->deadline_ms + TAKE_MARGIN_MS;
+  for (uint32_t m = 0; m < w->n && w->phase == NOTIFY; m++)
+    if (w->ask[m].deaf) {
+      uint64_t soon = ephd_ffi_now_ms() + RECHECK_MS;
+      if (soon < at) at = soon;
+      break;
+    }
+  ephd_deferred_deadline(w->deferred, at);
+}
+
 /* Parks a notify at every member; none sent, the pop is answered (429
  * when the tenant's share of a member's parking lane refused one: an
  * empty batch would have the client ask again at once). */
@@ -205,12 +224,16 @@ static void notify_all(whole_t *w) {
   int over_share = 0;
   for (uint32_t m = 0; m < w->n; m++) {
     int rc = ask(w, m, 1);
+    w->ask[m].deaf = rc != 0;
     if (rc == 0)
       w->pending++;
     else if (rc == EPHD_PEER_E_SHARE)
       over_share = 1;
   }
-  if (w->pending) return;
+  if (w->pending) {
+    recheck_later(w);
+    return;
+  }
   if (over_share) {
     ephd_relay_count_whole_pop(EPHD_WHOLE_ANSWERED);
     ephd_relay_share_refused(ephd_deferred_conn(w->deferred));
@@ -277,19 +300,28 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
   int ok = result == EPHD_PEER_OK && is_pop_answer(res) &&
            ephd_delivery_read(res, &ids, &count, &ready) == 0;
   if (ok) w->heard = 1;
-  if (w->phase == NOTIFY) {
+  if (w->phase == NOTIFY && a->deaf) {
+    /* A recheck's take: what it took is the client's; nothing, and the
+     * member is asked again at the next recheck. */
+    if (ok && count > 0) deliver(w, a->member, res, &ids);
+  } else if (w->phase == NOTIFY) {
     if (ok && ready) {
       /* The others took nothing: cancelled, they just unpark. */
       drop_asks(w);
       w->phase = TAKE;
       if (ask(w, a->member, 0) != 0) notify_all(w);
     } else {
-      if (ok)
+      if (ok) {
         w->waited = 1;
-      else
+      } else {
         keep_refusal(w, result, res);
+        a->deaf = 1;
+      }
       /* Every notify ended: refused everywhere, or the timeout. */
-      if (--w->pending == 0) answer_empty(w);
+      if (--w->pending == 0)
+        answer_empty(w);
+      else if (a->deaf)
+        recheck_later(w);
     }
   } else if (ok && count > 0) {
     deliver(w, a->member, res, &ids);
@@ -307,6 +339,12 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
  * not a member answered yet. */
 static void on_deadline(void *data) {
   whole_t *w = data;
+  if (ephd_ffi_now_ms() < w->deadline_ms) { /* a recheck's, not the pop's */
+    for (uint32_t m = 0; m < w->n && w->phase == NOTIFY; m++)
+      if (w->ask[m].deaf && w->ask[m].call == NULL) ask(w, m, 0);
+    recheck_later(w);
+    return;
+  }
   if (w->waits) w->heard = 1;
   answer_empty(w);
 }

@@ -111,6 +111,45 @@ describe("a pop naming no partition", function()
         for _, d in ipairs(ds) do d:await_parked(0) end
     end)
 
+    it("waiting, finds within a second a message pushed to a member that "
+       .. "refused its notify", function()
+        -- b parks one pop of the tenant at most, and one is parked there
+        -- (another queue's): it refuses the whole pop's notify.
+        local env_b = {}
+        for k, v in pairs(ENV) do env_b[k] = v end
+        env_b.QUEEN_EPHEMERAL_MAX_PARKED = "1"
+        local ds = {}
+        finally(function() daemon.stop_all(ds) end)
+        ds[1] = daemon.start({ db = true, env = ENV })
+        ds[2] = daemon.start({ db = true, env = env_b })
+        daemon.await_cell(ds, 10)
+        local a, b = ds[1], ds[2]
+        local part = partition_on(ds, a, b, "deaf")
+        local other = b:connect()
+        other:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=elsewhere"
+                                 .. "&wait=true&timeout=20000"))
+        b:await_parked(1)
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=deaf"
+                                .. "&wait=true&timeout=12000"))
+        -- Pushed once b has refused the notify (the sweep's take before
+        -- it would find the message whatever the notify did).
+        daemon.wait_until("b to refuse the notify", function()
+            return b:metric('queen_ephemeral_refusals_total{code="rate_limited"}'
+                            .. " (%d+)") >= 1
+        end)
+        local t0 = daemon.now()
+        assert.equals(201, b:push("deaf", { "7" }, part).status)
+        local res = assert(conn:receive(15))
+        conn:close()
+        other:close()
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        assert.equals(7, res.json.messages[1].payload)
+        -- Found by a recheck's take, not at the timeout (12 s).
+        assert.is_true(daemon.now() - t0 < 4, "found late")
+    end)
+
     it("with commitOnDelivery, takes nothing for a client that left while "
        .. "it waited", function()
         local ds = start(3)
