@@ -29,7 +29,10 @@
 /* A member that refused its notify (its tenant's parked pops there at
  * their bound, a failure) would wake nobody: while the others wait, it is
  * asked with a take this often, so a message pushed there is found
- * within it rather than at the pop's timeout. */
+ * within it rather than at the pop's timeout. Such members are asked one
+ * after another, never two at once: a take leases what it finds, and only
+ * one answer is written (the other's messages would wait out their
+ * lease). */
 #define RECHECK_MS 1000
 /* Where each (tenant, queue, group) starts its turn among the members: a
  * counter per hash bucket, no allocation; two queues sharing a bucket
@@ -57,6 +60,8 @@ struct whole {
   uint32_t next;    /* the sweep's next member */
   uint32_t left;    /* members the sweep has still to ask */
   uint32_t pending; /* notifies out */
+  uint32_t recheck; /* the recheck's next member to ask */
+  uint32_t held;    /* a ready member waiting for a recheck's take: +1 */
   int phase;
   int waits, auto_ack;
   int heard; /* some member answered the pop (empty or not) */
@@ -142,16 +147,18 @@ static int ask(whole_t *w, uint32_t m, int notify) {
   return rc;
 }
 
-static void drop_asks(whole_t *w) {
+/* Cancels what is out; takes too unless notifies_only (a recheck's take
+ * out leased what it found: it is let answer). */
+static void drop_asks(whole_t *w, int notifies_only) {
   for (uint32_t m = 0; m < w->n; m++)
-    if (w->ask[m].call) {
+    if (w->ask[m].call && !(notifies_only && w->ask[m].deaf)) {
       ephd_peer_cancel(w->ask[m].call);
       w->ask[m].call = NULL;
     }
 }
 
 static void finish(whole_t *w) {
-  drop_asks(w);
+  drop_asks(w, 0);
   free(w);
 }
 
@@ -202,16 +209,43 @@ static void deliver(whole_t *w, uint32_t m, const ephd_peer_response_t *res,
 }
 
 /* The deadline the deferred holds: the pop's own, or sooner the next
- * take of a member that refused its notify. */
+ * take of a member that refused its notify (before the pop's timeout
+ * only, so a take in flight then keeps its margin). */
 static void recheck_later(whole_t *w) {
   uint64_t at = w->deadline_ms + TAKE_MARGIN_MS;
   for (uint32_t m = 0; m < w->n && w->phase == NOTIFY; m++)
     if (w->ask[m].deaf) {
       uint64_t soon = ephd_ffi_now_ms() + RECHECK_MS;
-      if (soon < at) at = soon;
+      if (soon < w->deadline_ms) at = soon;
       break;
     }
   ephd_deferred_deadline(w->deferred, at);
+}
+
+/* Whether a recheck's take is out. */
+static int taking(const whole_t *w) {
+  for (uint32_t m = 0; m < w->n; m++)
+    if (w->ask[m].deaf && w->ask[m].call) return 1;
+  return 0;
+}
+
+/* The recheck's next member that refused its notify, asked with a take;
+ * none left, the round ends (the next starts at the next recheck). */
+static void recheck_on(whole_t *w) {
+  while (w->recheck < w->n) {
+    uint32_t m = w->recheck++;
+    if (w->ask[m].deaf && ask(w, m, 0) == 0) return;
+  }
+}
+
+static void notify_all(whole_t *w);
+
+/* The take from the member that answered ready, once no recheck's take
+ * is out. */
+static void take_held(whole_t *w) {
+  uint32_t m = w->held - 1;
+  w->held = 0;
+  if (ask(w, m, 0) != 0) notify_all(w);
 }
 
 /* Parks a notify at every member; none sent, the pop is answered (429
@@ -220,6 +254,7 @@ static void recheck_later(whole_t *w) {
 static void notify_all(whole_t *w) {
   w->phase = NOTIFY;
   w->pending = 0;
+  w->recheck = w->n; /* no round until the first recheck */
   w->refused = w->waited = 0;
   int over_share = 0;
   for (uint32_t m = 0; m < w->n; m++) {
@@ -300,16 +335,26 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
   int ok = result == EPHD_PEER_OK && is_pop_answer(res) &&
            ephd_delivery_read(res, &ids, &count, &ready) == 0;
   if (ok) w->heard = 1;
-  if (w->phase == NOTIFY && a->deaf) {
+  if (w->phase != SWEEP && a->deaf) {
     /* A recheck's take: what it took is the client's; nothing, and the
-     * member is asked again at the next recheck. */
-    if (ok && count > 0) deliver(w, a->member, res, &ids);
+     * round asks the next (the member again at the next recheck), or the
+     * member that answered ready meanwhile is taken from. */
+    if (ok && count > 0)
+      deliver(w, a->member, res, &ids);
+    else if (w->held)
+      take_held(w);
+    else if (w->pending == 0)
+      answer_empty(w); /* the notifies ended while it was out */
+    else
+      recheck_on(w);
   } else if (w->phase == NOTIFY) {
     if (ok && ready) {
-      /* The others took nothing: cancelled, they just unpark. */
-      drop_asks(w);
+      /* The others took nothing: cancelled, they just unpark. A
+       * recheck's take out answers first (it may have leased some). */
+      drop_asks(w, 1);
       w->phase = TAKE;
-      if (ask(w, a->member, 0) != 0) notify_all(w);
+      w->held = a->member + 1;
+      if (!taking(w)) take_held(w);
     } else {
       if (ok) {
         w->waited = 1;
@@ -317,10 +362,11 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
         keep_refusal(w, result, res);
         a->deaf = 1;
       }
-      /* Every notify ended: refused everywhere, or the timeout. */
-      if (--w->pending == 0)
-        answer_empty(w);
-      else if (a->deaf)
+      /* Every notify ended: refused everywhere, or the timeout (a
+       * recheck's take out answers first). */
+      if (--w->pending == 0) {
+        if (!taking(w)) answer_empty(w);
+      } else if (a->deaf)
         recheck_later(w);
     }
   } else if (ok && count > 0) {
@@ -340,8 +386,10 @@ static void on_ask(void *data, int result, const ephd_peer_response_t *res) {
 static void on_deadline(void *data) {
   whole_t *w = data;
   if (ephd_ffi_now_ms() < w->deadline_ms) { /* a recheck's, not the pop's */
-    for (uint32_t m = 0; m < w->n && w->phase == NOTIFY; m++)
-      if (w->ask[m].deaf && w->ask[m].call == NULL) ask(w, m, 0);
+    if (w->phase == NOTIFY && !taking(w)) {
+      w->recheck = 0;
+      recheck_on(w);
+    }
     recheck_later(w);
     return;
   }

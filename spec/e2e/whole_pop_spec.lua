@@ -150,6 +150,56 @@ describe("a pop naming no partition", function()
         assert.is_true(daemon.now() - t0 < 4, "found late")
     end)
 
+    it("waiting, takes from one member that refused its notify at a time, "
+       .. "leaving the others' messages unleased", function()
+        -- b and c each park one pop of the tenant at most, and one is
+        -- parked at each: both refuse the notify. A recheck that took from
+        -- both at once would write one answer and leave the other's
+        -- message leased, hidden until its lease ran out.
+        local env_1 = {}
+        for k, v in pairs(ENV) do env_1[k] = v end
+        env_1.QUEEN_EPHEMERAL_MAX_PARKED = "1"
+        local ds = {}
+        finally(function() daemon.stop_all(ds) end)
+        ds[1] = daemon.start({ db = true, env = ENV })
+        ds[2] = daemon.start({ db = true, env = env_1 })
+        ds[3] = daemon.start({ db = true, env = env_1 })
+        daemon.await_cell(ds, 10)
+        local a, b, c = ds[1], ds[2], ds[3]
+        local parts = { [b] = partition_on(ds, a, b, "deaf2"),
+                        [c] = partition_on(ds, a, c, "deaf2") }
+        local others = {}
+        for _, d in ipairs({ b, c }) do
+            local o = d:connect()
+            o:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=elsewhere"
+                                 .. "&wait=true&timeout=20000"))
+            others[#others + 1] = o
+            d:await_parked(1)
+        end
+        local conn = a:connect()
+        conn:send(daemon.format("GET", "/api/v1/ephemeral/pop?queue=deaf2"
+                                .. "&wait=true&timeout=12000"))
+        for _, d in ipairs({ b, c }) do
+            daemon.wait_until("the notify to be refused", function()
+                return d:metric('queen_ephemeral_refusals_total{code='
+                                .. '"rate_limited"} (%d+)') >= 1
+            end)
+        end
+        assert.equals(201, b:push("deaf2", { "7" }, parts[b]).status)
+        assert.equals(201, c:push("deaf2", { "8" }, parts[c]).status)
+        local res = assert(conn:receive(15))
+        conn:close()
+        for _, o in ipairs(others) do o:close() end
+        assert.equals(200, res.status, res.body)
+        assert.equals(1, #res.json.messages, res.body)
+        -- The other member's message was not taken: a pop there gets it.
+        local from = res.json.messages[1].payload == 7 and b or c
+        local rest = from == b and c or b
+        local got = rest:pop("queue=deaf2&partition=" .. parts[rest])
+        assert.equals(200, got.status, got.body)
+        assert.equals(1, #got.json.messages, "the other's message is leased")
+    end)
+
     it("with commitOnDelivery, takes nothing for a client that left while "
        .. "it waited", function()
         local ds = start(3)
