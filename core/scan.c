@@ -181,17 +181,22 @@ static int scan_object(ephd_op_state_t *op, const body_shape_t *shape,
   return EPHD_OK;
 }
 
-/* The skeleton: the scan's results start empty (the message unset, which
- * is cheaper than clearing it), and the body is kept for the commit only
- * when it scanned. */
-static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
-  ephd_op_state_t *op = ephd_op_of(req);
+/* A scan's results start empty (the message unset, which is cheaper than
+ * clearing it), whether the body or a frame is read. */
+static void scan_reset(ephd_op_state_t *op) {
   ephd_scan_t *s = &op->pub.scan;
   memset(s, 0, offsetof(ephd_scan_t, message));
   s->message[0] = 0;
   op->scanned = NULL;
   op->queue_at = op->second_at = 0;
   op->names.len = op->items.len = 0;
+}
+
+/* The skeleton: the body is kept for the commit only when it scanned. */
+static int scan_body(const ephd_request_t *req, const body_shape_t *shape) {
+  ephd_op_state_t *op = ephd_op_of(req);
+  ephd_scan_t *s = &op->pub.scan;
+  scan_reset(op);
   const char *base = req->body.ptr;
   int rc = scan_object(op, shape, base, base + req->body.len);
   if (rc == EPHD_OK)
@@ -299,8 +304,6 @@ int ephd_ffi_push_scan(const ephd_request_t *req) {
 
 /* --- the scan's frame (scan.h) ------------------------------------------- */
 
-#define FRAME "X-Queen-Scan: "
-
 static char *put_span(char *p, uint32_t off, uint32_t len) {
   p += ephd_u64_format(p, off);
   *p++ = ':';
@@ -315,8 +318,9 @@ size_t ephd_scan_frame(const ephd_request_t *req, char *out) {
       (s->has_partition && op->second_at == 0))
     return 0;
   char *p = out;
-  memcpy(p, FRAME, sizeof(FRAME) - 1);
-  p = put_span(p + sizeof(FRAME) - 1, op->queue_at, (uint32_t)s->queue.len);
+  memcpy(p, EPHD_FRAME_NAME, sizeof(EPHD_FRAME_NAME) - 1);
+  p = put_span(p + sizeof(EPHD_FRAME_NAME) - 1, op->queue_at,
+               (uint32_t)s->queue.len);
   *p++ = ' ';
   if (s->has_partition)
     p = put_span(p, op->second_at, (uint32_t)s->partition.len);
@@ -364,10 +368,7 @@ int ephd_scan_frame_read(const ephd_request_t *req, ephd_slice_t frame) {
   size_t len = req->body.len;
   uint32_t max = ephd_ffi_config()->max_items;
   if (max > EPHD_FRAME_MAX) max = EPHD_FRAME_MAX;
-  memset(s, 0, offsetof(ephd_scan_t, message));
-  s->message[0] = 0;
-  op->scanned = NULL;
-  op->items.len = 0;
+  scan_reset(op);
   ephd_span_t queue, partition, m;
   if (!(p = read_span(p, end, len, &queue)) || p >= end || *p++ != ' ')
     return frame_refused(op);

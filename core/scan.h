@@ -19,9 +19,11 @@
 #include "ffi.h"
 
 #define EPHD_FRAME_MAX 16
+/* The line's start, before its value. */
+#define EPHD_FRAME_NAME "X-Queen-Scan: "
 /* The longest line: each span with the byte before it at most 22 bytes. */
 #define EPHD_FRAME_LINE_MAX \
-  (sizeof("X-Queen-Scan: ") - 1 + (2 + EPHD_FRAME_MAX) * 22 + 2)
+  (sizeof(EPHD_FRAME_NAME) - 1 + (2 + EPHD_FRAME_MAX) * 22 + 2)
 
 /* Writes the header line for req's scan, CRLF included, at out (room for
  * EPHD_FRAME_LINE_MAX); returns its length, 0 when req gets none. */

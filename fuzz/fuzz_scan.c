@@ -34,7 +34,8 @@ static void framed_back(const ephd_request_t *edge) {
   memset(&owner, 0, sizeof(owner));
   owner.body = edge->body;
   ephd_op_attach(&owner);
-  ephd_slice_t value = {line + 14, n - 16}; /* "X-Queen-Scan: ", CRLF */
+  size_t name = sizeof(EPHD_FRAME_NAME) - 1;
+  ephd_slice_t value = {line + name, n - name - 2}; /* without CRLF */
   const ephd_scan_t *s = &edge->op->scan, *f = &owner.op->scan;
   const ephd_buf_t *si = &ephd_op_of(edge)->items,
                    *fi = &ephd_op_of(&owner)->items;

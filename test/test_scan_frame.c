@@ -10,8 +10,8 @@
 
 /* The frame's value: its header line without the name and the CRLF. */
 static ephd_slice_t value_of(const char *line, size_t len) {
-  static const char name[] = "X-Queen-Scan: ";
-  ephd_slice_t v = {line + sizeof(name) - 1, len - (sizeof(name) - 1) - 2};
+  size_t name = sizeof(EPHD_FRAME_NAME) - 1;
+  ephd_slice_t v = {line + name, len - name - 2};
   return v;
 }
 
